@@ -1,0 +1,87 @@
+//! Command-line interface.
+
+use clap::{Args, Parser, Subcommand};
+use std::path::PathBuf;
+
+const ABOUT: &str = "Tells you when an AI coding agent hands the turn back to you.
+
+baton reads the transcripts that Claude Code and Codex write (and Norma and SGME L0
+sessions), works out where each turn stands — working, completed, failed, interrupted
+or waiting for your answer — and reports it as JSON Lines events.";
+
+const AFTER: &str = "Examples:
+  baton scan                         where does every session stand right now?
+  baton scan --json | jq .           the same, one JSON object per session
+  baton replay ~/.claude/projects    every turn event in history, in file order
+  baton replay --settle 10s FILE     replay one transcript with a 10 s quiet period
+
+Logging goes to stderr; set BATON_LOG (e.g. BATON_LOG=debug) to change the filter.";
+
+#[derive(Debug, Parser)]
+#[command(name = "baton", version, about = ABOUT, long_about = ABOUT, after_help = AFTER)]
+pub struct Cli {
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Print the events a transcript produces, reading it from its first byte.
+    ///
+    /// Time is virtual: the records' own timestamps are the clock, and settle timers fire
+    /// in that time. When a file ends the clock runs on, so a final answer with no end
+    /// marker still completes (evidence "quiet").
+    Replay(ReplayArgs),
+    /// Print every session's current state.
+    ///
+    /// States: working, completed (waiting for you), failed, interrupted, needs_input.
+    /// Without PATH, reads the default roots: $CLAUDE_CONFIG_DIR/projects (or
+    /// ~/.claude/projects) and $CODEX_HOME/sessions (or ~/.codex/sessions).
+    Scan(ScanArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct PipelineArgs {
+    /// Quiet period after which an unmarked final answer counts as complete
+    /// (e.g. 500ms, 30s, 2m). Explicit end markers confirm at once; this is the last
+    /// resort.
+    #[arg(long, value_name = "DUR", default_value = "30s", value_parser = parse_duration)]
+    pub settle: u64,
+    /// Longest line parsed, in bytes. Longer lines are streamed past (memory stays
+    /// bounded) and reported as an `oversized_line` anomaly.
+    #[arg(long, value_name = "BYTES", default_value_t = crate::tail::DEFAULT_MAX_LINE_BYTES)]
+    pub max_line_bytes: usize,
+    /// Read files as this provider's instead of detecting it (claude, codex, norma, sgme).
+    #[arg(long, value_name = "PROVIDER", value_parser = parse_provider)]
+    pub provider: Option<crate::model::ProviderKind>,
+}
+
+#[derive(Debug, Args)]
+pub struct ReplayArgs {
+    #[command(flatten)]
+    pub pipeline: PipelineArgs,
+    /// Transcript files, or directories to search for them.
+    #[arg(required = true, value_name = "PATH")]
+    pub paths: Vec<PathBuf>,
+}
+
+#[derive(Debug, Args)]
+pub struct ScanArgs {
+    #[command(flatten)]
+    pub pipeline: PipelineArgs,
+    /// One JSON object per session instead of a table.
+    #[arg(long)]
+    pub json: bool,
+    /// Transcript files or directories (default: the Claude Code and Codex roots).
+    #[arg(value_name = "PATH")]
+    pub paths: Vec<PathBuf>,
+}
+
+fn parse_duration(s: &str) -> Result<u64, String> {
+    crate::clock::parse_duration_ms(s)
+}
+
+fn parse_provider(s: &str) -> Result<crate::model::ProviderKind, String> {
+    crate::model::ProviderKind::parse(s)
+        .ok_or_else(|| format!("unknown provider `{s}` (claude, codex, norma, sgme)"))
+}

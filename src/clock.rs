@@ -1,0 +1,199 @@
+//! Time as plain numbers: the cores take `now` as an argument, so replay can run on the
+//! records' own timestamps and the daemon on the machine's clocks.
+//!
+//! RFC 3339 parsing and formatting are done here by hand: transcripts only ever carry
+//! UTC or fixed-offset timestamps, and a calendar crate would be a large dependency for
+//! thirty lines of arithmetic.
+
+use std::time::{SystemTime, UNIX_EPOCH};
+
+/// A moment as the cores see it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Now {
+    /// Milliseconds on a monotonic scale: what settle timers are measured on.
+    pub mono: u64,
+    /// Unix milliseconds: what `ts` fields show.
+    pub wall: i64,
+}
+
+impl Now {
+    /// Virtual time, for replay: both scales are the record clock.
+    pub fn virtual_at(wall: i64) -> Self {
+        Now {
+            mono: u64::try_from(wall).unwrap_or(0),
+            wall,
+        }
+    }
+}
+
+/// Unix milliseconds of the system clock.
+pub fn wall_now() -> i64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
+}
+
+fn days_from_civil(y: i64, m: i64, d: i64) -> i64 {
+    let y = if m <= 2 { y - 1 } else { y };
+    let era = y.div_euclid(400);
+    let yoe = y - era * 400;
+    let mp = (m + 9) % 12;
+    let doy = (153 * mp + 2) / 5 + d - 1;
+    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
+    era * 146_097 + doe - 719_468
+}
+
+fn civil_from_days(z: i64) -> (i64, i64, i64) {
+    let z = z + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z - era * 146_097;
+    let yoe = (doe - doe / 1460 + doe / 36524 - doe / 146_096) / 365;
+    let y = yoe + era * 400;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let d = doy - (153 * mp + 2) / 5 + 1;
+    let m = if mp < 10 { mp + 3 } else { mp - 9 };
+    (if m <= 2 { y + 1 } else { y }, m, d)
+}
+
+fn num(b: &[u8]) -> Option<i64> {
+    if b.is_empty() || !b.iter().all(u8::is_ascii_digit) {
+        return None;
+    }
+    Some(b.iter().fold(0i64, |a, d| a * 10 + i64::from(d - b'0')))
+}
+
+/// Parses `YYYY-MM-DDTHH:MM:SS[.frac](Z|±HH:MM)` (a space may stand for `T`) into Unix
+/// milliseconds. Anything else is `None`: a record's time is a hint, never a reason to fail.
+pub fn parse_rfc3339(s: &str) -> Option<i64> {
+    let b = s.trim().as_bytes();
+    if b.len() < 19 || b[4] != b'-' || b[7] != b'-' || b[13] != b':' || b[16] != b':' {
+        return None;
+    }
+    if !matches!(b[10], b'T' | b't' | b' ') {
+        return None;
+    }
+    let (y, mo, d) = (num(&b[0..4])?, num(&b[5..7])?, num(&b[8..10])?);
+    let (h, mi, se) = (num(&b[11..13])?, num(&b[14..16])?, num(&b[17..19])?);
+    if !(1..=12).contains(&mo) || !(1..=31).contains(&d) || h > 23 || mi > 59 || se > 60 {
+        return None;
+    }
+    let mut i = 19;
+    let mut ms = 0i64;
+    if b.get(i) == Some(&b'.') {
+        i += 1;
+        let start = i;
+        while i < b.len() && b[i].is_ascii_digit() {
+            i += 1;
+        }
+        let frac = &b[start..i];
+        if frac.is_empty() {
+            return None;
+        }
+        let mut digits = [b'0'; 3];
+        for (slot, d) in digits.iter_mut().zip(frac) {
+            *slot = *d;
+        }
+        ms = num(&digits)?;
+    }
+    let offset_min = match b.get(i) {
+        Some(b'Z' | b'z') if i + 1 == b.len() => 0,
+        Some(sign @ (b'+' | b'-')) if i + 6 == b.len() && b[i + 3] == b':' => {
+            let m = num(&b[i + 1..i + 3])? * 60 + num(&b[i + 4..i + 6])?;
+            if *sign == b'-' { -m } else { m }
+        }
+        None => 0,
+        _ => return None,
+    };
+    let days = days_from_civil(y, mo, d);
+    let secs = days * 86_400 + h * 3600 + mi * 60 + se - offset_min * 60;
+    Some(secs * 1000 + ms)
+}
+
+/// Formats Unix milliseconds as `YYYY-MM-DDTHH:MM:SS.mmmZ`.
+pub fn format_rfc3339(ms: i64) -> String {
+    let secs = ms.div_euclid(1000);
+    let milli = ms.rem_euclid(1000);
+    let days = secs.div_euclid(86_400);
+    let sod = secs.rem_euclid(86_400);
+    let (y, m, d) = civil_from_days(days);
+    format!(
+        "{y:04}-{m:02}-{d:02}T{:02}:{:02}:{:02}.{milli:03}Z",
+        sod / 3600,
+        (sod / 60) % 60,
+        sod % 60
+    )
+}
+
+/// Parses a human duration such as `500ms`, `30s`, `2m`, `1h` or a bare number of seconds.
+pub fn parse_duration_ms(s: &str) -> Result<u64, String> {
+    let s = s.trim();
+    let split = s
+        .find(|c: char| !c.is_ascii_digit() && c != '.')
+        .unwrap_or(s.len());
+    let (n, unit) = s.split_at(split);
+    let n: f64 = n
+        .parse()
+        .map_err(|_| format!("`{s}` is not a duration (try 500ms, 30s, 2m)"))?;
+    let factor = match unit.trim() {
+        "ms" => 1.0,
+        "" | "s" | "sec" | "secs" => 1000.0,
+        "m" | "min" | "mins" => 60_000.0,
+        "h" => 3_600_000.0,
+        other => {
+            return Err(format!(
+                "unknown unit `{other}` in `{s}` (use ms, s, m or h)"
+            ));
+        }
+    };
+    let ms = n * factor;
+    if !ms.is_finite() || !(0.0..=1e15).contains(&ms) {
+        return Err(format!("`{s}` is out of range"));
+    }
+    // Durations are small positive whole numbers of ms after the checks above.
+    #[allow(clippy::cast_possible_truncation, clippy::cast_sign_loss)]
+    Ok(ms.round() as u64)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn round_trips() {
+        let t = parse_rfc3339("2026-02-11T21:36:41.090Z").unwrap();
+        assert_eq!(format_rfc3339(t), "2026-02-11T21:36:41.090Z");
+        assert_eq!(parse_rfc3339("1970-01-01T00:00:00Z"), Some(0));
+        assert_eq!(
+            parse_rfc3339("2024-02-29T12:00:00.5+01:00"),
+            parse_rfc3339("2024-02-29T11:00:00.500Z")
+        );
+        assert_eq!(
+            parse_rfc3339("2026-08-03T11:20:00.123456789Z"),
+            parse_rfc3339("2026-08-03T11:20:00.123Z")
+        );
+    }
+
+    #[test]
+    fn rejects_junk() {
+        for s in [
+            "",
+            "yesterday",
+            "2026-13-01T00:00:00Z",
+            "2026-01-01T00:00:00Zjunk",
+            "2026-01-01T00:00:00.Z",
+        ] {
+            assert_eq!(parse_rfc3339(s), None, "{s}");
+        }
+    }
+
+    #[test]
+    fn durations() {
+        assert_eq!(parse_duration_ms("500ms"), Ok(500));
+        assert_eq!(parse_duration_ms("30s"), Ok(30_000));
+        assert_eq!(parse_duration_ms("2m"), Ok(120_000));
+        assert_eq!(parse_duration_ms("1.5"), Ok(1500));
+        assert!(parse_duration_ms("soon").is_err());
+        assert!(parse_duration_ms("5 parsecs").is_err());
+    }
+}

@@ -1,0 +1,30 @@
+//! Library errors, with the context a person needs to act on them.
+
+use std::path::PathBuf;
+
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    #[error("cannot read {path}: {source}")]
+    Read {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("no such file or directory: {0}")]
+    Missing(PathBuf),
+    #[error("cannot write the event stream: {0}")]
+    Output(#[source] std::io::Error),
+    #[error("{0}")]
+    Usage(String),
+}
+
+impl Error {
+    /// The process exit code for this error (see README, "Exit codes").
+    pub fn exit_code(&self) -> u8 {
+        match self {
+            Error::Usage(_) => 2,
+            Error::Missing(_) | Error::Read { .. } => 3,
+            Error::Output(_) => 4,
+        }
+    }
+}

@@ -1,0 +1,144 @@
+//! One transcript file's path through the pipeline: bounded reader → projector →
+//! observations. Time and the reducer stay with the caller (replay runs on record time,
+//! the daemon on the machine clock).
+
+use crate::model::ProviderKind;
+use crate::provider::{self, Obs, ObsKind, Projector, content_hash, strip_nul};
+use crate::reduce::Src;
+use crate::tail::{Item, LineReader};
+use std::io::{self, Read};
+use std::path::Path;
+use std::sync::Arc;
+
+/// How much of a bad line is hashed into its anomaly key.
+const KEY_PREFIX: usize = 4096;
+
+pub struct FileFeed {
+    pub path: Arc<str>,
+    pub provider: ProviderKind,
+    projector: Box<dyn Projector>,
+    reader: LineReader,
+    max_line: usize,
+    buf: Vec<Obs>,
+}
+
+impl FileFeed {
+    pub fn new(path: &Path, provider: ProviderKind, max_line: usize) -> Self {
+        Self::resume(path, provider, max_line, 0, 1)
+    }
+
+    /// A feed that continues at a saved line-start offset.
+    pub fn resume(
+        path: &Path,
+        provider: ProviderKind,
+        max_line: usize,
+        offset: u64,
+        line_no: u64,
+    ) -> Self {
+        FileFeed {
+            path: Arc::from(path.to_string_lossy().as_ref()),
+            provider,
+            projector: provider::projector_for(provider, path),
+            reader: LineReader::resume(offset, line_no, max_line),
+            max_line,
+            buf: Vec::new(),
+        }
+    }
+
+    pub fn reader(&self) -> &LineReader {
+        &self.reader
+    }
+
+    /// False for files with no user-facing conversation in them.
+    pub fn is_conversation(&self) -> bool {
+        self.projector.is_conversation()
+    }
+
+    /// Reads `r` (positioned at `reader().pos()`) to its end, calling `sink` for every
+    /// observation in file order.
+    pub fn read_to_end<R: Read>(
+        &mut self,
+        r: &mut R,
+        mut sink: impl FnMut(&Src, Obs),
+    ) -> io::Result<u64> {
+        let mut reader = std::mem::replace(&mut self.reader, LineReader::new(1));
+        let res = reader.read_to_end(r, |item| self.item(item, &mut sink));
+        self.reader = reader;
+        res
+    }
+
+    /// Feeds bytes directly (they follow `reader().pos()`).
+    pub fn feed(&mut self, bytes: &[u8], mut sink: impl FnMut(&Src, Obs)) {
+        let mut reader = std::mem::replace(&mut self.reader, LineReader::new(1));
+        reader.feed(bytes, |item| self.item(item, &mut sink));
+        self.reader = reader;
+    }
+
+    fn item(&mut self, item: Item<'_>, sink: &mut impl FnMut(&Src, Obs)) {
+        let line_no = match item {
+            Item::Line { line_no, .. } | Item::Oversized { line_no, .. } => line_no,
+        };
+        let src = Src {
+            provider: self.provider,
+            path: self.path.clone(),
+            line: line_no,
+        };
+        match item {
+            Item::Line { bytes, .. } => {
+                let clean = strip_nul(bytes);
+                if clean.len() != bytes.len() {
+                    let msg = format!("{} NUL bytes stripped", bytes.len() - clean.len());
+                    sink(&src, self.anomaly(&src, "nul_bytes", msg, bytes));
+                }
+                if clean.iter().all(u8::is_ascii_whitespace) {
+                    return;
+                }
+                let res = self.projector.project(clean, &mut self.buf);
+                for obs in self.buf.drain(..) {
+                    sink(&src, obs);
+                }
+                if let Err(e) = res {
+                    tracing::debug!(path = %self.path, line = line_no, error = %e, "Malformed line.");
+                    let msg = format!("not a JSON record: {e}");
+                    sink(&src, self.anomaly(&src, "malformed_line", msg, clean));
+                }
+            }
+            Item::Oversized {
+                len, head, tail, ..
+            } => {
+                tracing::warn!(path = %self.path, line = line_no, bytes = len, limit = self.max_line, "Oversized line skipped.");
+                let msg = format!("line of {len} bytes skipped (limit {})", self.max_line);
+                let key = content_hash(&[
+                    b"oversized",
+                    self.path.as_bytes(),
+                    &line_no.to_le_bytes(),
+                    &len.to_le_bytes(),
+                    head,
+                ]);
+                sink(&src, self.anomaly(&src, "oversized_line", msg, head));
+                self.projector.oversized(head, tail, key, &mut self.buf);
+                for obs in self.buf.drain(..) {
+                    sink(&src, obs);
+                }
+            }
+        }
+    }
+
+    fn anomaly(&self, src: &Src, reason: &str, message: String, bytes: &[u8]) -> Obs {
+        let prefix = &bytes[..bytes.len().min(KEY_PREFIX)];
+        let key = content_hash(&[
+            reason.as_bytes(),
+            self.path.as_bytes(),
+            &src.line.to_le_bytes(),
+            prefix,
+        ]);
+        self.projector.obs(
+            key,
+            None,
+            ObsKind::Anomaly {
+                reason: reason.to_owned(),
+                message,
+            },
+        )
+    }
+}

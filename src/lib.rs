@@ -1,0 +1,27 @@
+//! baton: knows when an AI coding agent hands the turn back to its human.
+//!
+//! ```text
+//! watch (paths, hints) ─▶ tail (bounded lines) ─▶ provider (projection) ─▶ reduce (turns, dedup) ─▶ sink (events)
+//! ```
+//!
+//! The reader, projectors and reducer are synchronous and pure: bytes, observations and a
+//! `now` in, events out. `replay` runs them on the records' own time.
+//!
+//! Known problems: inotify cannot see writes on NFS and other network filesystems (use
+//! polling there); a transcript rewritten in place is re-derived from its content.
+
+pub mod cli;
+pub mod clock;
+pub mod config;
+pub mod error;
+pub mod feed;
+pub mod model;
+pub mod provider;
+pub mod reduce;
+pub mod replay;
+pub mod scan_view;
+pub mod sink;
+pub mod tail;
+pub mod watch;
+
+pub use error::Error;

@@ -1,0 +1,81 @@
+//! The `baton` binary: parse, set up logging, run, map errors to exit codes.
+
+use baton::cli::{Cli, Command, PipelineArgs};
+use baton::error::Error;
+use baton::replay::{self, AtEof, Options};
+use baton::sink::JsonlSink;
+use baton::{config, scan_view, watch};
+use clap::Parser;
+use std::io::{self, Write};
+use std::process::ExitCode;
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    init_logging();
+    match run(cli) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            if let Error::Output(io) = &e {
+                if io.kind() == io::ErrorKind::BrokenPipe {
+                    return ExitCode::SUCCESS;
+                }
+            }
+            eprintln!("baton: {e}");
+            ExitCode::from(e.exit_code())
+        }
+    }
+}
+
+fn init_logging() {
+    let filter = tracing_subscriber::EnvFilter::try_from_env("BATON_LOG")
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn"));
+    tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(io::stderr)
+        .with_ansi(io::IsTerminal::is_terminal(&io::stderr()))
+        .init();
+}
+
+fn options(p: &PipelineArgs) -> Options {
+    Options {
+        settle_ms: p.settle,
+        max_line: p.max_line_bytes,
+        seen_capacity: baton::reduce::dedup_capacity(),
+    }
+}
+
+fn run(cli: Cli) -> Result<(), Error> {
+    match cli.command {
+        Command::Replay(args) => {
+            let files = replay::collect(&args.paths, args.pipeline.provider)?;
+            let stdout = io::stdout();
+            let mut sink = JsonlSink::new(io::BufWriter::new(stdout.lock()));
+            replay::run(&files, &options(&args.pipeline), AtEof::RunOn, |ev| {
+                sink.write(ev).map_err(Error::Output)
+            })?;
+            sink.flush().map_err(Error::Output)
+        }
+        Command::Scan(args) => {
+            let files = if args.paths.is_empty() {
+                config::default_roots()
+                    .iter()
+                    .flat_map(watch::find)
+                    .collect()
+            } else {
+                replay::collect(&args.paths, args.pipeline.provider)?
+            };
+            let views = replay::scan(&files, &options(&args.pipeline))?;
+            let mut out = io::BufWriter::new(io::stdout().lock());
+            if args.json {
+                for v in &views {
+                    writeln!(out, "{}", scan_view::json_line(v)).map_err(Error::Output)?;
+                }
+            } else if views.is_empty() {
+                writeln!(out, "No sessions found.").map_err(Error::Output)?;
+            } else {
+                write!(out, "{}", scan_view::table(&views)).map_err(Error::Output)?;
+            }
+            out.flush().map_err(Error::Output)
+        }
+    }
+}

@@ -1,0 +1,226 @@
+//! Boundary types: what leaves the process (the v1 event) and the provider-neutral
+//! vocabulary the reducer speaks.
+
+use serde::Serialize;
+use std::fmt;
+
+/// Which agent wrote a transcript.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum ProviderKind {
+    Claude,
+    Codex,
+    Norma,
+    Sgme,
+}
+
+impl ProviderKind {
+    pub const ALL: [ProviderKind; 4] = [Self::Claude, Self::Codex, Self::Norma, Self::Sgme];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Claude => "claude",
+            Self::Codex => "codex",
+            Self::Norma => "norma",
+            Self::Sgme => "sgme",
+        }
+    }
+
+    pub fn parse(s: &str) -> Option<Self> {
+        Self::ALL.into_iter().find(|p| p.as_str() == s)
+    }
+}
+
+impl fmt::Display for ProviderKind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// The `event` field of the v1 schema.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum EventKind {
+    TurnStarted,
+    TurnCompleted,
+    TurnFailed,
+    TurnInterrupted,
+    NeedsInput,
+    Anomaly,
+    DaemonReady,
+    DaemonStopping,
+    /// Additive (Norma boundary records): context was compacted mid-turn.
+    ContextCompacted,
+}
+
+impl EventKind {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::TurnStarted => "turn_started",
+            Self::TurnCompleted => "turn_completed",
+            Self::TurnFailed => "turn_failed",
+            Self::TurnInterrupted => "turn_interrupted",
+            Self::NeedsInput => "needs_input",
+            Self::Anomaly => "anomaly",
+            Self::DaemonReady => "daemon_ready",
+            Self::DaemonStopping => "daemon_stopping",
+            Self::ContextCompacted => "context_compacted",
+        }
+    }
+}
+
+/// One line of the event stream (schema v1). Every listed field is always present
+/// (null when it does not apply) so consumers never need `has_key` checks; fields added
+/// later are omitted when empty.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Event {
+    pub v: u8,
+    pub event: EventKind,
+    pub provider: Option<ProviderKind>,
+    pub session: Option<String>,
+    pub agent: Option<String>,
+    pub turn: Option<String>,
+    pub path: Option<String>,
+    pub line: Option<u64>,
+    pub ts: String,
+    pub record_ts: Option<String>,
+    pub reason: Option<String>,
+    pub message: Option<String>,
+    pub evidence: Option<String>,
+    pub id: String,
+    /// Additive: when a usage or rate limit resets, if the transcript says.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub resets_at: Option<String>,
+    /// Additive: who began the turn (`human` or `system`), on `turn_started`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub initiator: Option<&'static str>,
+    /// Additive: tokens before a compaction, on `context_compacted`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub pre_tokens: Option<u64>,
+    /// Additive: set on a re-delivery after a crash (same `id`).
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub replay: bool,
+}
+
+impl Event {
+    /// A daemon lifecycle event, not tied to any transcript.
+    pub fn lifecycle(event: EventKind, ts: String, id: String) -> Self {
+        Event {
+            v: 1,
+            event,
+            provider: None,
+            session: None,
+            agent: None,
+            turn: None,
+            path: None,
+            line: None,
+            ts,
+            record_ts: None,
+            reason: None,
+            message: None,
+            evidence: None,
+            id,
+            resets_at: None,
+            initiator: None,
+            pre_tokens: None,
+            replay: false,
+        }
+    }
+
+    /// Serializes to one JSON line (without the newline).
+    pub fn to_json(&self) -> String {
+        // Serializing plain strings and numbers cannot fail.
+        serde_json::to_string(self).unwrap_or_default()
+    }
+}
+
+/// Where a conversation lives: one reducer state per key.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct SessionKey {
+    pub provider: ProviderKind,
+    pub session: String,
+    pub agent: Option<String>,
+}
+
+/// The state `scan` and `status` report for a session.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum SessionState {
+    Working,
+    Completed,
+    Failed,
+    Interrupted,
+    NeedsInput,
+}
+
+impl SessionState {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Working => "working",
+            Self::Completed => "completed",
+            Self::Failed => "failed",
+            Self::Interrupted => "interrupted",
+            Self::NeedsInput => "needs_input",
+        }
+    }
+}
+
+/// Messages in events are capped so one record cannot flood a notification or a dashboard.
+pub const MESSAGE_MAX_CHARS: usize = 280;
+
+/// Trims, collapses whitespace runs, drops control characters and caps the result at
+/// [`MESSAGE_MAX_CHARS`] characters (ending in `…` when cut).
+pub fn clip_message(s: &str) -> Option<String> {
+    let mut out = String::new();
+    let mut n = 0;
+    let mut cut = false;
+    'words: for word in s.split_whitespace() {
+        if n > 0 {
+            if n == MESSAGE_MAX_CHARS {
+                cut = true;
+                break;
+            }
+            out.push(' ');
+            n += 1;
+        }
+        for c in word.chars().filter(|c| !c.is_control()) {
+            if n == MESSAGE_MAX_CHARS {
+                cut = true;
+                break 'words;
+            }
+            out.push(c);
+            n += 1;
+        }
+    }
+    if cut {
+        while n >= MESSAGE_MAX_CHARS {
+            out.pop();
+            n -= 1;
+        }
+        out.push('…');
+    }
+    let trimmed = out.trim_end();
+    (!trimmed.is_empty()).then(|| trimmed.to_owned())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn clip_caps_and_collapses() {
+        assert_eq!(clip_message("  a \n\n b\t").as_deref(), Some("a b"));
+        assert_eq!(clip_message("   "), None);
+        let long = "x".repeat(1000);
+        let c = clip_message(&long).unwrap();
+        assert_eq!(c.chars().count(), MESSAGE_MAX_CHARS);
+        assert!(c.ends_with('…'));
+        let exact = "y".repeat(MESSAGE_MAX_CHARS);
+        assert_eq!(clip_message(&exact).unwrap(), exact);
+    }
+
+    #[test]
+    fn clip_drops_control_chars() {
+        assert_eq!(clip_message("a\u{1b}[31mb").as_deref(), Some("a[31mb"));
+    }
+}

@@ -1,0 +1,459 @@
+//! Claude Code transcripts (`~/.claude/projects/<project>/<session>.jsonl` and subagent
+//! files). Rules: shared/docs/transcript-formats.md, Part A and C.
+
+use super::content::{StrOrList, reset_hint};
+use super::{
+    Evidence, Initiator, Malformed, Obs, ObsKind, Projector, content_hash, file_stem, parse_line,
+};
+use crate::clock::parse_rfc3339;
+use lru::LruCache;
+use serde::Deserialize;
+use serde::de::IgnoredAny;
+use std::borrow::Cow;
+use std::num::NonZeroUsize;
+use std::path::Path;
+
+#[derive(Deserialize)]
+struct Rec<'a> {
+    #[serde(rename = "type", borrow)]
+    ty: Option<Cow<'a, str>>,
+    #[serde(borrow)]
+    subtype: Option<Cow<'a, str>>,
+    #[serde(borrow)]
+    uuid: Option<Cow<'a, str>>,
+    #[serde(rename = "parentUuid", borrow)]
+    parent: Option<Cow<'a, str>>,
+    #[serde(rename = "sessionId", borrow)]
+    session: Option<Cow<'a, str>>,
+    #[serde(rename = "agentId", borrow)]
+    agent: Option<Cow<'a, str>>,
+    #[serde(rename = "isSidechain")]
+    sidechain: Option<bool>,
+    #[serde(rename = "isMeta")]
+    meta: Option<bool>,
+    #[serde(rename = "isCompactSummary")]
+    compact_summary: Option<bool>,
+    #[serde(rename = "isApiErrorMessage")]
+    api_error: Option<bool>,
+    error: Option<super::content::Tag>,
+    #[serde(borrow)]
+    timestamp: Option<Cow<'a, str>>,
+    #[serde(borrow)]
+    message: Option<Msg<'a>>,
+    #[serde(rename = "toolUseResult")]
+    tool_use_result: Option<IgnoredAny>,
+    #[serde(rename = "toolEndsTurn")]
+    tool_ends_turn: Option<bool>,
+    #[serde(borrow)]
+    origin: Option<Origin<'a>>,
+    #[serde(rename = "preventedContinuation")]
+    prevented_continuation: Option<bool>,
+    #[serde(rename = "compactMetadata")]
+    compact: Option<CompactMeta>,
+}
+
+#[derive(Deserialize)]
+struct CompactMeta {
+    #[serde(rename = "preTokens")]
+    pre_tokens: Option<u64>,
+}
+
+#[derive(Deserialize)]
+struct Origin<'a> {
+    #[serde(borrow)]
+    kind: Option<Cow<'a, str>>,
+}
+
+#[derive(Deserialize)]
+struct Msg<'a> {
+    #[serde(borrow)]
+    model: Option<Cow<'a, str>>,
+    #[serde(borrow)]
+    content: Option<StrOrList<'a, Block<'a>>>,
+    #[serde(borrow)]
+    stop_reason: Option<Cow<'a, str>>,
+    usage: Option<Usage>,
+}
+
+#[derive(Deserialize)]
+struct Usage {
+    server_tool_use: Option<IgnoredAny>,
+    iterations: Option<IgnoredAny>,
+}
+
+#[derive(Deserialize)]
+struct Block<'a> {
+    #[serde(rename = "type", borrow)]
+    ty: Option<Cow<'a, str>>,
+    #[serde(borrow)]
+    text: Option<Cow<'a, str>>,
+    #[serde(borrow)]
+    id: Option<Cow<'a, str>>,
+    #[serde(borrow)]
+    name: Option<Cow<'a, str>>,
+    #[serde(borrow)]
+    tool_use_id: Option<Cow<'a, str>>,
+    #[serde(borrow)]
+    input: Option<Input<'a>>,
+}
+
+#[derive(Deserialize)]
+struct Input<'a> {
+    #[serde(borrow)]
+    questions: Option<Vec<Question<'a>>>,
+    #[serde(borrow)]
+    plan: Option<Cow<'a, str>>,
+}
+
+#[derive(Deserialize)]
+struct Question<'a> {
+    #[serde(borrow)]
+    question: Option<Cow<'a, str>>,
+}
+
+/// Tools that park the turn until the person answers.
+const NEEDS_INPUT_TOOLS: [&str; 2] = ["AskUserQuestion", "ExitPlanMode"];
+/// Stop reasons that end a response for good (max_tokens and refusal: done, but degraded).
+const TERMINAL_STOPS: [&str; 4] = ["end_turn", "stop_sequence", "max_tokens", "refusal"];
+
+pub struct ClaudeProjector {
+    session: String,
+    /// True once the session id is settled (from the path or a first record).
+    session_fixed: bool,
+    /// `Some` for a subagent file: every record belongs to this agent.
+    file_agent: Option<String>,
+    helper: bool,
+    /// Inline sidechains (≤1.0.x) carry no agent id: follow the parent chain to its root.
+    side_roots: LruCache<String, String>,
+    last_caveat: Option<String>,
+}
+
+impl ClaudeProjector {
+    pub fn new(path: &Path) -> Self {
+        let stem = file_stem(path);
+        let (file_agent, helper) = match stem.strip_prefix("agent-") {
+            Some(id) => (Some(id.to_owned()), id.starts_with("acompact")),
+            None => (None, false),
+        };
+        // The file is the session: a resumed session's file carries copies of earlier
+        // records whose `sessionId` is the old session's, and they must not split it.
+        // Main files are named `<sessionId>.jsonl`; `<session>/subagents/agent-x.jsonl`
+        // names its session two levels up. Otherwise the first `sessionId` decides.
+        let named = if file_agent.is_some() {
+            path.parent()
+                .filter(|p| p.file_name().is_some_and(|n| n == "subagents"))
+                .and_then(Path::parent)
+                .and_then(Path::file_name)
+                .map(|n| n.to_string_lossy().into_owned())
+        } else {
+            Some(stem.clone())
+        };
+        let (session, session_fixed) = match named.filter(|n| looks_like_uuid(n)) {
+            Some(n) => (n, true),
+            None => (stem, false),
+        };
+        ClaudeProjector {
+            session,
+            session_fixed,
+            file_agent,
+            helper,
+            side_roots: LruCache::new(NonZeroUsize::new(4096).unwrap_or(NonZeroUsize::MIN)),
+            last_caveat: None,
+        }
+    }
+
+    fn agent_for(&mut self, rec: &Rec<'_>) -> Option<String> {
+        if let Some(a) = &self.file_agent {
+            return Some(a.clone());
+        }
+        if rec.sidechain != Some(true) {
+            return None;
+        }
+        let agent = if let Some(a) = &rec.agent {
+            a.to_string()
+        } else {
+            let inherited = rec
+                .parent
+                .as_deref()
+                .and_then(|p| self.side_roots.get(p).cloned());
+            match (inherited, rec.uuid.as_deref()) {
+                (Some(a), _) => a,
+                (None, Some(u)) => format!("side-{}", u.get(..8).unwrap_or(u)),
+                (None, None) => "sidechain".to_owned(),
+            }
+        };
+        if let Some(u) = &rec.uuid {
+            self.side_roots.put(u.to_string(), agent.clone());
+        }
+        Some(agent)
+    }
+
+    fn user(&mut self, rec: &Rec<'_>, uuid: &str, kinds: &mut Vec<ObsKind>) {
+        let Some(msg) = &rec.message else { return };
+        let mut text: Option<&str> = None;
+        match &msg.content {
+            Some(StrOrList::Str(s)) => text = Some(s),
+            Some(StrOrList::List(blocks)) => {
+                for b in blocks {
+                    match b.ty.as_deref() {
+                        Some("tool_result") => kinds.push(ObsKind::ToolResult {
+                            id: b.tool_use_id.as_deref().unwrap_or_default().to_owned(),
+                        }),
+                        Some("text") if text.is_none() => text = b.text.as_deref(),
+                        _ => {}
+                    }
+                }
+            }
+            _ => {}
+        }
+        if kinds.is_empty() && rec.tool_use_result.is_some() {
+            kinds.push(ObsKind::Work);
+        }
+        if !kinds.is_empty() {
+            if rec.tool_ends_turn == Some(true) {
+                kinds.push(ObsKind::Completed {
+                    turn: None,
+                    message: None,
+                    evidence: Evidence::ToolEndsTurn,
+                });
+            }
+            return;
+        }
+        let Some(text) = text else { return };
+        let t = text.trim_start();
+        if t.starts_with("<local-command-caveat>") {
+            self.last_caveat = Some(uuid.to_owned());
+            return;
+        }
+        if rec.meta == Some(true) || rec.compact_summary == Some(true) {
+            return;
+        }
+        if t.starts_with("[Request interrupted by user") {
+            let reason = if t.contains("for tool use") {
+                "tool_use_rejected"
+            } else {
+                "user"
+            };
+            kinds.push(ObsKind::Interrupted {
+                turn: None,
+                reason: reason.to_owned(),
+                message: crate::model::clip_message(t),
+            });
+            return;
+        }
+        if t.starts_with("<local-command-std") || t.starts_with("<bash-") {
+            return;
+        }
+        if t.contains("<command-name>")
+            && rec.parent.is_some()
+            && rec.parent.as_deref() == self.last_caveat.as_deref()
+        {
+            // A local slash command (/mcp, /model…): no model turn follows.
+            return;
+        }
+        let origin = rec.origin.as_ref().and_then(|o| o.kind.as_deref());
+        let system = t.starts_with("<task-notification>")
+            || t.starts_with("<teammate-message")
+            || origin.is_some_and(|k| k != "human");
+        kinds.push(ObsKind::TurnStart {
+            turn: uuid.to_owned(),
+            initiator: if system {
+                Initiator::System
+            } else {
+                Initiator::Human
+            },
+        });
+    }
+
+    fn assistant(rec: &Rec<'_>, kinds: &mut Vec<ObsKind>) {
+        let Some(msg) = &rec.message else { return };
+        let mut text = String::new();
+        let mut calls = Vec::new();
+        if let Some(StrOrList::List(blocks)) = &msg.content {
+            for b in blocks {
+                match b.ty.as_deref() {
+                    Some("text") => {
+                        if let Some(t) = &b.text {
+                            text.push_str(t);
+                        }
+                    }
+                    Some("tool_use" | "server_tool_use") => calls.push(b),
+                    _ => {}
+                }
+            }
+        } else if let Some(StrOrList::Str(s)) = &msg.content {
+            text.push_str(s);
+        }
+        let synthetic = msg.model.as_deref() == Some("<synthetic>");
+        let error_kind = rec.error.as_ref().and_then(|t| t.0.clone());
+        if rec.api_error == Some(true) || (synthetic && error_kind.is_some()) {
+            kinds.push(ObsKind::Failed {
+                turn: None,
+                reason: error_kind.unwrap_or_else(|| "api_error".to_owned()),
+                resets_at: reset_hint(&text),
+                message: crate::model::clip_message(&text),
+            });
+            return;
+        }
+        if synthetic {
+            // e.g. "No response requested." after a queued no-op: never a real answer.
+            return;
+        }
+        if text
+            .trim_start()
+            .starts_with("Claude AI usage limit reached")
+        {
+            kinds.push(ObsKind::Failed {
+                turn: None,
+                reason: "usage_limit".to_owned(),
+                resets_at: reset_hint(&text),
+                message: crate::model::clip_message(text.split('|').next().unwrap_or_default()),
+            });
+            return;
+        }
+        if !calls.is_empty() {
+            for b in calls {
+                let name = b.name.as_deref().unwrap_or_default();
+                let waits = NEEDS_INPUT_TOOLS.contains(&name);
+                let message = if waits {
+                    question_text(b).or_else(|| crate::model::clip_message(&text))
+                } else {
+                    None
+                };
+                kinds.push(ObsKind::ToolCall {
+                    id: b.id.as_deref().unwrap_or_default().to_owned(),
+                    needs_input: waits.then(|| name.to_owned()),
+                    message,
+                });
+            }
+            return;
+        }
+        let stop = msg.stop_reason.as_deref();
+        if text.trim().is_empty() || matches!(stop, Some("tool_use" | "pause_turn")) {
+            // Thinking, or an empty lead-in block: the response is still streaming.
+            kinds.push(ObsKind::Work);
+            return;
+        }
+        let final_usage = msg
+            .usage
+            .as_ref()
+            .is_some_and(|u| u.server_tool_use.is_some() && u.iterations.is_some());
+        let confirm = if stop.is_some_and(|s| TERMINAL_STOPS.contains(&s)) {
+            Some(Evidence::StopReason)
+        } else if final_usage {
+            Some(Evidence::FinalUsage)
+        } else {
+            None
+        };
+        kinds.push(ObsKind::Final {
+            message: crate::model::clip_message(&text),
+            confirm,
+        });
+    }
+
+    fn system(rec: &Rec<'_>, kinds: &mut Vec<ObsKind>) {
+        match rec.subtype.as_deref() {
+            Some("turn_duration") => kinds.push(ObsKind::Confirm(Evidence::TurnDuration)),
+            Some("stop_hook_summary") => kinds.push(if rec.prevented_continuation == Some(true) {
+                // The hook sent the model back to work.
+                ObsKind::Work
+            } else {
+                ObsKind::Confirm(Evidence::StopHook)
+            }),
+            // A retry notice: the turn is still running.
+            Some("api_error") => kinds.push(ObsKind::Work),
+            Some("compact_boundary") => kinds.push(ObsKind::Compacted {
+                pre_tokens: rec.compact.as_ref().and_then(|c| c.pre_tokens),
+            }),
+            _ => {}
+        }
+    }
+}
+
+fn looks_like_uuid(s: &str) -> bool {
+    s.len() == 36
+        && s.bytes().enumerate().all(|(i, b)| {
+            if matches!(i, 8 | 13 | 18 | 23) {
+                b == b'-'
+            } else {
+                b.is_ascii_hexdigit()
+            }
+        })
+}
+
+fn question_text(b: &Block<'_>) -> Option<String> {
+    let input = b.input.as_ref()?;
+    if let Some(q) = input
+        .questions
+        .as_ref()
+        .and_then(|qs| qs.iter().find_map(|q| q.question.as_deref()))
+    {
+        return crate::model::clip_message(q);
+    }
+    input.plan.as_deref().and_then(crate::model::clip_message)
+}
+
+impl Projector for ClaudeProjector {
+    fn project(&mut self, line: &[u8], out: &mut Vec<Obs>) -> Result<(), Malformed> {
+        let buf: Vec<u8>;
+        let (rec, repaired) = parse_line!(line, buf, Rec<'_>);
+        let key = rec
+            .uuid
+            .as_deref()
+            .map_or_else(|| content_hash(&[line]), str::to_owned);
+        let record_ts = rec.timestamp.as_deref().and_then(parse_rfc3339);
+        if !self.session_fixed
+            && let Some(s) = &rec.session
+        {
+            self.session = s.to_string();
+            self.session_fixed = true;
+        }
+        if let Some(reason) = repaired {
+            out.push(self.obs(
+                key.clone(),
+                record_ts,
+                ObsKind::Anomaly {
+                    reason: reason.to_owned(),
+                    message: "line repaired before parsing".to_owned(),
+                },
+            ));
+        }
+        if self.helper {
+            return Ok(());
+        }
+        // Every sidechain record registers in the chain map, even ones that change no
+        // state, so that its children find their root.
+        let agent = self.agent_for(&rec);
+        let mut kinds = Vec::new();
+        match rec.ty.as_deref() {
+            Some("user") => self.user(&rec, &key, &mut kinds),
+            Some("assistant") => Self::assistant(&rec, &mut kinds),
+            Some("system") => Self::system(&rec, &mut kinds),
+            _ => {}
+        }
+        for kind in kinds {
+            out.push(Obs {
+                session: self.session.clone(),
+                agent: agent.clone(),
+                record_ts,
+                key: key.clone(),
+                kind,
+            });
+        }
+        Ok(())
+    }
+
+    fn obs(&self, key: String, record_ts: Option<i64>, kind: ObsKind) -> Obs {
+        Obs {
+            session: self.session.clone(),
+            agent: self.file_agent.clone(),
+            record_ts,
+            key,
+            kind,
+        }
+    }
+
+    fn is_conversation(&self) -> bool {
+        !self.helper
+    }
+}

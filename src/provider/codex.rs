@@ -1,0 +1,373 @@
+//! Codex rollouts (`~/.codex/sessions/YYYY/MM/DD/rollout-*.jsonl`). Rules:
+//! shared/docs/transcript-formats.md, Part B and C.
+
+use super::content::{StrOrList, Tag};
+use super::{
+    Evidence, Initiator, Malformed, Obs, ObsKind, Projector, content_hash, file_stem, parse_line,
+};
+use crate::clock::{format_rfc3339, parse_rfc3339};
+use crate::model::clip_message;
+use serde::Deserialize;
+use std::borrow::Cow;
+use std::path::Path;
+
+#[derive(Deserialize)]
+struct Line<'a> {
+    #[serde(borrow)]
+    timestamp: Option<Cow<'a, str>>,
+    #[serde(rename = "type", borrow)]
+    ty: Option<Cow<'a, str>>,
+    #[serde(borrow)]
+    payload: Option<Payload<'a>>,
+    /// Legacy (pre-wrapper) header: `{"id","timestamp","instructions"}`.
+    #[serde(borrow)]
+    id: Option<Cow<'a, str>>,
+}
+
+#[derive(Deserialize)]
+struct Payload<'a> {
+    #[serde(rename = "type", borrow)]
+    ty: Option<Cow<'a, str>>,
+    #[serde(borrow)]
+    id: Option<Cow<'a, str>>,
+    source: Option<Source<'a>>,
+    #[serde(borrow)]
+    parent_thread_id: Option<Cow<'a, str>>,
+    #[serde(borrow)]
+    turn_id: Option<Cow<'a, str>>,
+    #[serde(borrow)]
+    last_agent_message: Option<Cow<'a, str>>,
+    #[serde(borrow)]
+    error: Option<ErrorInfo<'a>>,
+    #[serde(borrow)]
+    reason: Option<Cow<'a, str>>,
+    #[serde(borrow)]
+    message: Option<StrOrList<'a, serde::de::IgnoredAny>>,
+    #[serde(borrow)]
+    role: Option<Cow<'a, str>>,
+    #[serde(borrow)]
+    phase: Option<Cow<'a, str>>,
+    #[serde(borrow)]
+    content: Option<StrOrList<'a, ContentItem<'a>>>,
+    #[serde(borrow)]
+    call_id: Option<Cow<'a, str>>,
+    codex_error_info: Option<Tag>,
+    rate_limits: Option<RateLimits<'a>>,
+}
+
+#[derive(Deserialize)]
+struct ErrorInfo<'a> {
+    #[serde(borrow)]
+    message: Option<Cow<'a, str>>,
+    codex_error_info: Option<Tag>,
+}
+
+#[derive(Deserialize)]
+struct ContentItem<'a> {
+    #[serde(borrow)]
+    text: Option<Cow<'a, str>>,
+}
+
+#[derive(Deserialize)]
+struct RateLimits<'a> {
+    #[serde(borrow)]
+    rate_limit_reached_type: Option<Cow<'a, str>>,
+    primary: Option<Window>,
+    secondary: Option<Window>,
+}
+
+#[derive(Deserialize)]
+struct Window {
+    used_percent: Option<f64>,
+    resets_at: Option<i64>,
+}
+
+/// `session_meta.payload.source`: a string (`cli`, `vscode`, `exec`) or an object such as
+/// `{"subagent":{"thread_spawn":{"parent_thread_id":…}}}` or `{"subagent":"review"}`.
+#[derive(Deserialize)]
+#[serde(untagged)]
+enum Source<'a> {
+    Sub {
+        #[serde(borrow)]
+        subagent: SubSource<'a>,
+    },
+    Other(serde::de::IgnoredAny),
+}
+
+#[derive(Deserialize)]
+#[serde(untagged)]
+enum SubSource<'a> {
+    Name(#[serde(borrow)] Cow<'a, str>),
+    Spawn {
+        #[serde(borrow)]
+        thread_spawn: Spawn<'a>,
+    },
+    Other(serde::de::IgnoredAny),
+}
+
+#[derive(Deserialize)]
+struct Spawn<'a> {
+    #[serde(borrow)]
+    parent_thread_id: Option<Cow<'a, str>>,
+    #[serde(borrow)]
+    agent_nickname: Option<Cow<'a, str>>,
+}
+
+pub struct CodexProjector {
+    session: String,
+    agent: Option<String>,
+    /// Files from before Feb 2026 have no task events: turns are counted from prompts.
+    has_task_events: bool,
+    ordinal: u64,
+    /// Legacy files: a prompt arrived and no final answer has followed yet.
+    awaiting_answer: bool,
+}
+
+impl CodexProjector {
+    pub fn new(path: &Path) -> Self {
+        // `rollout-<date>-<uuid>`: the thread id is the last 36 characters.
+        let stem = file_stem(path);
+        let session = stem
+            .get(stem.len().saturating_sub(36)..)
+            .filter(|s| s.len() == 36 && s.matches('-').count() == 4)
+            .map_or(stem.clone(), str::to_owned);
+        CodexProjector {
+            session,
+            agent: None,
+            has_task_events: false,
+            ordinal: 0,
+            awaiting_answer: false,
+        }
+    }
+
+    fn meta(&mut self, p: &Payload<'_>) {
+        let own = p.id.as_deref().map(str::to_owned);
+        let parent = p.parent_thread_id.as_deref().map(str::to_owned);
+        match &p.source {
+            Some(Source::Sub { subagent }) => {
+                let (spawn_parent, nick) = match subagent {
+                    SubSource::Spawn { thread_spawn } => (
+                        thread_spawn.parent_thread_id.as_deref().map(str::to_owned),
+                        thread_spawn.agent_nickname.as_deref().map(str::to_owned),
+                    ),
+                    SubSource::Name(n) => (None, Some(n.to_string())),
+                    SubSource::Other(_) => (None, None),
+                };
+                // A child session: group it under its parent when the parent is known,
+                // so its events never look like the parent's own.
+                match spawn_parent.or(parent) {
+                    Some(parent) => {
+                        self.agent = own.or(nick).or_else(|| Some("subagent".to_owned()));
+                        self.session = parent;
+                    }
+                    None => {
+                        self.agent = nick.or_else(|| Some("subagent".to_owned()));
+                        if let Some(own) = own {
+                            self.session = own;
+                        }
+                    }
+                }
+            }
+            _ => {
+                if let Some(own) = own {
+                    self.session = own;
+                }
+            }
+        }
+    }
+
+    fn event(&mut self, p: &Payload<'_>, kinds: &mut Vec<ObsKind>) {
+        let turn = p.turn_id.as_deref().map(str::to_owned);
+        match p.ty.as_deref() {
+            Some("task_started" | "turn_started") => {
+                self.has_task_events = true;
+                self.ordinal += 1;
+                let turn = turn.unwrap_or_else(|| format!("#{}", self.ordinal));
+                kinds.push(ObsKind::TurnStart {
+                    turn,
+                    initiator: Initiator::Human,
+                });
+            }
+            Some("task_complete" | "turn_complete") => {
+                self.has_task_events = true;
+                if let Some(err) = &p.error {
+                    let text = err.message.as_deref().unwrap_or_default();
+                    kinds.push(ObsKind::Failed {
+                        turn,
+                        reason: err
+                            .codex_error_info
+                            .as_ref()
+                            .and_then(|t| t.0.clone())
+                            .unwrap_or_else(|| "error".to_owned()),
+                        message: clip_message(text),
+                        resets_at: super::content::reset_hint(text),
+                    });
+                } else {
+                    kinds.push(ObsKind::Completed {
+                        turn,
+                        message: p.last_agent_message.as_deref().and_then(clip_message),
+                        evidence: Evidence::TaskComplete,
+                    });
+                }
+            }
+            Some("turn_aborted") => kinds.push(ObsKind::Interrupted {
+                turn,
+                reason: p.reason.as_deref().unwrap_or("interrupted").to_owned(),
+                message: None,
+            }),
+            Some("error") => {
+                let text = message_str(p).unwrap_or_default();
+                kinds.push(ObsKind::Failed {
+                    turn,
+                    reason: p
+                        .codex_error_info
+                        .as_ref()
+                        .and_then(|t| t.0.clone())
+                        .unwrap_or_else(|| "error".to_owned()),
+                    message: clip_message(text),
+                    resets_at: super::content::reset_hint(text),
+                });
+            }
+            // Reconnecting: the turn goes on.
+            Some("stream_error" | "agent_reasoning") => kinds.push(ObsKind::Work),
+            Some("user_message") => self.prompt(kinds),
+            Some("agent_message") => self.answer(p.phase.as_deref(), message_str(p), kinds),
+            Some("token_count") => {
+                if let Some(rl) = &p.rate_limits
+                    && let Some(kind) = &rl.rate_limit_reached_type
+                {
+                    kinds.push(ObsKind::Failed {
+                        turn: None,
+                        reason: kind.to_string(),
+                        message: Some("Rate limit reached".to_owned()),
+                        resets_at: limit_reset(rl),
+                    });
+                }
+            }
+            Some("context_compacted") => kinds.push(ObsKind::Compacted { pre_tokens: None }),
+            _ => {}
+        }
+    }
+
+    fn prompt(&mut self, kinds: &mut Vec<ObsKind>) {
+        if self.has_task_events || self.awaiting_answer {
+            // Inside an open turn a prompt is steering; with task events, turns are
+            // delimited by task_started alone.
+            kinds.push(ObsKind::Work);
+            return;
+        }
+        self.ordinal += 1;
+        self.awaiting_answer = true;
+        kinds.push(ObsKind::TurnStart {
+            turn: format!("#{}", self.ordinal),
+            initiator: Initiator::Human,
+        });
+    }
+
+    fn answer(&mut self, phase: Option<&str>, text: Option<&str>, kinds: &mut Vec<ObsKind>) {
+        if phase == Some("commentary") {
+            kinds.push(ObsKind::Work);
+            return;
+        }
+        self.awaiting_answer = false;
+        kinds.push(ObsKind::Final {
+            message: text.and_then(clip_message),
+            confirm: None,
+        });
+    }
+
+    fn response(&mut self, p: &Payload<'_>, kinds: &mut Vec<ObsKind>) {
+        let call = p.call_id.as_deref().unwrap_or_default().to_owned();
+        match p.ty.as_deref() {
+            Some("message") if p.role.as_deref() == Some("assistant") => {
+                let text = match &p.content {
+                    Some(StrOrList::List(items)) => {
+                        items.iter().rev().find_map(|i| i.text.as_deref())
+                    }
+                    Some(StrOrList::Str(s)) => Some(s.as_ref()),
+                    _ => None,
+                };
+                self.answer(p.phase.as_deref(), text, kinds);
+            }
+            Some("function_call" | "custom_tool_call" | "local_shell_call") => {
+                if !self.has_task_events {
+                    self.awaiting_answer = true;
+                }
+                kinds.push(ObsKind::ToolCall {
+                    id: call,
+                    needs_input: None,
+                    message: None,
+                });
+            }
+            Some(
+                "function_call_output" | "custom_tool_call_output" | "local_shell_call_output",
+            ) => {
+                kinds.push(ObsKind::ToolResult { id: call });
+            }
+            Some("reasoning" | "web_search_call" | "image_generation_call") => {
+                kinds.push(ObsKind::Work)
+            }
+            _ => {}
+        }
+    }
+}
+
+fn message_str<'p>(p: &'p Payload<'_>) -> Option<&'p str> {
+    match &p.message {
+        Some(StrOrList::Str(s)) => Some(s),
+        _ => None,
+    }
+}
+
+fn limit_reset(rl: &RateLimits) -> Option<String> {
+    let windows = [rl.primary.as_ref(), rl.secondary.as_ref()];
+    let full = windows
+        .iter()
+        .flatten()
+        .filter(|w| w.used_percent.is_some_and(|u| u >= 100.0))
+        .find_map(|w| w.resets_at);
+    let any = windows.iter().flatten().filter_map(|w| w.resets_at).min();
+    full.or(any).map(|s| format_rfc3339(s * 1000))
+}
+
+impl Projector for CodexProjector {
+    fn project(&mut self, line: &[u8], out: &mut Vec<Obs>) -> Result<(), Malformed> {
+        let buf: Vec<u8>;
+        let (rec, repaired) = parse_line!(line, buf, Line<'_>);
+        let key = content_hash(&[self.session.as_bytes(), line]);
+        let record_ts = rec.timestamp.as_deref().and_then(parse_rfc3339);
+        let mut kinds = Vec::new();
+        if let Some(reason) = repaired {
+            kinds.push(ObsKind::Anomaly {
+                reason: reason.to_owned(),
+                message: "line repaired before parsing".to_owned(),
+            });
+        }
+        match (rec.ty.as_deref(), &rec.payload) {
+            (Some("session_meta"), Some(p)) => self.meta(p),
+            (Some("event_msg"), Some(p)) => self.event(p, &mut kinds),
+            (Some("response_item"), Some(p)) => self.response(p, &mut kinds),
+            (Some("compacted"), _) => kinds.push(ObsKind::Compacted { pre_tokens: None }),
+            (None, None) => {
+                if let Some(id) = rec.id.as_deref() {
+                    self.session = id.to_owned();
+                }
+            }
+            _ => {}
+        }
+        for kind in kinds {
+            out.push(self.obs(key.clone(), record_ts, kind));
+        }
+        Ok(())
+    }
+
+    fn obs(&self, key: String, record_ts: Option<i64>, kind: ObsKind) -> Obs {
+        Obs {
+            session: self.session.clone(),
+            agent: self.agent.clone(),
+            record_ts,
+            key,
+            kind,
+        }
+    }
+}

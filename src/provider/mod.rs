@@ -1,0 +1,328 @@
+//! Providers: the only place that knows transcript field names. Each projector turns one
+//! line into zero or more provider-neutral [`Obs`]ervations for the reducer.
+
+pub mod claude;
+pub mod codex;
+mod content;
+
+use crate::model::ProviderKind;
+use std::path::Path;
+
+/// Evidence that decided a completion (the `evidence` field).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Evidence {
+    /// A terminal `stop_reason` on the final assistant record.
+    StopReason,
+    /// The final-usage block that only a message's last record carries.
+    FinalUsage,
+    /// A Stop-hook summary that let the turn end.
+    StopHook,
+    /// Claude Code's `turn_duration` marker.
+    TurnDuration,
+    /// Codex `task_complete`.
+    TaskComplete,
+    /// A tool result marked as ending the turn (`toolEndsTurn`).
+    ToolEndsTurn,
+    /// A whole assistant message with no tool call (providers that write whole messages).
+    FinalMessage,
+    /// Nothing followed for the settle period.
+    Quiet,
+    /// The person sent the next prompt.
+    NextPrompt,
+}
+
+impl Evidence {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::StopReason => "stop_reason",
+            Self::FinalUsage => "final_usage",
+            Self::StopHook => "stop_hook",
+            Self::TurnDuration => "turn_duration",
+            Self::TaskComplete => "task_complete",
+            Self::ToolEndsTurn => "tool_ends_turn",
+            Self::FinalMessage => "final_message",
+            Self::Quiet => "quiet",
+            Self::NextPrompt => "next_prompt",
+        }
+    }
+}
+
+/// Who began a turn.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Initiator {
+    Human,
+    /// e.g. a Claude `<task-notification>` from a background task.
+    System,
+}
+
+impl Initiator {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Human => "human",
+            Self::System => "system",
+        }
+    }
+}
+
+/// What one record means for turn state, in provider-neutral terms.
+#[derive(Debug, Clone, PartialEq)]
+pub enum ObsKind {
+    /// A new turn begins.
+    TurnStart { turn: String, initiator: Initiator },
+    /// Assistant output with no tool call: a completion candidate, confirmed at once when
+    /// `confirm` is set.
+    Final {
+        message: Option<String>,
+        confirm: Option<Evidence>,
+    },
+    /// A marker that confirms a pending candidate (but is no completion on its own).
+    Confirm(Evidence),
+    /// The agent is still working: supersedes a pending candidate.
+    Work,
+    /// A tool call went out. `needs_input` names a tool that waits for the person.
+    ToolCall {
+        id: String,
+        needs_input: Option<String>,
+        message: Option<String>,
+    },
+    /// A tool call came back.
+    ToolResult { id: String },
+    /// An explicit end of turn (Codex `task_complete`).
+    Completed {
+        turn: Option<String>,
+        message: Option<String>,
+        evidence: Evidence,
+    },
+    /// The turn ended in an error.
+    Failed {
+        turn: Option<String>,
+        reason: String,
+        message: Option<String>,
+        resets_at: Option<String>,
+    },
+    /// The turn was interrupted or aborted.
+    Interrupted {
+        turn: Option<String>,
+        reason: String,
+        message: Option<String>,
+    },
+    /// Context was compacted; the turn goes on.
+    Compacted { pre_tokens: Option<u64> },
+    /// Something in the transcript is wrong but the scan goes on.
+    Anomaly { reason: String, message: String },
+}
+
+/// One observation from one record.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Obs {
+    pub session: String,
+    pub agent: Option<String>,
+    /// The record's own time, Unix ms.
+    pub record_ts: Option<i64>,
+    /// Content-derived key of the record (its uuid, or a hash of its bytes). Event ids are
+    /// built from it, never from file offsets.
+    pub key: String,
+    pub kind: ObsKind,
+}
+
+/// A parse failure on one line; the caller reports it and moves on.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{0}")]
+pub struct Malformed(pub String);
+
+/// Turns lines of one file into observations. One projector per file: it may keep small
+/// per-file context (the session id from a header record, open sidechains).
+pub trait Projector: Send {
+    /// Projects one complete line (leading NULs already stripped, never empty).
+    fn project(&mut self, line: &[u8], out: &mut Vec<Obs>) -> Result<(), Malformed>;
+
+    /// A line too long to parse: only its two ends are known. The default says only that
+    /// something happened in the session, which keeps a pending completion from being
+    /// confirmed by quiet.
+    fn oversized(&mut self, _head: &[u8], _tail: &[u8], key: String, out: &mut Vec<Obs>) {
+        out.push(self.obs(key, None, ObsKind::Work));
+    }
+
+    /// An observation in this file's current session scope.
+    fn obs(&self, key: String, record_ts: Option<i64>, kind: ObsKind) -> Obs;
+
+    /// False for files that hold no user-facing conversation (compaction helpers).
+    fn is_conversation(&self) -> bool {
+        true
+    }
+}
+
+/// A projector for the file at `path`.
+pub fn projector_for(kind: ProviderKind, path: &Path) -> Box<dyn Projector> {
+    match kind {
+        ProviderKind::Claude => Box::new(claude::ClaudeProjector::new(path)),
+        ProviderKind::Codex => Box::new(codex::CodexProjector::new(path)),
+        // Norma and SGME projectors land with their own issue; until then their files are
+        // read as opaque activity so nothing is mis-parsed as Claude or Codex.
+        ProviderKind::Norma | ProviderKind::Sgme => Box::new(Opaque::new(kind, path)),
+    }
+}
+
+/// A projector that understands nothing but still reports malformed JSON lines.
+struct Opaque {
+    session: String,
+}
+
+impl Opaque {
+    fn new(_kind: ProviderKind, path: &Path) -> Self {
+        Opaque {
+            session: file_stem(path),
+        }
+    }
+}
+
+impl Projector for Opaque {
+    fn project(&mut self, _line: &[u8], _out: &mut Vec<Obs>) -> Result<(), Malformed> {
+        Ok(())
+    }
+
+    fn obs(&self, key: String, record_ts: Option<i64>, kind: ObsKind) -> Obs {
+        Obs {
+            session: self.session.clone(),
+            agent: None,
+            record_ts,
+            key,
+            kind,
+        }
+    }
+}
+
+/// The file name without its extension.
+pub fn file_stem(path: &Path) -> String {
+    path.file_stem()
+        .map(|s| s.to_string_lossy().into_owned())
+        .unwrap_or_default()
+}
+
+/// A stable 128-bit FNV-1a hash, hex-encoded: content keys and event ids.
+pub fn content_hash(parts: &[&[u8]]) -> String {
+    const OFFSET: u128 = 0x6c62_272e_07bb_0142_62b8_2175_6295_c58d;
+    const PRIME: u128 = 0x0000_0000_0100_0000_0000_0000_0000_013b;
+    let mut h = OFFSET;
+    for part in parts {
+        for b in *part {
+            h ^= u128::from(*b);
+            h = h.wrapping_mul(PRIME);
+        }
+        // Separator so ("ab","c") and ("a","bc") differ.
+        h ^= 0xff;
+        h = h.wrapping_mul(PRIME);
+    }
+    format!("{h:032x}")
+}
+
+/// Guesses the provider of a transcript from its path and, failing that, its first line.
+pub fn detect(path: &Path, first_line: &[u8]) -> Option<ProviderKind> {
+    let name = path.file_name()?.to_string_lossy();
+    if name.ends_with(".md") {
+        return path
+            .components()
+            .any(|c| c.as_os_str() == "raw")
+            .then_some(ProviderKind::Sgme);
+    }
+    if !name.ends_with(".jsonl") {
+        return None;
+    }
+    let s = path.to_string_lossy();
+    if s.contains("/.codex/") || (name.starts_with("rollout-") && s.contains("/sessions/")) {
+        return Some(ProviderKind::Codex);
+    }
+    if s.contains("/.claude/projects/") {
+        return Some(ProviderKind::Claude);
+    }
+    sniff(first_line)
+}
+
+/// Content detection from one record's top-level keys.
+pub fn sniff(line: &[u8]) -> Option<ProviderKind> {
+    let line = strip_nul(line);
+    let has = |needle: &[u8]| memchr::memmem::find(line, needle).is_some();
+    if has(b"\"payload\"")
+        && (has(b"\"session_meta\"")
+            || has(b"\"event_msg\"")
+            || has(b"\"response_item\"")
+            || has(b"\"turn_context\""))
+    {
+        Some(ProviderKind::Codex)
+    } else if has(b"\"sessionId\"")
+        || has(b"\"leafUuid\"")
+        || has(b"\"file-history-snapshot\"")
+        || has(b"\"queue-operation\"")
+    {
+        Some(ProviderKind::Claude)
+    } else if has(b"\"session_id\"") && has(b"\"parent_uuid\"") || has(b"\"is_sidechain\"") {
+        Some(ProviderKind::Norma)
+    } else {
+        None
+    }
+}
+
+/// Strips a leading run of NUL bytes (left by writers that crashed mid-append).
+pub fn strip_nul(line: &[u8]) -> &[u8] {
+    let n = line.iter().take_while(|b| **b == 0).count();
+    &line[n..]
+}
+
+/// Repairs what writers get wrong, for a line that did not parse: invalid UTF-8 is
+/// replaced, and a line whose head was clobbered by another write is cut back to the
+/// first later object start that parses. Returns the repaired bytes and the anomaly
+/// reason, or the original error.
+pub fn repair(
+    line: &[u8],
+    parses: impl Fn(&[u8]) -> bool,
+    err: &serde_json::Error,
+) -> Result<(Vec<u8>, &'static str), Malformed> {
+    if std::str::from_utf8(line).is_err() {
+        let fixed = String::from_utf8_lossy(line).into_owned().into_bytes();
+        if parses(&fixed) {
+            return Ok((fixed, "invalid_utf8"));
+        }
+    }
+    // A splice: a write landed inside an unfinished line, e.g.
+    // `{"type":"us{"type":"assistant",...}`. The clobbered head is short, so try the
+    // first few later object starts; a nested object never parses on its own because
+    // its parent's closing braces follow it. Bounded: a few O(n) attempts at most.
+    let mut from = 1;
+    for _ in 0..8 {
+        let Some(i) = line
+            .get(from..)
+            .and_then(|rest| memchr::memmem::find(rest, b"{\""))
+            .map(|i| i + from)
+        else {
+            break;
+        };
+        if parses(&line[i..]) {
+            return Ok((line[i..].to_vec(), "spliced_line"));
+        }
+        from = i + 1;
+    }
+    Err(Malformed(err.to_string()))
+}
+
+/// Parses one line as `$ty` (a borrowing serde type), repairing it if needed. Evaluates
+/// to `(record, Option<repair reason>)`; `$buf` must be a `Vec<u8>` that outlives the
+/// record, since the record may borrow from the repaired bytes.
+macro_rules! parse_line {
+    ($line:expr, $buf:ident, $ty:ty) => {
+        match serde_json::from_slice::<$ty>($line) {
+            Ok(rec) => (rec, None),
+            Err(e) => {
+                let (fixed, why) = $crate::provider::repair(
+                    $line,
+                    |b| serde_json::from_slice::<$ty>(b).is_ok(),
+                    &e,
+                )?;
+                $buf = fixed;
+                let rec = serde_json::from_slice::<$ty>(&$buf)
+                    .map_err(|e| $crate::provider::Malformed(e.to_string()))?;
+                (rec, Some(why))
+            }
+        }
+    };
+}
+pub(crate) use parse_line;

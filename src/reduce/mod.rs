@@ -1,0 +1,612 @@
+//! The reducer: one state machine per (provider, session, agent). Pure: observations and
+//! `now` in, events out. A completion is a *candidate* until evidence confirms it, and
+//! any later activity supersedes it (seed 004).
+
+mod dedup;
+
+pub use dedup::{DEFAULT_SEEN, Seen};
+
+/// How many event ids the seen-set remembers.
+pub fn dedup_capacity() -> usize {
+    DEFAULT_SEEN
+}
+
+use crate::clock::{Now, format_rfc3339};
+use crate::model::{Event, EventKind, ProviderKind, SessionKey, SessionState};
+use crate::provider::{Evidence, Obs, ObsKind};
+use std::collections::HashMap;
+use std::sync::Arc;
+
+/// Default quiet period before an unmarked final answer counts as complete. See README
+/// ("How completion is decided") for the measurement behind it.
+pub const DEFAULT_SETTLE_MS: u64 = 30_000;
+
+/// Where an observation came from.
+#[derive(Debug, Clone)]
+pub struct Src {
+    pub provider: ProviderKind,
+    pub path: Arc<str>,
+    /// 1-based line number.
+    pub line: u64,
+}
+
+#[derive(Debug, Clone)]
+struct Candidate {
+    line: u64,
+    record_ts: Option<i64>,
+    key: String,
+    message: Option<String>,
+    deadline: u64,
+}
+
+#[derive(Debug, Clone)]
+struct Turn {
+    id: String,
+    open: bool,
+    outcome: Option<SessionState>,
+    cand: Option<Candidate>,
+    last_line: u64,
+    last_ts: Option<i64>,
+}
+
+impl Turn {
+    fn new(id: String, line: u64, ts: Option<i64>) -> Self {
+        Turn {
+            id,
+            open: true,
+            outcome: None,
+            cand: None,
+            last_line: line,
+            last_ts: ts,
+        }
+    }
+}
+
+/// What `scan` and `status` show for one session.
+#[derive(Debug, Clone)]
+pub struct SessionView {
+    pub key: SessionKey,
+    pub path: Arc<str>,
+    pub state: SessionState,
+    pub turn: Option<String>,
+    pub line: u64,
+    pub record_ts: Option<i64>,
+    pub message: Option<String>,
+    pub evidence: Option<&'static str>,
+}
+
+#[derive(Debug, Clone)]
+struct Session {
+    path: Arc<str>,
+    state: SessionState,
+    turn: Option<Turn>,
+    last_line: u64,
+    last_ts: Option<i64>,
+    decided_line: u64,
+    decided_ts: Option<i64>,
+    message: Option<String>,
+    evidence: Option<Evidence>,
+}
+
+/// The decisive facts of one event, before it becomes a schema line.
+#[derive(Debug, Default)]
+struct Draft {
+    kind: Option<EventKind>,
+    turn: Option<String>,
+    line: u64,
+    record_ts: Option<i64>,
+    reason: Option<String>,
+    message: Option<String>,
+    evidence: Option<Evidence>,
+    /// Content key of the decisive record.
+    key: String,
+    ts: i64,
+    resets_at: Option<String>,
+    initiator: Option<&'static str>,
+    pre_tokens: Option<u64>,
+}
+
+fn draft(
+    kind: EventKind,
+    turn: Option<String>,
+    line: u64,
+    record_ts: Option<i64>,
+    key: &str,
+    ts: i64,
+) -> Draft {
+    Draft {
+        kind: Some(kind),
+        turn,
+        line,
+        record_ts,
+        key: key.to_owned(),
+        ts,
+        ..Draft::default()
+    }
+}
+
+pub struct Reducer {
+    settle_ms: u64,
+    sessions: HashMap<SessionKey, Session>,
+    seen: Seen,
+    /// Events about records older than this (Unix ms) are history: absorbed, not emitted.
+    history_before: Option<i64>,
+}
+
+impl Reducer {
+    pub fn new(settle_ms: u64, seen_capacity: usize) -> Self {
+        Reducer {
+            settle_ms,
+            sessions: HashMap::new(),
+            seen: Seen::new(seen_capacity),
+            history_before: None,
+        }
+    }
+
+    /// Records older than `wall` (Unix ms) update state silently from now on.
+    pub fn set_history_before(&mut self, wall: Option<i64>) {
+        self.history_before = wall;
+    }
+
+    /// Applies one observation.
+    pub fn apply(&mut self, src: &Src, obs: Obs, now: Now, out: &mut Vec<Event>) {
+        let key = SessionKey {
+            provider: src.provider,
+            session: obs.session,
+            agent: obs.agent,
+        };
+        if let ObsKind::Anomaly { reason, message } = obs.kind {
+            // About the file, not the conversation: no session state is touched.
+            let mut d = draft(
+                EventKind::Anomaly,
+                None,
+                src.line,
+                obs.record_ts,
+                &obs.key,
+                now.wall,
+            );
+            d.reason = Some(reason);
+            d.message = Some(message);
+            out.extend(self.finish(&key, &src.path, d));
+            return;
+        }
+        let sess = self.sessions.entry(key.clone()).or_insert_with(|| Session {
+            path: src.path.clone(),
+            state: SessionState::Working,
+            turn: None,
+            last_line: src.line,
+            last_ts: obs.record_ts,
+            decided_line: src.line,
+            decided_ts: obs.record_ts,
+            message: None,
+            evidence: None,
+        });
+        if sess.path != src.path {
+            sess.path = src.path.clone();
+        }
+        sess.last_line = src.line;
+        if obs.record_ts.is_some() {
+            sess.last_ts = obs.record_ts;
+        }
+        let drafts = step(
+            sess,
+            src.line,
+            obs.record_ts,
+            &obs.key,
+            obs.kind,
+            now,
+            self.settle_ms,
+        );
+        let path = sess.path.clone();
+        for d in drafts {
+            out.extend(self.finish(&key, &path, d));
+        }
+    }
+
+    /// Fires due settle timers.
+    pub fn tick(&mut self, now: Now, out: &mut Vec<Event>) {
+        let mut due: Vec<SessionKey> = self
+            .sessions
+            .iter()
+            .filter(|(_, s)| pending(s).is_some_and(|c| c.deadline <= now.mono))
+            .map(|(k, _)| k.clone())
+            .collect();
+        due.sort();
+        for key in due {
+            let Some(sess) = self.sessions.get_mut(&key) else {
+                continue;
+            };
+            let Some(deadline) = pending(sess).map(|c| c.deadline) else {
+                continue;
+            };
+            // Stamp the event with when the timer was due, not when we noticed.
+            let at = now.wall - i64::try_from(now.mono.saturating_sub(deadline)).unwrap_or(0);
+            let drafts: Vec<Draft> = confirm(sess, Evidence::Quiet, at).into_iter().collect();
+            let path = sess.path.clone();
+            for d in drafts {
+                out.extend(self.finish(&key, &path, d));
+            }
+        }
+    }
+
+    /// The earliest pending settle deadline (monotonic ms).
+    pub fn next_deadline(&self) -> Option<u64> {
+        self.sessions
+            .values()
+            .filter_map(pending)
+            .map(|c| c.deadline)
+            .min()
+    }
+
+    /// Every session's current state, sorted by key.
+    pub fn sessions(&self) -> Vec<SessionView> {
+        let mut v: Vec<SessionView> = self
+            .sessions
+            .iter()
+            .map(|(k, s)| {
+                let working = s.state == SessionState::Working;
+                SessionView {
+                    key: k.clone(),
+                    path: s.path.clone(),
+                    state: s.state,
+                    turn: s.turn.as_ref().map(|t| t.id.clone()),
+                    line: if working { s.last_line } else { s.decided_line },
+                    record_ts: if working { s.last_ts } else { s.decided_ts },
+                    message: s.message.clone(),
+                    evidence: s.evidence.map(Evidence::as_str),
+                }
+            })
+            .collect();
+        v.sort_by(|a, b| a.key.cmp(&b.key));
+        v
+    }
+
+    /// Forgets a session (its file is gone).
+    pub fn forget(&mut self, key: &SessionKey) {
+        self.sessions.remove(key);
+    }
+
+    fn finish(&mut self, key: &SessionKey, path: &Arc<str>, d: Draft) -> Option<Event> {
+        let kind = d.kind?;
+        let turn = d.turn.as_deref().unwrap_or_default();
+        let id = crate::provider::content_hash(&[
+            key.provider.as_str().as_bytes(),
+            kind.as_str().as_bytes(),
+            turn.as_bytes(),
+            d.key.as_bytes(),
+        ]);
+        if !self.seen.insert(&id) {
+            return None;
+        }
+        if let (Some(before), Some(rts)) = (self.history_before, d.record_ts)
+            && rts < before
+        {
+            return None;
+        }
+        Some(Event {
+            v: 1,
+            event: kind,
+            provider: Some(key.provider),
+            session: Some(key.session.clone()),
+            agent: key.agent.clone(),
+            turn: d.turn,
+            path: Some(path.to_string()),
+            line: Some(d.line),
+            ts: format_rfc3339(d.ts),
+            record_ts: d.record_ts.map(format_rfc3339),
+            reason: d.reason,
+            message: d.message,
+            evidence: d.evidence.map(|e| e.as_str().to_owned()),
+            id,
+            resets_at: d.resets_at,
+            initiator: d.initiator,
+            pre_tokens: d.pre_tokens,
+            replay: false,
+        })
+    }
+}
+
+fn pending(s: &Session) -> Option<&Candidate> {
+    s.turn
+        .as_ref()
+        .filter(|t| t.open)
+        .and_then(|t| t.cand.as_ref())
+}
+
+/// The state transition for one observation; returns the events it decides.
+fn step(
+    sess: &mut Session,
+    line: u64,
+    ts: Option<i64>,
+    key: &str,
+    kind: ObsKind,
+    now: Now,
+    settle: u64,
+) -> Vec<Draft> {
+    let mut out = Vec::new();
+    match kind {
+        ObsKind::TurnStart { turn, initiator } => {
+            if let Some(t) = sess.turn.as_ref().filter(|t| t.open) {
+                if t.id == turn {
+                    // The same prompt again (a resumed copy): nothing new.
+                    return out;
+                }
+                out.extend(close_previous(sess, now.wall));
+            }
+            sess.turn = Some(Turn::new(turn.clone(), line, ts));
+            set_state(sess, SessionState::Working, line, ts, None, None);
+            let mut d = draft(EventKind::TurnStarted, Some(turn), line, ts, key, now.wall);
+            d.initiator = Some(initiator.as_str());
+            out.push(d);
+        }
+        ObsKind::Work => {
+            let t = ensure_open(sess, key, line, ts);
+            t.cand = None;
+            set_state(sess, SessionState::Working, line, ts, None, None);
+        }
+        ObsKind::ToolCall {
+            needs_input,
+            message,
+            ..
+        } => {
+            let t = ensure_open(sess, key, line, ts);
+            t.cand = None;
+            let turn = t.id.clone();
+            if needs_input.is_some() {
+                set_state(
+                    sess,
+                    SessionState::NeedsInput,
+                    line,
+                    ts,
+                    message.clone(),
+                    None,
+                );
+                let mut d = draft(EventKind::NeedsInput, Some(turn), line, ts, key, now.wall);
+                d.message = message;
+                d.reason = needs_input;
+                out.push(d);
+            } else {
+                set_state(sess, SessionState::Working, line, ts, None, None);
+            }
+        }
+        ObsKind::ToolResult { .. } => {
+            let t = ensure_open(sess, key, line, ts);
+            t.cand = None;
+            set_state(sess, SessionState::Working, line, ts, None, None);
+        }
+        ObsKind::Final {
+            message,
+            confirm: evidence,
+        } => {
+            let t = ensure_open(sess, key, line, ts);
+            t.cand = Some(Candidate {
+                line,
+                record_ts: ts,
+                key: key.to_owned(),
+                message: message.clone(),
+                deadline: now.mono.saturating_add(settle),
+            });
+            set_state(sess, SessionState::Working, line, ts, message, None);
+            if let Some(ev) = evidence {
+                out.extend(confirm(sess, ev, now.wall));
+            }
+        }
+        ObsKind::Confirm(ev) => out.extend(confirm(sess, ev, now.wall)),
+        ObsKind::Completed {
+            turn,
+            message,
+            evidence,
+        } => {
+            if let Some(t) = resolve_turn(sess, turn.as_deref(), key, line, ts) {
+                if t.outcome == Some(SessionState::Completed) {
+                    return out;
+                }
+                let message = message.or_else(|| t.cand.take().and_then(|c| c.message));
+                let turn = t.id.clone();
+                close(
+                    sess,
+                    SessionState::Completed,
+                    line,
+                    ts,
+                    message.clone(),
+                    Some(evidence),
+                );
+                let mut d = draft(
+                    EventKind::TurnCompleted,
+                    Some(turn),
+                    line,
+                    ts,
+                    key,
+                    now.wall,
+                );
+                d.message = message;
+                d.evidence = Some(evidence);
+                out.push(d);
+            }
+        }
+        ObsKind::Failed {
+            turn,
+            reason,
+            message,
+            resets_at,
+        } => {
+            if let Some(t) = resolve_turn(sess, turn.as_deref(), key, line, ts) {
+                if t.outcome == Some(SessionState::Failed) {
+                    return out;
+                }
+                let turn = t.id.clone();
+                close(sess, SessionState::Failed, line, ts, message.clone(), None);
+                let mut d = draft(EventKind::TurnFailed, Some(turn), line, ts, key, now.wall);
+                d.message = message;
+                d.reason = Some(reason);
+                d.resets_at = resets_at;
+                out.push(d);
+            }
+        }
+        ObsKind::Interrupted {
+            turn,
+            reason,
+            message,
+        } => {
+            let open = sess
+                .turn
+                .as_ref()
+                .filter(|t| t.open && turn.as_deref().is_none_or(|id| id == t.id));
+            if let Some(t) = open {
+                let turn = t.id.clone();
+                close(
+                    sess,
+                    SessionState::Interrupted,
+                    line,
+                    ts,
+                    message.clone(),
+                    None,
+                );
+                let mut d = draft(
+                    EventKind::TurnInterrupted,
+                    Some(turn),
+                    line,
+                    ts,
+                    key,
+                    now.wall,
+                );
+                d.message = message;
+                d.reason = Some(reason);
+                out.push(d);
+            }
+        }
+        ObsKind::Compacted { pre_tokens } => {
+            let turn = sess.turn.as_ref().map(|t| t.id.clone());
+            let mut d = draft(EventKind::ContextCompacted, turn, line, ts, key, now.wall);
+            d.pre_tokens = pre_tokens;
+            out.push(d);
+        }
+        ObsKind::Anomaly { .. } => {}
+    }
+    out
+}
+
+fn set_state(
+    sess: &mut Session,
+    state: SessionState,
+    line: u64,
+    ts: Option<i64>,
+    message: Option<String>,
+    evidence: Option<Evidence>,
+) {
+    sess.state = state;
+    sess.decided_line = line;
+    sess.decided_ts = ts;
+    if message.is_some() || state != SessionState::Working {
+        sess.message = message;
+    }
+    sess.evidence = evidence;
+}
+
+fn close(
+    sess: &mut Session,
+    state: SessionState,
+    line: u64,
+    ts: Option<i64>,
+    message: Option<String>,
+    evidence: Option<Evidence>,
+) {
+    if let Some(t) = sess.turn.as_mut() {
+        t.open = false;
+        t.outcome = Some(state);
+        t.cand = None;
+    }
+    set_state(sess, state, line, ts, message, evidence);
+}
+
+/// The open turn, reopening a finished one (later activity supersedes its end) or starting
+/// an implicit one when the file began mid-turn.
+fn ensure_open<'s>(sess: &'s mut Session, key: &str, line: u64, ts: Option<i64>) -> &'s mut Turn {
+    let t = sess
+        .turn
+        .get_or_insert_with(|| Turn::new(key.to_owned(), line, ts));
+    if !t.open {
+        t.open = true;
+        t.outcome = None;
+    }
+    t.last_line = line;
+    t.last_ts = ts;
+    t
+}
+
+/// The turn an explicit end names. An end naming another turn than the open one is stale
+/// (that turn was abandoned); with no open turn, the named turn becomes an implicit one.
+fn resolve_turn<'s>(
+    sess: &'s mut Session,
+    id: Option<&str>,
+    key: &str,
+    line: u64,
+    ts: Option<i64>,
+) -> Option<&'s mut Turn> {
+    let named_other = match (sess.turn.as_ref(), id) {
+        (Some(t), Some(id)) if t.id != id => {
+            if t.open {
+                return None;
+            }
+            true
+        }
+        (None, Some(_)) => true,
+        _ => false,
+    };
+    if named_other {
+        sess.turn = Some(Turn::new(id.unwrap_or(key).to_owned(), line, ts));
+    }
+    let t = sess
+        .turn
+        .get_or_insert_with(|| Turn::new(key.to_owned(), line, ts));
+    t.last_line = line;
+    t.last_ts = ts;
+    Some(t)
+}
+
+/// Confirms the open turn's candidate with `ev`, if there is one.
+fn confirm(sess: &mut Session, ev: Evidence, at: i64) -> Option<Draft> {
+    let t = sess.turn.as_mut().filter(|t| t.open)?;
+    let c = t.cand.take()?;
+    let turn = t.id.clone();
+    close(
+        sess,
+        SessionState::Completed,
+        c.line,
+        c.record_ts,
+        c.message.clone(),
+        Some(ev),
+    );
+    let mut d = draft(
+        EventKind::TurnCompleted,
+        Some(turn),
+        c.line,
+        c.record_ts,
+        &c.key,
+        at,
+    );
+    d.message = c.message;
+    d.evidence = Some(ev);
+    Some(d)
+}
+
+/// A new prompt arrived while a turn was open: a pending candidate was the answer (the
+/// person read it and replied); otherwise the turn was abandoned.
+fn close_previous(sess: &mut Session, at: i64) -> Option<Draft> {
+    if let Some(d) = confirm(sess, Evidence::NextPrompt, at) {
+        return Some(d);
+    }
+    let t = sess.turn.as_ref()?;
+    let (turn, line, ts) = (t.id.clone(), t.last_line, t.last_ts);
+    close(sess, SessionState::Interrupted, line, ts, None, None);
+    let mut d = draft(
+        EventKind::TurnInterrupted,
+        Some(turn.clone()),
+        line,
+        ts,
+        &format!("abandoned:{turn}"),
+        at,
+    );
+    d.reason = Some("abandoned".to_owned());
+    Some(d)
+}

@@ -1,0 +1,107 @@
+//! `replay` and `scan`: read whole files through the same sans-IO pipeline the daemon
+//! uses, on virtual time (the records' own timestamps are the clock).
+
+use crate::clock::{Now, wall_now};
+use crate::error::Error;
+use crate::feed::FileFeed;
+use crate::model::{Event, ProviderKind};
+use crate::reduce::{Reducer, SessionView};
+use crate::watch::{self, Found, Root};
+use std::fs::File;
+use std::path::PathBuf;
+
+/// Far enough in the future that every settle timer is due, with room to add to it.
+const END_OF_TIME: i64 = i64::MAX / 4;
+
+#[derive(Debug, Clone)]
+pub struct Options {
+    pub settle_ms: u64,
+    pub max_line: usize,
+    pub seen_capacity: usize,
+}
+
+/// What the clock does when a file ends.
+#[derive(Debug, Clone, Copy)]
+pub enum AtEof {
+    /// Time runs on: every pending settle timer fires (replay).
+    RunOn,
+    /// Time stops at this moment: timers due by then fire (scan).
+    StopAt(Now),
+}
+
+/// Resolves command-line paths (files or directories) to transcripts.
+pub fn collect(paths: &[PathBuf], provider: Option<ProviderKind>) -> Result<Vec<Found>, Error> {
+    let mut out = Vec::new();
+    for p in paths {
+        if !p.exists() {
+            return Err(Error::Missing(p.clone()));
+        }
+        let found = watch::find(&Root {
+            path: p.clone(),
+            provider,
+        });
+        if found.is_empty() && p.is_file() {
+            tracing::warn!(path = %p.display(), "Cannot tell which agent wrote this file; skipped (try --provider).");
+        }
+        out.extend(found);
+    }
+    Ok(out)
+}
+
+/// Runs every file through one reducer, calling `emit` for each event in order.
+pub fn run(
+    files: &[Found],
+    opts: &Options,
+    at_eof: AtEof,
+    mut emit: impl FnMut(&Event) -> Result<(), Error>,
+) -> Result<Reducer, Error> {
+    let mut reducer = Reducer::new(opts.settle_ms, opts.seen_capacity);
+    let mut events = Vec::new();
+    for f in files {
+        let mut feed = FileFeed::new(&f.path, f.provider, opts.max_line);
+        if !feed.is_conversation() {
+            continue;
+        }
+        let mut file = File::open(&f.path).map_err(|source| Error::Read {
+            path: f.path.clone(),
+            source,
+        })?;
+        let mut clock: i64 = 0;
+        feed.read_to_end(&mut file, |src, obs| {
+            if let Some(t) = obs.record_ts {
+                clock = clock.max(t);
+            }
+            let now = Now::virtual_at(clock);
+            reducer.tick(now, &mut events);
+            reducer.apply(src, obs, now, &mut events);
+        })
+        .map_err(|source| Error::Read {
+            path: f.path.clone(),
+            source,
+        })?;
+        let trailing = feed.reader().pending();
+        if trailing > 0 {
+            tracing::info!(path = %f.path.display(), bytes = trailing, "File ends in an unfinished line; it is not parsed until its newline arrives.");
+        }
+        let end = match at_eof {
+            AtEof::RunOn => Now::virtual_at(END_OF_TIME),
+            AtEof::StopAt(now) => now,
+        };
+        reducer.tick(end, &mut events);
+        for ev in events.drain(..) {
+            emit(&ev)?;
+        }
+    }
+    Ok(reducer)
+}
+
+/// `scan`: every session's state as of now.
+pub fn scan(files: &[Found], opts: &Options) -> Result<Vec<SessionView>, Error> {
+    let wall = wall_now();
+    let now = Now {
+        mono: u64::try_from(wall).unwrap_or(0),
+        wall,
+    };
+    let reducer = run(files, opts, AtEof::StopAt(now), |_| Ok(()))?;
+    Ok(reducer.sessions())
+}
