@@ -38,6 +38,11 @@ pub enum Command {
     /// Without PATH, reads the default roots: $CLAUDE_CONFIG_DIR/projects (or
     /// ~/.claude/projects) and $CODEX_HOME/sessions (or ~/.codex/sessions).
     Scan(ScanArgs),
+    /// Run the daemon: watch the transcript roots and report turns live.
+    Run(crate::daemon::RunArgs),
+    /// Audit transcripts for damage: malformed, partial or oversized lines, duplicate
+    /// uuids, broken parent chains, dangling tool calls. Exits 1 when it finds problems.
+    Check(crate::check::CheckArgs),
 }
 
 #[derive(Debug, Args)]

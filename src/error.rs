@@ -16,12 +16,16 @@ pub enum Error {
     Output(#[source] std::io::Error),
     #[error("{0}")]
     Usage(String),
+    /// `check` found problems (already printed).
+    #[error("problems found")]
+    ProblemsFound,
 }
 
 impl Error {
     /// The process exit code for this error (see README, "Exit codes").
     pub fn exit_code(&self) -> u8 {
         match self {
+            Error::ProblemsFound => 1,
             Error::Usage(_) => 2,
             Error::Missing(_) | Error::Read { .. } => 3,
             Error::Output(_) => 4,

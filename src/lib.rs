@@ -10,9 +10,11 @@
 //! Known problems: inotify cannot see writes on NFS and other network filesystems (use
 //! polling there); a transcript rewritten in place is re-derived from its content.
 
+pub mod check;
 pub mod cli;
 pub mod clock;
 pub mod config;
+pub mod daemon;
 pub mod error;
 pub mod feed;
 pub mod model;

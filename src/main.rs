@@ -20,7 +20,9 @@ fn main() -> ExitCode {
             {
                 return ExitCode::SUCCESS;
             }
-            eprintln!("baton: {e}");
+            if !matches!(e, Error::ProblemsFound) {
+                eprintln!("baton: {e}");
+            }
             ExitCode::from(e.exit_code())
         }
     }
@@ -54,6 +56,13 @@ fn run(cli: Cli) -> Result<(), Error> {
                 sink.write(ev).map_err(Error::Output)
             })?;
             sink.flush().map_err(Error::Output)
+        }
+        Command::Run(args) => baton::daemon::main(args),
+        Command::Check(args) => {
+            if baton::check::main(args)? {
+                return Err(Error::ProblemsFound);
+            }
+            Ok(())
         }
         Command::Scan(args) => {
             let files = if args.paths.is_empty() {
