@@ -50,7 +50,7 @@ pub struct PipelineArgs {
     /// Quiet period after which an unmarked final answer counts as complete
     /// (e.g. 500ms, 30s, 2m). Explicit end markers confirm at once; this is the last
     /// resort.
-    #[arg(long, value_name = "DUR", default_value = "30s", value_parser = parse_duration)]
+    #[arg(long, value_name = "DUR", default_value = "90s", value_parser = parse_duration)]
     pub settle: u64,
     /// Longest line parsed, in bytes. Longer lines are streamed past (memory stays
     /// bounded) and reported as an `oversized_line` anomaly.

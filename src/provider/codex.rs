@@ -231,7 +231,9 @@ impl CodexProjector {
             // Reconnecting: the turn goes on.
             Some("stream_error" | "agent_reasoning") => kinds.push(ObsKind::Work),
             Some("user_message") => self.prompt(kinds),
-            Some("agent_message") => self.answer(p.phase.as_deref(), message_str(p), kinds),
+            // The same text as the assistant `response_item` message, which is what
+            // decides: taking both would see every answer twice.
+            Some("agent_message") => {}
             Some("token_count") => {
                 if let Some(rl) = &p.rate_limits
                     && let Some(kind) = &rl.rate_limit_reached_type

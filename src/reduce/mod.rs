@@ -19,7 +19,7 @@ use std::sync::Arc;
 
 /// Default quiet period before an unmarked final answer counts as complete. See README
 /// ("How completion is decided") for the measurement behind it.
-pub const DEFAULT_SETTLE_MS: u64 = 30_000;
+pub const DEFAULT_SETTLE_MS: u64 = 90_000;
 
 /// Where an observation came from.
 #[derive(Debug, Clone)]
