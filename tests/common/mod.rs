@@ -1,0 +1,179 @@
+//! Shared test harness: run transcript bytes through the real pipeline.
+#![allow(dead_code)]
+
+use baton::model::{Event, ProviderKind};
+use baton::replay::{self, AtEof, Options};
+use baton::watch::Found;
+use std::path::{Path, PathBuf};
+
+pub const SETTLE_MS: u64 = 90_000;
+
+pub fn options(settle_ms: u64) -> Options {
+    Options {
+        settle_ms,
+        max_line: baton::tail::DEFAULT_MAX_LINE_BYTES,
+        seen_capacity: 65_536,
+    }
+}
+
+/// Replays files (in order, through one reducer) and returns their events.
+pub fn replay_files(files: &[(PathBuf, ProviderKind)], opts: &Options) -> Vec<Event> {
+    let found: Vec<Found> = files
+        .iter()
+        .map(|(p, k)| Found {
+            path: p.clone(),
+            provider: *k,
+        })
+        .collect();
+    let mut out = Vec::new();
+    replay::run(&found, opts, AtEof::RunOn, |e| {
+        out.push(e.clone());
+        Ok(())
+    })
+    .expect("replay");
+    out
+}
+
+/// Writes `bytes` to `dir/name` and replays it.
+pub fn replay_bytes(
+    dir: &Path,
+    name: &str,
+    provider: ProviderKind,
+    bytes: &[u8],
+    opts: &Options,
+) -> Vec<Event> {
+    let path = dir.join(name);
+    if let Some(parent) = path.parent() {
+        std::fs::create_dir_all(parent).expect("mkdir");
+    }
+    std::fs::write(&path, bytes).expect("write");
+    replay_files(&[(path, provider)], opts)
+}
+
+/// `event` names in order, for terse assertions.
+pub fn kinds(events: &[Event]) -> Vec<&'static str> {
+    events.iter().map(|e| e.event.as_str()).collect()
+}
+
+/// The shared corpus, or `None` (with a printed notice) when this clone has no
+/// `../shared` beside it.
+pub fn corpus() -> Option<PathBuf> {
+    let p = Path::new(env!("CARGO_MANIFEST_DIR")).join("../shared/corpus");
+    if p.is_dir() {
+        Some(p)
+    } else {
+        println!("NOTICE: ../shared/corpus is absent; corpus tests skipped.");
+        None
+    }
+}
+
+/// Claude Code record builders (shapes from shared/docs/transcript-formats.md).
+pub mod claude {
+    use serde_json::json;
+
+    pub const SESSION: &str = "11111111-2222-4333-8444-555555555555";
+
+    fn ts(sec: u32) -> String {
+        format!("2026-03-01T10:{:02}:{:02}.000Z", sec / 60, sec % 60)
+    }
+
+    pub fn prompt(uuid: &str, sec: u32, text: &str) -> String {
+        json!({"type":"user","uuid":uuid,"parentUuid":null,"sessionId":SESSION,"isSidechain":false,"timestamp":ts(sec),"message":{"role":"user","content":text}}).to_string()
+    }
+
+    pub fn text(uuid: &str, sec: u32, msg_id: &str, text: &str, stop: Option<&str>) -> String {
+        json!({"type":"assistant","uuid":uuid,"sessionId":SESSION,"isSidechain":false,"timestamp":ts(sec),"message":{"id":msg_id,"model":"claude-opus-4-6","role":"assistant","content":[{"type":"text","text":text}],"stop_reason":stop}}).to_string()
+    }
+
+    pub fn tool_use(uuid: &str, sec: u32, msg_id: &str, tool_id: &str, name: &str) -> String {
+        json!({"type":"assistant","uuid":uuid,"sessionId":SESSION,"isSidechain":false,"timestamp":ts(sec),"message":{"id":msg_id,"model":"claude-opus-4-6","role":"assistant","content":[{"type":"tool_use","id":tool_id,"name":name,"input":{}}],"stop_reason":null}}).to_string()
+    }
+
+    pub fn tool_result(uuid: &str, sec: u32, tool_id: &str) -> String {
+        json!({"type":"user","uuid":uuid,"sessionId":SESSION,"isSidechain":false,"timestamp":ts(sec),"message":{"role":"user","content":[{"type":"tool_result","tool_use_id":tool_id,"content":"ok"}]},"toolUseResult":{"stdout":"ok"}}).to_string()
+    }
+
+    pub fn api_error(uuid: &str, sec: u32, text: &str) -> String {
+        json!({"type":"assistant","uuid":uuid,"sessionId":SESSION,"isSidechain":false,"timestamp":ts(sec),"error":"rate_limit","isApiErrorMessage":true,"apiErrorStatus":429,"message":{"id":"4d66b61c-0000-4000-8000-000000000000","model":"<synthetic>","role":"assistant","stop_reason":"stop_sequence","content":[{"type":"text","text":text}]}}).to_string()
+    }
+
+    pub fn sidechain_text(
+        uuid: &str,
+        parent: Option<&str>,
+        sec: u32,
+        text: &str,
+        stop: Option<&str>,
+    ) -> String {
+        json!({"type":"assistant","uuid":uuid,"parentUuid":parent,"sessionId":SESSION,"isSidechain":true,"timestamp":ts(sec),"message":{"id":format!("msg_{uuid}"),"model":"claude-opus-4-6","role":"assistant","content":[{"type":"text","text":text}],"stop_reason":stop}}).to_string()
+    }
+
+    pub fn sidechain_prompt(uuid: &str, sec: u32, text: &str) -> String {
+        json!({"type":"user","uuid":uuid,"parentUuid":null,"sessionId":SESSION,"isSidechain":true,"timestamp":ts(sec),"message":{"role":"user","content":text}}).to_string()
+    }
+}
+
+/// Codex rollout record builders.
+pub mod codex {
+    use serde_json::json;
+
+    pub const SESSION: &str = "019c0000-0000-7000-8000-000000000001";
+
+    fn ts(sec: u32) -> String {
+        format!("2026-03-01T10:{:02}:{:02}.000Z", sec / 60, sec % 60)
+    }
+
+    pub fn meta(sec: u32) -> String {
+        json!({"timestamp":ts(sec),"type":"session_meta","payload":{"id":SESSION,"timestamp":ts(sec),"cwd":"/w","originator":"codex_cli_rs","cli_version":"0.135.0","source":"cli"}}).to_string()
+    }
+
+    pub fn child_meta(sec: u32, child: &str) -> String {
+        json!({"timestamp":ts(sec),"type":"session_meta","payload":{"id":child,"timestamp":ts(sec),"cwd":"/w","originator":"codex_cli_rs","cli_version":"0.146.0","source":{"subagent":{"thread_spawn":{"parent_thread_id":SESSION,"depth":1,"agent_nickname":"Ada"}}}}}).to_string()
+    }
+
+    pub fn event(sec: u32, payload: serde_json::Value) -> String {
+        json!({"timestamp":ts(sec),"type":"event_msg","payload":payload}).to_string()
+    }
+
+    pub fn started(sec: u32, turn: &str) -> String {
+        event(
+            sec,
+            json!({"type":"task_started","turn_id":turn,"model_context_window":258_400}),
+        )
+    }
+
+    pub fn complete(sec: u32, turn: &str, msg: &str) -> String {
+        event(
+            sec,
+            json!({"type":"task_complete","turn_id":turn,"last_agent_message":msg}),
+        )
+    }
+
+    pub fn user(sec: u32, text: &str) -> String {
+        event(
+            sec,
+            json!({"type":"user_message","message":text,"images":[]}),
+        )
+    }
+
+    pub fn answer(sec: u32, text: &str) -> String {
+        json!({"timestamp":ts(sec),"type":"response_item","payload":{"type":"message","role":"assistant","content":[{"type":"output_text","text":text}],"phase":"final_answer"}}).to_string()
+    }
+
+    pub fn call(sec: u32, call_id: &str) -> String {
+        json!({"timestamp":ts(sec),"type":"response_item","payload":{"type":"function_call","name":"shell","arguments":"{}","call_id":call_id}}).to_string()
+    }
+
+    pub fn output(sec: u32, call_id: &str) -> String {
+        json!({"timestamp":ts(sec),"type":"response_item","payload":{"type":"function_call_output","call_id":call_id,"output":"ok"}}).to_string()
+    }
+}
+
+/// Joins records into JSONL bytes (each line newline-terminated).
+pub fn lines(records: &[String]) -> Vec<u8> {
+    let mut out = Vec::new();
+    for r in records {
+        out.extend_from_slice(r.as_bytes());
+        out.push(b'\n');
+    }
+    out
+}
