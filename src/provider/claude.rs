@@ -188,7 +188,7 @@ impl ClaudeProjector {
         Some(agent)
     }
 
-    fn user(&mut self, rec: &Rec<'_>, uuid: &str, kinds: &mut Vec<ObsKind>) {
+    fn user(&mut self, rec: &Rec<'_>, uuid: &str, in_agent: bool, kinds: &mut Vec<ObsKind>) {
         let Some(msg) = &rec.message else { return };
         let mut text: Option<&str> = None;
         match &msg.content {
@@ -257,7 +257,9 @@ impl ClaudeProjector {
             || origin.is_some_and(|k| k != "human");
         kinds.push(ObsKind::TurnStart {
             turn: uuid.to_owned(),
-            initiator: if system {
+            initiator: if in_agent {
+                Initiator::Agent
+            } else if system {
                 Initiator::System
             } else {
                 Initiator::Human
@@ -426,7 +428,7 @@ impl Projector for ClaudeProjector {
         let agent = self.agent_for(&rec);
         let mut kinds = Vec::new();
         match rec.ty.as_deref() {
-            Some("user") => self.user(&rec, &key, &mut kinds),
+            Some("user") => self.user(&rec, &key, agent.is_some(), &mut kinds),
             Some("assistant") => Self::assistant(&rec, &mut kinds),
             Some("system") => Self::system(&rec, &mut kinds),
             _ => {}

@@ -53,6 +53,8 @@ pub enum Initiator {
     Human,
     /// e.g. a Claude `<task-notification>` from a background task.
     System,
+    /// A subagent's task, handed over by its parent agent.
+    Agent,
 }
 
 impl Initiator {
@@ -60,6 +62,7 @@ impl Initiator {
         match self {
             Self::Human => "human",
             Self::System => "system",
+            Self::Agent => "agent",
         }
     }
 }

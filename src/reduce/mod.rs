@@ -205,14 +205,18 @@ impl Reducer {
 
     /// Fires due settle timers.
     pub fn tick(&mut self, now: Now, out: &mut Vec<Event>) {
-        let mut due: Vec<SessionKey> = self
+        let mut due: Vec<(u64, SessionKey)> = self
             .sessions
             .iter()
-            .filter(|(_, s)| pending(s).is_some_and(|c| c.deadline <= now.mono))
-            .map(|(k, _)| k.clone())
+            .filter_map(|(k, s)| {
+                pending(s)
+                    .filter(|c| c.deadline <= now.mono)
+                    .map(|c| (c.deadline, k.clone()))
+            })
             .collect();
+        // Oldest deadline first, so events stay in time order.
         due.sort();
-        for key in due {
+        for (_, key) in due {
             let Some(sess) = self.sessions.get_mut(&key) else {
                 continue;
             };
