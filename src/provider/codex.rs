@@ -246,7 +246,8 @@ impl CodexProjector {
                     });
                 }
             }
-            Some("context_compacted") => kinds.push(ObsKind::Compacted { pre_tokens: None }),
+            // The `compacted` item records the same compaction; report it once.
+            Some("context_compacted") => {}
             _ => {}
         }
     }
