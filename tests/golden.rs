@@ -2,6 +2,8 @@
 //! against reviewed snapshots in tests/snapshots/. After a deliberate change, re-bless with
 //! `BATON_BLESS=1 cargo test --test golden` and review the diff against the transcripts.
 
+#![allow(clippy::unwrap_used)]
+
 mod common;
 
 use baton::model::Event;

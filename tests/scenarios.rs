@@ -2,6 +2,8 @@
 //! and the exact events they must produce. An expectation is `event key=value ...`; only
 //! the keys given are compared (`-` stands for null).
 
+#![allow(clippy::unwrap_used)]
+
 mod common;
 
 use baton::model::{Event, ProviderKind};

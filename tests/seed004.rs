@@ -1,6 +1,8 @@
 //! The eight tests of seed 004 (shared/seeds/004_*.txt), on both providers.
 //! Each asserts events out for transcript bytes in.
 
+#![allow(clippy::unwrap_used)]
+
 mod common;
 
 use baton::clock::Now;

@@ -1,5 +1,5 @@
 //! Shared test harness: run transcript bytes through the real pipeline.
-#![allow(dead_code)]
+#![allow(dead_code, clippy::unwrap_used)]
 
 use baton::model::{Event, ProviderKind};
 use baton::replay::{self, AtEof, Options};
