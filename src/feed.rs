@@ -115,8 +115,11 @@ impl FileFeed {
                     &len.to_le_bytes(),
                     head,
                 ]);
-                sink(&src, self.anomaly(&src, "oversized_line", msg, head));
                 self.projector.oversized(head, tail, key, &mut self.buf);
+                let mut anomaly = self.anomaly(&src, "oversized_line", msg, head);
+                // Whatever time the line's ends told, so the anomaly sits in time order.
+                anomaly.record_ts = self.buf.iter().find_map(|o| o.record_ts);
+                sink(&src, anomaly);
                 for obs in self.buf.drain(..) {
                     sink(&src, obs);
                 }

@@ -24,6 +24,7 @@ pub mod replay;
 pub mod scan_view;
 pub mod sink;
 pub mod tail;
+pub mod text;
 pub mod watch;
 
 pub use error::Error;

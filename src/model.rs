@@ -174,7 +174,10 @@ pub fn clip_message(s: &str) -> Option<String> {
     let mut out = String::new();
     let mut n = 0;
     let mut cut = false;
-    'words: for word in s.split_whitespace() {
+    let clean: String = crate::text::Printable::new(s.chars())
+        .take(MESSAGE_MAX_CHARS * 8)
+        .collect();
+    'words: for word in clean.split_whitespace() {
         if n > 0 {
             if n == MESSAGE_MAX_CHARS {
                 cut = true;
@@ -183,7 +186,7 @@ pub fn clip_message(s: &str) -> Option<String> {
             out.push(' ');
             n += 1;
         }
-        for c in word.chars().filter(|c| !c.is_control()) {
+        for c in word.chars() {
             if n == MESSAGE_MAX_CHARS {
                 cut = true;
                 break 'words;
@@ -221,6 +224,6 @@ mod tests {
 
     #[test]
     fn clip_drops_control_chars() {
-        assert_eq!(clip_message("a\u{1b}[31mb").as_deref(), Some("a[31mb"));
+        assert_eq!(clip_message("a\u{1b}[31mb").as_deref(), Some("ab"));
     }
 }

@@ -2,6 +2,7 @@
 
 use crate::clock::format_rfc3339;
 use crate::reduce::SessionView;
+use crate::text::strip_terminal;
 use serde::Serialize;
 
 #[derive(Serialize)]
@@ -33,48 +34,6 @@ pub fn json_line(v: &SessionView) -> String {
         evidence: v.evidence,
     };
     serde_json::to_string(&row).unwrap_or_default()
-}
-
-/// Removes terminal escape sequences and other control characters: transcript text is
-/// untrusted and must not drive the terminal.
-pub fn strip_terminal(s: &str) -> String {
-    let mut out = String::with_capacity(s.len());
-    let mut chars = s.chars().peekable();
-    while let Some(c) = chars.next() {
-        if c == '\u{1b}' {
-            // CSI: ESC [ params final-byte; OSC: ESC ] … BEL or ESC \; others: ESC + one.
-            match chars.peek() {
-                Some('[') => {
-                    chars.next();
-                    for n in chars.by_ref() {
-                        if ('@'..='~').contains(&n) {
-                            break;
-                        }
-                    }
-                }
-                Some(']') => {
-                    chars.next();
-                    while let Some(n) = chars.next() {
-                        if n == '\u{7}' || (n == '\u{1b}' && chars.peek() == Some(&'\\')) {
-                            if n == '\u{1b}' {
-                                chars.next();
-                            }
-                            break;
-                        }
-                    }
-                }
-                Some(_) => {
-                    chars.next();
-                }
-                None => {}
-            }
-        } else if c.is_control() || ('\u{80}'..='\u{9f}').contains(&c) {
-            continue;
-        } else {
-            out.push(c);
-        }
-    }
-    out
 }
 
 fn cell(s: &str, width: usize) -> String {
@@ -110,17 +69,4 @@ pub fn table(views: &[SessionView]) -> String {
         ));
     }
     out
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn strips_escapes() {
-        assert_eq!(strip_terminal("a\u{1b}[31mred\u{1b}[0m b"), "ared b");
-        assert_eq!(strip_terminal("x\u{1b}]0;title\u{7}y"), "xy");
-        assert_eq!(strip_terminal("x\u{1b}]8;;http://e\u{1b}\\y"), "xy");
-        assert_eq!(strip_terminal("bell\u{7}"), "bell");
-    }
 }

@@ -445,6 +445,21 @@ impl Projector for ClaudeProjector {
         Ok(())
     }
 
+    fn oversized(&mut self, head: &[u8], tail: &[u8], key: String, out: &mut Vec<Obs>) {
+        // Claude writes `uuid` and `timestamp` after the (huge) message, so they sit in
+        // the tail; `isSidechain` comes first, in the head.
+        if self.helper
+            || (self.file_agent.is_none()
+                && memchr::memmem::find(head, b"\"isSidechain\":true").is_some())
+        {
+            // A sidechain's activity never bears on the main conversation.
+            return;
+        }
+        let key = super::raw_str_field(tail, "uuid", true).map_or(key, str::to_owned);
+        let record_ts = super::raw_str_field(tail, "timestamp", true).and_then(parse_rfc3339);
+        out.push(self.obs(key, record_ts, ObsKind::Work));
+    }
+
     fn obs(&self, key: String, record_ts: Option<i64>, kind: ObsKind) -> Obs {
         Obs {
             session: self.session.clone(),

@@ -364,6 +364,12 @@ impl Projector for CodexProjector {
         Ok(())
     }
 
+    fn oversized(&mut self, head: &[u8], _tail: &[u8], key: String, out: &mut Vec<Obs>) {
+        // Codex puts `timestamp` first: the head keeps the clock right.
+        let record_ts = super::raw_str_field(head, "timestamp", false).and_then(parse_rfc3339);
+        out.push(self.obs(key, record_ts, ObsKind::Work));
+    }
+
     fn obs(&self, key: String, record_ts: Option<i64>, kind: ObsKind) -> Obs {
         Obs {
             session: self.session.clone(),

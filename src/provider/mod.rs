@@ -265,6 +265,24 @@ pub fn sniff(line: &[u8]) -> Option<ProviderKind> {
     }
 }
 
+/// The value of a plain string field (`"name":"value"`, no escapes in the value) in a
+/// fragment of a line: the last occurrence when `last`, else the first. For oversized
+/// lines, where only the two ends are kept and full parsing is impossible.
+pub fn raw_str_field<'a>(hay: &'a [u8], name: &str, last: bool) -> Option<&'a str> {
+    let needle = format!("\"{name}\":\"");
+    let at = if last {
+        memchr::memmem::rfind(hay, needle.as_bytes())
+    } else {
+        memchr::memmem::find(hay, needle.as_bytes())
+    }?;
+    let start = at + needle.len();
+    let len = memchr::memchr2(b'"', b'\\', &hay[start..])?;
+    if hay[start + len] != b'"' || len > 128 {
+        return None;
+    }
+    std::str::from_utf8(&hay[start..start + len]).ok()
+}
+
 /// Strips a leading run of NUL bytes (left by writers that crashed mid-append).
 pub fn strip_nul(line: &[u8]) -> &[u8] {
     let n = line.iter().take_while(|b| **b == 0).count();
