@@ -7,8 +7,10 @@ use crate::feed::FileFeed;
 use crate::model::{Event, ProviderKind};
 use crate::reduce::{Reducer, SessionView};
 use crate::watch::{self, Found, Root};
+use std::collections::HashMap;
 use std::fs::File;
 use std::path::PathBuf;
+use std::sync::Arc;
 
 /// Far enough in the future that every settle timer is due, with room to add to it.
 const END_OF_TIME: i64 = i64::MAX / 4;
@@ -53,9 +55,20 @@ pub fn run(
     files: &[Found],
     opts: &Options,
     at_eof: AtEof,
-    mut emit: impl FnMut(&Event) -> Result<(), Error>,
+    emit: impl FnMut(&Event) -> Result<(), Error>,
 ) -> Result<Reducer, Error> {
+    run_counting(files, opts, at_eof, emit).map(|(r, _)| r)
+}
+
+/// [`run`], also returning the number of the last complete line of each file.
+fn run_counting(
+    files: &[Found],
+    opts: &Options,
+    at_eof: AtEof,
+    mut emit: impl FnMut(&Event) -> Result<(), Error>,
+) -> Result<(Reducer, HashMap<Arc<str>, u64>), Error> {
     let mut reducer = Reducer::new(opts.settle_ms, opts.seen_capacity);
+    let mut last_lines = HashMap::new();
     let mut events = Vec::new();
     for f in files {
         let mut feed = FileFeed::new(&f.path, f.provider, opts.max_line);
@@ -79,6 +92,7 @@ pub fn run(
             path: f.path.clone(),
             source,
         })?;
+        last_lines.insert(feed.path.clone(), feed.reader().line_no() - 1);
         let trailing = feed.reader().pending();
         if trailing > 0 {
             tracing::info!(path = %f.path.display(), bytes = trailing, "File ends in an unfinished line; it is not parsed until its newline arrives.");
@@ -92,7 +106,7 @@ pub fn run(
             emit(&ev)?;
         }
     }
-    Ok(reducer)
+    Ok((reducer, last_lines))
 }
 
 /// `scan`: every session's state as of now.
@@ -102,6 +116,16 @@ pub fn scan(files: &[Found], opts: &Options) -> Result<Vec<SessionView>, Error> 
         mono: u64::try_from(wall).unwrap_or(0),
         wall,
     };
-    let reducer = run(files, opts, AtEof::StopAt(now), |_| Ok(()))?;
-    Ok(reducer.sessions())
+    let (reducer, last_lines) = run_counting(files, opts, AtEof::StopAt(now), |_| Ok(()))?;
+    let mut views = reducer.sessions();
+    for v in &mut views {
+        // A working session is as recent as the last record read from its file, even a
+        // record that changed nothing.
+        if v.state == crate::model::SessionState::Working
+            && let Some(&last) = last_lines.get(&v.path)
+        {
+            v.line = v.line.max(last);
+        }
+    }
+    Ok(views)
 }
