@@ -337,7 +337,16 @@ impl Projector for CodexProjector {
     fn project(&mut self, line: &[u8], out: &mut Vec<Obs>) -> Result<(), Malformed> {
         let buf: Vec<u8>;
         let (rec, repaired) = parse_line!(line, buf, Line<'_>);
-        let key = content_hash(&[self.session.as_bytes(), line]);
+        // Codex records have no id. Their timestamp (first 40 bytes) and their two ends
+        // identify them: hashing whole lines (tool output, images) would cost more than
+        // parsing them.
+        let ends = 256.min(line.len());
+        let key = content_hash(&[
+            self.session.as_bytes(),
+            &(line.len() as u64).to_le_bytes(),
+            &line[..ends],
+            &line[line.len() - ends..],
+        ]);
         let record_ts = rec.timestamp.as_deref().and_then(parse_rfc3339);
         let mut kinds = Vec::new();
         if let Some(reason) = repaired {
