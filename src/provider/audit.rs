@@ -535,6 +535,8 @@ impl Audit for JsonAudit {
                 };
                 match repair(clean, parses, &e) {
                     Ok((fixed, why)) => {
+                        // The clobbered head may have held the real record's id.
+                        self.glimpse(clean);
                         out.push(Problem::at(
                             line_no,
                             why,
@@ -1063,7 +1065,7 @@ mod tests {
             ProviderKind::Norma,
             "/x/s.jsonl",
             &[
-                r#"{"uuid":"a1","session_id":"s","type":"message","message":{"role":"user","content":[{"type":"text","text":"x"}]}"#,
+                r#"{"uuid":"a1","session_id":"s","type":"message","message":{"role":"user","content":[{"type":"te"#,
                 r#"{"uuid":"b2","parent_uuid":"a1","session_id":"s","type":"message"}"#,
                 r#"{"uuid":"c3","parent_uuid":"zz","session_id":"s","type":"message"}"#,
             ],
