@@ -268,11 +268,11 @@ pub fn audit_state(path: &Path, max_line: usize) -> Result<Option<Vec<Problem>>,
     for b in &state.blocks {
         let name = match &b.id {
             Some(id) => format!(
-                "block {} (blockId {})",
+                "blocks[{}] (blockId {})",
                 b.index,
                 crate::model::clip_message(id).unwrap_or_default()
             ),
-            None => format!("block {}", b.index),
+            None => format!("blocks[{}]", b.index),
         };
         let Some(rel) = b.archive_path.as_deref().filter(|p| !p.is_empty()) else {
             out.push(Problem {

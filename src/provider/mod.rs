@@ -194,15 +194,12 @@ pub fn detect(path: &Path, first_line: &[u8]) -> Option<ProviderKind> {
     let name = path.file_name()?.to_string_lossy();
     if name.ends_with(".md") {
         // SGME L0: `raw/{sessions,uploads,external}/{file_id}.md`.
-        let dir = path.parent();
-        let area = dir
-            .and_then(Path::file_name)
-            .is_some_and(|n| n == "sessions" || n == "uploads" || n == "external");
-        let raw = dir
+        let raw = path
+            .parent()
             .and_then(Path::parent)
             .and_then(Path::file_name)
             .is_some_and(|n| n == "raw");
-        return (area && raw).then_some(ProviderKind::Sgme);
+        return (raw && sgme::is_l0_file(path)).then_some(ProviderKind::Sgme);
     }
     if !name.ends_with(".jsonl") {
         return None;

@@ -216,6 +216,12 @@ impl Area {
     }
 }
 
+/// Is `path` an L0 file (`{sessions,uploads,external}/*.md`)? Archives (`*.md.zst`) and
+/// other Markdown are not.
+pub fn is_l0_file(path: &Path) -> bool {
+    path.extension().is_some_and(|e| e == "md") && Area::of(path) != Area::Other
+}
+
 /// One line's decoded text: invalid UTF-8 is replaced, a trailing CR dropped.
 pub(crate) fn text(line: &[u8]) -> std::borrow::Cow<'_, str> {
     let line = line.strip_suffix(b"\r").unwrap_or(line);
