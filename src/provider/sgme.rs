@@ -251,6 +251,8 @@ pub struct SgmeProjector {
     answer: Option<(String, i64)>,
     /// A user block has been seen: before it there is no turn to report on.
     prompted: bool,
+    /// The role of the block being read.
+    block: Option<Role>,
 }
 
 impl SgmeProjector {
@@ -268,6 +270,7 @@ impl SgmeProjector {
             seq: 0,
             answer: None,
             prompted: false,
+            block: None,
         }
     }
 
@@ -317,6 +320,7 @@ impl SgmeProjector {
         };
         self.seq += 1;
         self.answer = None;
+        self.block = Some(h.role);
         if !self.conversation {
             return;
         }
@@ -387,10 +391,11 @@ impl Projector for SgmeProjector {
         Ok(())
     }
 
-    /// A huge line inside a block is body text: it neither starts nor ends anything, but
-    /// it is activity.
+    /// A huge line is body text: it starts and ends nothing. Inside an answer it is part
+    /// of that answer; elsewhere it is activity.
     fn oversized(&mut self, _head: &[u8], _tail: &[u8], key: String, out: &mut Vec<Obs>) {
-        if self.conversation && self.prompted && self.answer.is_none() {
+        let answering = self.block == Some(Role::Assistant);
+        if self.conversation && self.prompted && !answering && self.phase == Phase::Body {
             out.push(self.obs(key, None, ObsKind::Work));
         }
     }
@@ -440,6 +445,70 @@ mod tests {
         assert!(f.step("~~~"), "a shorter run does not close");
         assert!(f.step("~~~~~"));
         assert!(!f.is_open());
+    }
+
+    fn project(path: &str, text: &str) -> Vec<ObsKind> {
+        let mut p = SgmeProjector::new(Path::new(path));
+        let mut out = Vec::new();
+        for line in text.lines().filter(|l| !l.trim().is_empty()) {
+            p.project(line.as_bytes(), &mut out)
+                .expect("never malformed");
+        }
+        out.into_iter().map(|o| o.kind).collect()
+    }
+
+    #[test]
+    fn unterminated_front_matter_gives_way_to_the_first_heading() {
+        let kinds = project(
+            "/raw/sessions/f.md",
+            "---\nformat_version: 1\nfile_id: f\nsession_key: k\nagent_id: a\nsource_type: session\nstarted_at: 2026-08-03T11:18:06Z\n# 2026-08-03T11:18:06Z user\nhi\n",
+        );
+        assert!(
+            matches!(&kinds[0], ObsKind::Anomaly { message, .. } if message == "front matter has no closing `---` line"),
+            "{kinds:?}"
+        );
+        assert_eq!(
+            kinds[1],
+            ObsKind::TurnStart {
+                turn: "f:1".to_owned(),
+                initiator: Initiator::Human
+            }
+        );
+    }
+
+    #[test]
+    fn blocks_before_the_first_prompt_and_in_uploads_say_nothing() {
+        let body = "---\nformat_version: 1\nfile_id: f\nsession_key: k\nagent_id: a\nsource_type: session\nstarted_at: 2026-08-03T11:18:06Z\n---\n# 2026-08-03T11:18:06Z system\nboot\n## 2026-08-03T11:18:07Z assistant\nhello\n";
+        assert_eq!(project("/raw/sessions/f.md", body), vec![]);
+        let upload = body.replace("source_type: session", "source_type: upload")
+            + "## 2026-08-03T11:18:08Z user\nq\n";
+        assert_eq!(project("/raw/sessions/f.md", &upload), vec![]);
+    }
+
+    #[test]
+    fn an_oversized_line_in_an_answer_keeps_it_pending() {
+        let mut p = SgmeProjector::new(Path::new("/raw/sessions/f.md"));
+        let mut out = Vec::new();
+        for l in [
+            "---",
+            "format_version: 1",
+            "---",
+            "# 2026-08-03T11:18:06Z user",
+            "q",
+            "## 2026-08-03T11:18:07Z assistant",
+            "a",
+        ] {
+            p.project(l.as_bytes(), &mut out).expect("never malformed");
+        }
+        out.clear();
+        p.oversized(b"x", b"x", "k".to_owned(), &mut out);
+        assert!(out.is_empty());
+        p.project(b"## 2026-08-03T11:18:08Z tool", &mut out)
+            .expect("never malformed");
+        out.clear();
+        p.oversized(b"x", b"x", "k".to_owned(), &mut out);
+        assert_eq!(out.len(), 1);
+        assert_eq!(out[0].kind, ObsKind::Work);
     }
 
     #[test]
