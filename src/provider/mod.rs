@@ -1,9 +1,12 @@
 //! Providers: the only place that knows transcript field names. Each projector turns one
 //! line into zero or more provider-neutral [`Obs`]ervations for the reducer.
 
+pub mod audit;
 pub mod claude;
 pub mod codex;
 mod content;
+pub mod norma;
+pub mod sgme;
 
 use crate::model::ProviderKind;
 use std::path::Path;
@@ -160,38 +163,8 @@ pub fn projector_for(kind: ProviderKind, path: &Path) -> Box<dyn Projector> {
     match kind {
         ProviderKind::Claude => Box::new(claude::ClaudeProjector::new(path)),
         ProviderKind::Codex => Box::new(codex::CodexProjector::new(path)),
-        // Norma and SGME projectors land with their own issue; until then their files are
-        // read as opaque activity so nothing is mis-parsed as Claude or Codex.
-        ProviderKind::Norma | ProviderKind::Sgme => Box::new(Opaque::new(kind, path)),
-    }
-}
-
-/// A projector that understands nothing but still reports malformed JSON lines.
-struct Opaque {
-    session: String,
-}
-
-impl Opaque {
-    fn new(_kind: ProviderKind, path: &Path) -> Self {
-        Opaque {
-            session: file_stem(path),
-        }
-    }
-}
-
-impl Projector for Opaque {
-    fn project(&mut self, _line: &[u8], _out: &mut Vec<Obs>) -> Result<(), Malformed> {
-        Ok(())
-    }
-
-    fn obs(&self, key: String, record_ts: Option<i64>, kind: ObsKind) -> Obs {
-        Obs {
-            session: self.session.clone(),
-            agent: None,
-            record_ts,
-            key,
-            kind,
-        }
+        ProviderKind::Norma => Box::new(norma::NormaProjector::new(path)),
+        ProviderKind::Sgme => Box::new(sgme::SgmeProjector::new(path)),
     }
 }
 
@@ -223,10 +196,13 @@ pub fn content_hash(parts: &[&[u8]]) -> String {
 pub fn detect(path: &Path, first_line: &[u8]) -> Option<ProviderKind> {
     let name = path.file_name()?.to_string_lossy();
     if name.ends_with(".md") {
-        return path
-            .components()
-            .any(|c| c.as_os_str() == "raw")
-            .then_some(ProviderKind::Sgme);
+        // SGME L0: `raw/{sessions,uploads,external}/{file_id}.md`.
+        let raw = path
+            .parent()
+            .and_then(Path::parent)
+            .and_then(Path::file_name)
+            .is_some_and(|n| n == "raw");
+        return (raw && sgme::is_l0_file(path)).then_some(ProviderKind::Sgme);
     }
     if !name.ends_with(".jsonl") {
         return None;
@@ -258,7 +234,10 @@ pub fn sniff(line: &[u8]) -> Option<ProviderKind> {
         || has(b"\"queue-operation\"")
     {
         Some(ProviderKind::Claude)
-    } else if has(b"\"session_id\"") && has(b"\"parent_uuid\"") || has(b"\"is_sidechain\"") {
+    } else if has(b"\"session_id\"") && (has(b"\"uuid\"") || has(b"\"parent_uuid\""))
+        || has(b"\"is_sidechain\"")
+    {
+        // Norma's first record has no `parent_uuid` (seed 000), so `uuid` must do.
         Some(ProviderKind::Norma)
     } else {
         None

@@ -30,7 +30,8 @@ pub fn is_candidate(path: &Path, provider: Option<ProviderKind>) -> bool {
         .map(|n| n.to_string_lossy())
         .unwrap_or_default();
     match provider {
-        Some(ProviderKind::Sgme) => name.ends_with(".md"),
+        // `raw/{sessions,uploads,external}/*.md`; `archive/**/*.md.zst` never matches.
+        Some(ProviderKind::Sgme) => provider::sgme::is_l0_file(path),
         Some(_) => name.ends_with(".jsonl"),
         None => {
             name.ends_with(".jsonl")

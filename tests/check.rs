@@ -1,0 +1,249 @@
+//! `baton check`: every problem planted in tests/fixtures/check is found, clean fixtures
+//! give nothing, and the real corpus (../shared/corpus) gives exactly what reading it
+//! by hand found.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+fn repo(rel: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join(rel)
+}
+
+fn check(args: &[&str], paths: &[PathBuf]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_baton"))
+        .arg("check")
+        .args(args)
+        .args(paths)
+        .output()
+        .expect("runs baton")
+}
+
+/// `check --json` findings as `path-suffix:line kind`, with paths relative to `base`.
+fn findings(args: &[&str], base: &Path, paths: &[PathBuf]) -> (i32, Vec<String>) {
+    let mut all = vec!["--json"];
+    all.extend_from_slice(args);
+    let out = check(&all, paths);
+    let code = out.status.code().unwrap_or(-1);
+    let rows = String::from_utf8(out.stdout)
+        .expect("utf-8")
+        .lines()
+        .map(|l| {
+            let v: serde_json::Value = serde_json::from_str(l).expect("one JSON object per line");
+            let keys: Vec<&String> = v.as_object().expect("object").keys().collect();
+            assert_eq!(keys, ["kind", "line", "message", "path"]);
+            assert!(v["message"].as_str().is_some_and(|m| !m.is_empty()));
+            let path = v["path"].as_str().expect("path");
+            let rel = Path::new(path)
+                .strip_prefix(base)
+                .map_or(path.to_owned(), |p| p.to_string_lossy().into_owned());
+            let line = v["line"].as_u64().map_or("-".to_owned(), |l| l.to_string());
+            format!("{rel}:{line} {}", v["kind"].as_str().expect("kind"))
+        })
+        .collect();
+    (code, rows)
+}
+
+#[test]
+fn finds_every_planted_problem_and_nothing_else() {
+    let base = repo("tests/fixtures/check");
+    let (code, got) = findings(
+        &["--max-line-bytes", "4096"],
+        &base,
+        std::slice::from_ref(&base),
+    );
+    let claude = "claude/6b1e0c2a-3d4f-4a5b-8c6d-7e8f9a0b1c2d.jsonl";
+    let codex = "codex/rollout-2026-08-03T10-00-00-019c0000-0000-7000-8000-000000000001.jsonl";
+    let sgme = "sgme/raw/sessions/8c0e2a4c-6e8a-4c0e-a2c4-e6a8c0e2a4c6.md";
+    let external = "sgme/raw/external/4e6a8c0e-2a4c-4e8a-8c0e-2a4c6e8a0c2e.md";
+    let expected = [
+        // Line 8 (compact_boundary: parentUuid null, logicalParentUuid unknown) is allowed.
+        format!("{claude}:4 dangling_tool_call"),
+        format!("{claude}:5 malformed_line"),
+        format!("{claude}:7 duplicate_uuid"),
+        format!("{claude}:10 parent_chain_break"),
+        format!("{claude}:11 nul_bytes"),
+        format!("{claude}:12 partial_line"),
+        // call_3's result is on the oversized line: glimpsed, so not dangling.
+        format!("{codex}:6 dangling_tool_call"),
+        format!("{codex}:8 malformed_line"),
+        format!("{codex}:10 oversized_line"),
+        "noa/archive/S1/state.json:- state_version".to_owned(),
+        "noa/archive/S1/state.json:- archive_missing".to_owned(),
+        "noa/archive/S1/state.json:- archive_outside".to_owned(),
+        "noa/archive/S1/state.json:- archive_missing".to_owned(),
+        "noa/archive/S1/state.json:- archive_outside".to_owned(),
+        "noa/archive/S2/state.json:3 malformed_state".to_owned(),
+        // Line 5 (boundary with an unknown parent) is allowed; line 10's parent sits on
+        // the malformed line 9 and is glimpsed; its open call at EOF is the last one.
+        "norma/sess-bad.jsonl:2 dangling_tool_call".to_owned(),
+        "norma/sess-bad.jsonl:4 session_mismatch".to_owned(),
+        "norma/sess-bad.jsonl:7 duplicate_uuid".to_owned(),
+        "norma/sess-bad.jsonl:8 parent_chain_break".to_owned(),
+        "norma/sess-bad.jsonl:9 malformed_line".to_owned(),
+        format!("{external}:5 frontmatter_field"),
+        format!("{external}:7 bad_frontmatter"),
+        format!("{sgme}:3 frontmatter_field"),
+        format!("{sgme}:7 frontmatter_field"),
+        format!("{sgme}:8 frontmatter_field"),
+        format!("{sgme}:11 stray_content"),
+        format!("{sgme}:13 heading_level"),
+        format!("{sgme}:17 ambiguous_heading"),
+        format!("{sgme}:19 tool_block"),
+        format!("{sgme}:23 heading_level"),
+        format!("{sgme}:23 block_time"),
+        format!("{sgme}:25 unclosed_fence"),
+    ];
+    assert_eq!(got, expected);
+    assert_eq!(code, 1);
+}
+
+#[test]
+fn noa_archive_paths_never_leave_the_state_directory() {
+    let base = repo("tests/fixtures/check");
+    let out = check(&[], &[base.join("noa/archive/S1/state.json")]);
+    let text = String::from_utf8(out.stdout).expect("utf-8");
+    assert!(
+        text.contains("`../../../../../../../etc/passwd` climbs out"),
+        "{text}"
+    );
+    assert!(
+        text.contains("`/etc/hostname` is an absolute path outside"),
+        "{text}"
+    );
+    assert!(
+        text.contains("blocks[3] (blockId 4) has no archivePath"),
+        "{text}"
+    );
+    assert!(
+        !text.contains("blocks[0]"),
+        "block 0's archive exists: {text}"
+    );
+}
+
+#[test]
+fn clean_fixtures_have_no_problems() {
+    let norma = repo("tests/fixtures/norma");
+    let sgme = repo("tests/fixtures/sgme/raw");
+    let paths = [
+        norma.join("sess-tools.jsonl"),
+        norma.join("sess-compact.jsonl"),
+        norma.join("sess-sub.jsonl"),
+        norma.join("sess-sub"),
+        sgme.join("sessions/0f8e2c1a-5b7d-4e3f-9a2b-1c3d5e7f9a0b.md"),
+        sgme.join("uploads/3c5e7a9b-1d2f-4e4a-8b6c-8d0f2a4c6e8f.md"),
+        sgme.join("external"),
+        repo("tests/fixtures/check/clean"),
+    ];
+    let (code, got) = findings(&[], Path::new("/"), &paths);
+    assert_eq!(got, Vec::<String>::new());
+    assert_eq!(code, 0);
+    let out = check(&[], &paths);
+    assert_eq!(
+        String::from_utf8(out.stdout).expect("utf-8"),
+        "No problems found in 8 files.\n"
+    );
+}
+
+#[test]
+fn scenario_fixtures_show_what_they_were_written_to_show() {
+    let base = repo("tests/fixtures");
+    let (code, got) = findings(&[], &base, &[base.join("norma"), base.join("sgme")]);
+    assert_eq!(
+        got,
+        vec![
+            // The resume-abandon case leaves a dangling call in the file for good.
+            "norma/sess-resume.jsonl:2 dangling_tool_call",
+            "sgme/raw/sessions/5d2c9b4e-7a1f-4c3b-8e6d-2f4a6b8c0d1e.md:2 bad_frontmatter",
+            "sgme/raw/sessions/9b1d3f5a-2c4e-4a6b-9d8f-0e2a4c6e8a0c.md:1 bad_frontmatter",
+            "sgme/raw/uploads/7e9a1c3d-5f2b-4d6e-a8c0-4b6d8f0a2c4e.md:6 bad_frontmatter",
+            "sgme/raw/uploads/7e9a1c3d-5f2b-4d6e-a8c0-4b6d8f0a2c4e.md:6 bad_frontmatter",
+        ]
+    );
+    assert_eq!(code, 1);
+}
+
+#[test]
+fn human_summary_counts_problems_and_files() {
+    let base = repo("tests/fixtures/check");
+    let out = check(&["--max-line-bytes", "4096"], &[base.join("norma")]);
+    assert_eq!(out.status.code(), Some(1));
+    let text = String::from_utf8(out.stdout).expect("utf-8");
+    let mut lines = text.lines();
+    assert!(
+        lines
+            .next()
+            .is_some_and(|l| l.ends_with("norma/sess-bad.jsonl"))
+    );
+    assert!(text.contains("       2  dangling_tool_call   tool call `call_n1` never got a result"));
+    assert!(text.ends_with("5 problems in 1 of 1 file.\n"), "{text}");
+}
+
+#[test]
+fn unknown_files_are_a_problem_when_named() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let path = dir.path().join("mystery.jsonl");
+    std::fs::write(&path, "{\"hello\":1}\n").expect("write");
+    let (code, got) = findings(&[], dir.path(), std::slice::from_ref(&path));
+    assert_eq!(got, vec!["mystery.jsonl:- unknown_format"]);
+    assert_eq!(code, 1);
+    // Under a directory it is skipped with a note instead.
+    let out = check(&[], &[dir.path().to_path_buf()]);
+    assert_eq!(out.status.code(), Some(0));
+    let text = String::from_utf8(out.stdout).expect("utf-8");
+    assert!(text.contains("1 file skipped"), "{text}");
+}
+
+#[test]
+fn a_huge_line_is_streamed_past_and_reported() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let path = dir.path().join("s1.jsonl");
+    let big = "y".repeat(3 << 20);
+    let body = format!(
+        "{{\"uuid\":\"u1\",\"session_id\":\"s1\",\"type\":\"message\",\"message\":{{\"role\":\"user\",\"content\":[{{\"type\":\"text\",\"text\":\"hi\"}}]}}}}\n\
+         {{\"uuid\":\"u2\",\"parent_uuid\":\"u1\",\"session_id\":\"s1\",\"type\":\"message\",\"message\":{{\"role\":\"assistant\",\"content\":[{{\"type\":\"text\",\"text\":\"{big}\"}}]}}}}\n\
+         {{\"uuid\":\"u3\",\"parent_uuid\":\"u2\",\"session_id\":\"s1\",\"type\":\"message\",\"message\":{{\"role\":\"user\",\"content\":[{{\"type\":\"text\",\"text\":\"again\"}}]}}}}\n"
+    );
+    std::fs::write(&path, body).expect("write");
+    let (code, got) = findings(&["--max-line-bytes", "65536"], dir.path(), &[path]);
+    // u2's id is read from the line's head, so u3's parent link holds.
+    assert_eq!(got, vec!["s1.jsonl:2 oversized_line"]);
+    assert_eq!(code, 1);
+}
+
+#[test]
+fn real_corpus_findings() {
+    let corpus = repo("../shared/corpus");
+    if !corpus.is_dir() {
+        eprintln!("SKIPPED: {} is absent", corpus.display());
+        return;
+    }
+    let (code, got) = findings(&[], &corpus, std::slice::from_ref(&corpus));
+    // Read by hand: in rollout 12-47-42, turn 6 ends in a function_call with no output
+    // (line 826) and the app then starts a new task: a dangling call. Rollout 13-19-38
+    // ends on an open call (its last, so not dangling). Claude's compaction helpers name
+    // parents in their session's main file, which resolves them. Nothing else.
+    assert_eq!(
+        got,
+        vec![
+            "codex/madshn__localpush/rollout-2026-02-23T12-47-42-019c8a53-a0dd-7130-bcd7-95445d84846a.jsonl:826 dangling_tool_call"
+        ]
+    );
+    assert_eq!(code, 1);
+    let out = check(&[], std::slice::from_ref(&corpus));
+    let text = String::from_utf8(out.stdout).expect("utf-8");
+    assert!(text.ends_with("1 problem in 1 of 22 files.\n"), "{text}");
+
+    // With a small line limit, the long lines are reported and nothing else changes: ids
+    // and tool results on them are glimpsed from their ends.
+    let (_, small) = findings(
+        &["--max-line-bytes", "20000"],
+        &corpus,
+        std::slice::from_ref(&corpus),
+    );
+    let other: Vec<&String> = small
+        .iter()
+        .filter(|f| !f.ends_with("oversized_line"))
+        .collect();
+    assert_eq!(other, got.iter().collect::<Vec<_>>());
+    assert!(small.len() > 10, "{small:#?}");
+}
