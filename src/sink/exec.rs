@@ -171,10 +171,13 @@ impl Sink for ExecSink {
         };
         if let Err(TrySendError::Full(_) | TrySendError::Disconnected(_)) = self.tx.try_send(job) {
             self.dropped += 1;
-            tracing::warn!(
-                dropped = self.dropped,
-                "Exec hook busy; event dropped (raise the hook's queue or concurrency)."
-            );
+            let msg = "Exec hook busy; event dropped (raise its queue or concurrency).";
+            // Logarithmic: a flood of drops must not become a flood of log lines.
+            if self.dropped.is_power_of_two() {
+                tracing::warn!(dropped = self.dropped, "{msg}");
+            } else {
+                tracing::debug!(dropped = self.dropped, "{msg}");
+            }
         }
     }
 }

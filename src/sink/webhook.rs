@@ -288,7 +288,8 @@ impl Sink for WebhookSink {
 fn note_drop(dropped: &mut u64, label: &str) {
     *dropped += 1;
     let msg = "Webhook queue full; oldest event dropped.";
-    if *dropped == 1 {
+    // Logarithmic: a long outage must not become a flood of log lines.
+    if dropped.is_power_of_two() {
         tracing::warn!(endpoint = %label, dropped = *dropped, "{msg}");
     } else {
         tracing::debug!(endpoint = %label, dropped = *dropped, "{msg}");
