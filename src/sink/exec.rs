@@ -213,14 +213,14 @@ fn run(argv: &[String], job: &Job, timeout: Duration, counters: &Counters) {
         }
     }
     match wait_for(&mut child, Instant::now() + timeout) {
-        Some(status) if status.success() => {
+        Ok(Some(status)) if status.success() => {
             counters.ok.fetch_add(1, Ordering::Relaxed);
         }
-        Some(status) => {
+        Ok(Some(status)) => {
             counters.failed.fetch_add(1, Ordering::Relaxed);
             tracing::warn!(program = %program, %status, "Exec hook failed.");
         }
-        None => {
+        Ok(None) => {
             let _ = child.kill();
             let _ = child.wait();
             counters.timed_out.fetch_add(1, Ordering::Relaxed);
@@ -230,25 +230,25 @@ fn run(argv: &[String], job: &Job, timeout: Duration, counters: &Counters) {
                 "Exec hook timed out and was killed."
             );
         }
+        Err(e) => {
+            let _ = child.kill();
+            let _ = child.wait();
+            counters.failed.fetch_add(1, Ordering::Relaxed);
+            tracing::warn!(program = %program, error = %e, "Cannot wait for the exec hook.");
+        }
     }
 }
 
-/// The child's exit status, or `None` if it is still running at `deadline` (or cannot be
-/// waited for).
-fn wait_for(child: &mut Child, deadline: Instant) -> Option<ExitStatus> {
+/// The child's exit status, or `None` if it is still running at `deadline`.
+fn wait_for(child: &mut Child, deadline: Instant) -> std::io::Result<Option<ExitStatus>> {
     let mut nap = Duration::from_millis(2);
     loop {
-        match child.try_wait() {
-            Ok(Some(status)) => return Some(status),
-            Ok(None) => {}
-            Err(e) => {
-                tracing::warn!(error = %e, "Cannot wait for the exec hook.");
-                return None;
-            }
+        if let Some(status) = child.try_wait()? {
+            return Ok(Some(status));
         }
         let now = Instant::now();
         if now >= deadline {
-            return None;
+            return Ok(None);
         }
         thread::sleep(nap.min(deadline - now));
         nap = (nap * 2).min(Duration::from_millis(100));
