@@ -43,6 +43,23 @@ pub enum Command {
     /// Audit transcripts for damage: malformed, partial or oversized lines, duplicate
     /// uuids, broken parent chains, dangling tool calls. Exits 1 when it finds problems.
     Check(crate::check::CheckArgs),
+    /// Print the systemd user unit.
+    ///
+    /// Install it with:
+    ///
+    ///   baton unit > ~/.config/systemd/user/baton.service
+    ///   systemctl --user daemon-reload && systemctl --user enable --now baton
+    #[command(verbatim_doc_comment)]
+    Unit,
+    /// Print a shell completion script (bash, zsh, fish, elvish, powershell).
+    ///
+    /// For example: baton completions bash > ~/.local/share/bash-completion/completions/baton
+    Completions {
+        #[arg(value_enum, value_name = "SHELL")]
+        shell: clap_complete::Shell,
+    },
+    /// Print the man page (roff), e.g. `baton man | man -l -`.
+    Man,
 }
 
 #[derive(Debug, Args)]

@@ -13,6 +13,7 @@
 pub mod check;
 pub mod cli;
 pub mod clock;
+pub mod completions;
 pub mod config;
 pub mod daemon;
 pub mod error;
@@ -25,6 +26,7 @@ pub mod scan_view;
 pub mod sink;
 pub mod tail;
 pub mod text;
+pub mod unit;
 pub mod watch;
 
 pub use error::Error;

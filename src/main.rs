@@ -64,6 +64,11 @@ fn run(cli: Cli) -> Result<(), Error> {
             }
             Ok(())
         }
+        Command::Unit => baton::unit::write(&mut io::stdout().lock()).map_err(Error::Output),
+        Command::Completions { shell } => {
+            baton::completions::completions(shell, &mut io::stdout().lock()).map_err(Error::Output)
+        }
+        Command::Man => baton::completions::man(&mut io::stdout().lock()).map_err(Error::Output),
         Command::Scan(args) => {
             let files = if args.paths.is_empty() {
                 config::default_roots()

@@ -1,12 +1,25 @@
 //! Sinks: everything a user sees. The JSON Lines stream is product output; diagnostics go
 //! through `tracing` to stderr, never here.
+//!
+//! The delivery sinks (desktop, exec, webhook) each own their worker threads and a bounded
+//! queue: `deliver` only formats and `try_send`s, so a slow D-Bus, a hung hook or a dead
+//! web server can never stall the core. What does not fit is dropped and counted.
 
+pub mod desktop;
+pub mod exec;
 pub mod jsonl;
+pub mod webhook;
 
+pub use desktop::DesktopSink;
+pub use exec::ExecSink;
 pub use jsonl::JsonlSink;
+pub use webhook::WebhookSink;
 
-use crate::model::Event;
+use crate::model::{Event, EventKind, ProviderKind};
 use crate::reduce::SessionView;
+use crate::scan_view::strip_terminal;
+use crossbeam_channel::{Receiver, RecvTimeoutError};
+use std::time::Instant;
 
 /// Something that shows events to a person or a program. Sinks never block the core:
 /// one that needs IO hands the work to its own thread or task and drops (with a count)
@@ -23,4 +36,355 @@ pub trait Sink: Send {
 
     /// Flushes buffered output (on shutdown and after each batch).
     fn flush(&mut self) {}
+}
+
+/// Why a delivery sink could not be built from its configuration.
+#[derive(Debug, thiserror::Error)]
+pub enum SinkError {
+    #[error("on_event: the command is empty (expected [\"program\", \"arg\", …])")]
+    EmptyCommand,
+    #[error("webhook url `{url}`: {reason}")]
+    BadUrl { url: String, reason: String },
+    #[error("{what}: {reason}")]
+    Invalid { what: &'static str, reason: String },
+    #[error("cannot start the {sink} sink's worker thread: {source}")]
+    Thread {
+        sink: &'static str,
+        #[source]
+        source: std::io::Error,
+    },
+}
+
+/// Every event kind, for parsing configuration.
+pub const EVENT_KINDS: [EventKind; 9] = [
+    EventKind::TurnStarted,
+    EventKind::TurnCompleted,
+    EventKind::TurnFailed,
+    EventKind::TurnInterrupted,
+    EventKind::NeedsInput,
+    EventKind::Anomaly,
+    EventKind::DaemonReady,
+    EventKind::DaemonStopping,
+    EventKind::ContextCompacted,
+];
+
+/// The kinds that mean "the agent handed the turn back": the default for every sink.
+pub const HANDBACK_KINDS: [EventKind; 3] = [
+    EventKind::TurnCompleted,
+    EventKind::TurnFailed,
+    EventKind::NeedsInput,
+];
+
+/// Parses an event kind as written in the stream (`turn_completed`, …).
+pub fn parse_event_kind(s: &str) -> Option<EventKind> {
+    EVENT_KINDS.into_iter().find(|k| k.as_str() == s)
+}
+
+/// Which events an exec hook or a webhook receives.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct EventFilter {
+    /// Event kinds that pass (default: the hand-back kinds).
+    pub kinds: Vec<EventKind>,
+    /// Whether subagents' events pass too (default: no, they are noise on a phone).
+    pub subagents: bool,
+}
+
+impl Default for EventFilter {
+    fn default() -> Self {
+        EventFilter {
+            kinds: HANDBACK_KINDS.to_vec(),
+            subagents: false,
+        }
+    }
+}
+
+impl EventFilter {
+    pub fn matches(&self, ev: &Event) -> bool {
+        self.kinds.contains(&ev.event) && (self.subagents || ev.agent.is_none())
+    }
+}
+
+/// Escapes text for the notification body, which servers render as a subset of HTML:
+/// transcript text must show as text, never as a link or markup.
+pub fn escape_markup(s: &str) -> String {
+    let mut out = String::with_capacity(s.len());
+    for c in s.chars() {
+        match c {
+            '&' => out.push_str("&amp;"),
+            '<' => out.push_str("&lt;"),
+            '>' => out.push_str("&gt;"),
+            '"' => out.push_str("&quot;"),
+            '\'' => out.push_str("&#39;"),
+            c => out.push(c),
+        }
+    }
+    out
+}
+
+/// The agent's name as people know it.
+pub fn agent_name(p: Option<ProviderKind>) -> &'static str {
+    match p {
+        Some(ProviderKind::Claude) => "Claude Code",
+        Some(ProviderKind::Codex) => "Codex",
+        Some(ProviderKind::Norma) => "Norma",
+        Some(ProviderKind::Sgme) => "SGME",
+        None => "baton",
+    }
+}
+
+/// Longest project name or reason shown in a title.
+const TITLE_PART_MAX: usize = 40;
+
+/// Untrusted text made fit for a one-line title: no escapes or control characters, capped.
+fn title_part(s: &str) -> String {
+    let clean = strip_terminal(s);
+    let clean = clean.trim();
+    if clean.chars().count() <= TITLE_PART_MAX {
+        return clean.to_owned();
+    }
+    let mut cut: String = clean.chars().take(TITLE_PART_MAX - 1).collect();
+    cut.push('…');
+    cut
+}
+
+/// A short, stable name for where a session lives, from the transcript's *path* only
+/// (record contents are never read for it):
+///
+/// - Claude Code keeps a session under `projects/<cwd with '/' → '-'>/`: the last
+///   non-empty `-`-separated word of that directory (`-home-me-src-myproject` →
+///   `myproject`; a hyphenated `my-app` shows as `app`, since the encoding is lossy).
+/// - Everything else (Codex keeps sessions by date) and anything unrecognised: the last
+///   8 characters of the session id (Codex thread ids are UUIDv7, whose leading
+///   characters are a timestamp shared by sessions started together).
+pub fn project_name(ev: &Event) -> String {
+    if ev.provider == Some(ProviderKind::Claude)
+        && let Some(path) = ev.path.as_deref()
+    {
+        let mut parts = path.split('/');
+        while let Some(p) = parts.next() {
+            if p == "projects" {
+                if let Some(dir) = parts.next()
+                    && let Some(word) = dir.rsplit('-').find(|w| !w.is_empty())
+                    && parts.next().is_some()
+                {
+                    let name = title_part(word);
+                    if !name.is_empty() {
+                        return name;
+                    }
+                }
+                break;
+            }
+        }
+    }
+    short_session(ev.session.as_deref().unwrap_or(""))
+}
+
+fn short_session(session: &str) -> String {
+    let chars: Vec<char> = session
+        .chars()
+        .filter(|c| c.is_ascii_alphanumeric())
+        .collect();
+    let start = chars.len().saturating_sub(8);
+    let short: String = chars[start..].iter().collect();
+    if short.is_empty() {
+        "session".to_owned()
+    } else {
+        short
+    }
+}
+
+/// `HH:MM UTC` for an RFC 3339 reset time; a free-text hint ("5:40pm (Europe/Madrid)")
+/// as written. UTC because the local zone would need a time-zone database.
+fn reset_time(resets_at: &str) -> String {
+    match crate::clock::parse_rfc3339(resets_at) {
+        Some(ms) => {
+            let t = crate::clock::format_rfc3339(ms);
+            format!("{} UTC", &t[11..16])
+        }
+        None => title_part(resets_at),
+    }
+}
+
+/// What happened, in a few words, for a title.
+pub fn headline(ev: &Event) -> String {
+    match ev.event {
+        EventKind::TurnCompleted => "your turn".to_owned(),
+        EventKind::NeedsInput => "needs your answer".to_owned(),
+        EventKind::TurnFailed => {
+            let reason = ev.reason.as_deref().unwrap_or("");
+            if reason.contains("limit") {
+                match ev.resets_at.as_deref() {
+                    Some(at) => format!("usage limit until {}", reset_time(at)),
+                    None => "usage limit reached".to_owned(),
+                }
+            } else if reason.is_empty() {
+                "turn failed".to_owned()
+            } else {
+                format!("turn failed ({})", title_part(reason))
+            }
+        }
+        EventKind::TurnInterrupted => "interrupted".to_owned(),
+        EventKind::TurnStarted => "working".to_owned(),
+        EventKind::ContextCompacted => "context compacted".to_owned(),
+        EventKind::Anomaly => match ev.reason.as_deref() {
+            Some(r) => format!("anomaly ({})", title_part(r)),
+            None => "anomaly".to_owned(),
+        },
+        EventKind::DaemonReady => "started".to_owned(),
+        EventKind::DaemonStopping => "stopping".to_owned(),
+    }
+}
+
+/// A one-line title naming the agent and the project, e.g.
+/// "Claude Code · myproject: your turn" or "Codex · 3f9c2a1b: usage limit until 22:45 UTC".
+pub fn title(ev: &Event) -> String {
+    if ev.session.is_none() {
+        return format!("baton: {}", headline(ev));
+    }
+    let agent = agent_name(ev.provider);
+    let project = project_name(ev);
+    match ev.agent.as_deref() {
+        Some(sub) => format!(
+            "{agent} · {project} · subagent {}: {}",
+            title_part(sub),
+            headline(ev)
+        ),
+        None => format!("{agent} · {project}: {}", headline(ev)),
+    }
+}
+
+/// The event's message as plain text for people: terminal escapes stripped.
+pub fn plain_message(ev: &Event) -> String {
+    ev.message
+        .as_deref()
+        .map(strip_terminal)
+        .unwrap_or_default()
+}
+
+/// Waits for a sink's worker threads: each holds a clone of the sender whose receiver
+/// is kept here, so "all disconnected" means "all finished".
+#[derive(Debug)]
+pub(crate) struct Finished(pub(crate) Receiver<()>);
+
+impl Finished {
+    /// True when every worker has ended before `deadline`.
+    pub(crate) fn wait(&self, deadline: Instant) -> bool {
+        loop {
+            match self.0.recv_deadline(deadline) {
+                Ok(()) => continue,
+                Err(RecvTimeoutError::Disconnected) => return true,
+                Err(RecvTimeoutError::Timeout) => return false,
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+pub(crate) mod tests {
+    use super::*;
+
+    pub(crate) fn event(kind: EventKind, provider: ProviderKind, path: &str) -> Event {
+        Event {
+            v: 1,
+            event: kind,
+            provider: Some(provider),
+            session: Some("0199a1b2-c3d4-7e5f-8a9b-0c1d2e3f4a5b".to_owned()),
+            agent: None,
+            turn: Some("t1".to_owned()),
+            path: Some(path.to_owned()),
+            line: Some(3),
+            ts: "2026-01-01T00:00:00.000Z".to_owned(),
+            record_ts: None,
+            reason: None,
+            message: Some("done".to_owned()),
+            evidence: None,
+            id: "id1".to_owned(),
+            resets_at: None,
+            initiator: None,
+            pre_tokens: None,
+            replay: false,
+        }
+    }
+
+    const CLAUDE: &str = "/home/me/.claude/projects/-home-me-src-myproject/0199.jsonl";
+    const CODEX: &str = "/home/me/.codex/sessions/2026/01/01/rollout-x.jsonl";
+
+    #[test]
+    fn escapes_markup() {
+        assert_eq!(
+            escape_markup(r#"<b>x</b> & <a href="u">'y'</a>"#),
+            "&lt;b&gt;x&lt;/b&gt; &amp; &lt;a href=&quot;u&quot;&gt;&#39;y&#39;&lt;/a&gt;"
+        );
+    }
+
+    #[test]
+    fn project_from_claude_dir_else_short_session() {
+        let ev = event(EventKind::TurnCompleted, ProviderKind::Claude, CLAUDE);
+        assert_eq!(project_name(&ev), "myproject");
+        let sub = "/h/.claude/projects/-h-web/abc/subagents/agent-1.jsonl";
+        assert_eq!(
+            project_name(&event(EventKind::TurnCompleted, ProviderKind::Claude, sub)),
+            "web"
+        );
+        let ev = event(EventKind::TurnCompleted, ProviderKind::Codex, CODEX);
+        assert_eq!(project_name(&ev), "2e3f4a5b");
+        // A file directly under projects/ has no project directory.
+        let odd = "/x/projects/file.jsonl";
+        let ev = event(EventKind::TurnCompleted, ProviderKind::Claude, odd);
+        assert_eq!(project_name(&ev), "2e3f4a5b");
+    }
+
+    #[test]
+    fn titles() {
+        let ev = event(EventKind::TurnCompleted, ProviderKind::Claude, CLAUDE);
+        assert_eq!(title(&ev), "Claude Code · myproject: your turn");
+        let mut ev = event(EventKind::TurnFailed, ProviderKind::Codex, CODEX);
+        ev.reason = Some("usage_limit_exceeded".to_owned());
+        ev.resets_at = Some("2026-01-01T22:45:00.000Z".to_owned());
+        assert_eq!(title(&ev), "Codex · 2e3f4a5b: usage limit until 22:45 UTC");
+        ev.resets_at = None;
+        assert_eq!(title(&ev), "Codex · 2e3f4a5b: usage limit reached");
+        ev.reason = Some("overloaded\u{1b}[31m_error".to_owned());
+        assert_eq!(
+            title(&ev),
+            "Codex · 2e3f4a5b: turn failed (overloaded_error)"
+        );
+        let mut ev = event(EventKind::NeedsInput, ProviderKind::Claude, CLAUDE);
+        ev.agent = Some("a88134".to_owned());
+        assert_eq!(
+            title(&ev),
+            "Claude Code · myproject · subagent a88134: needs your answer"
+        );
+    }
+
+    #[test]
+    fn filter_defaults_to_main_handbacks() {
+        let f = EventFilter::default();
+        let mut ev = event(EventKind::TurnCompleted, ProviderKind::Claude, CLAUDE);
+        assert!(f.matches(&ev));
+        ev.agent = Some("a1".to_owned());
+        assert!(!f.matches(&ev));
+        let ev = event(EventKind::Anomaly, ProviderKind::Claude, CLAUDE);
+        assert!(!f.matches(&ev));
+        for k in EVENT_KINDS {
+            assert_eq!(parse_event_kind(k.as_str()), Some(k));
+        }
+        assert_eq!(parse_event_kind("nope"), None);
+    }
+
+    /// Fails to compile when a kind is added, as a reminder to extend [`EVENT_KINDS`].
+    #[allow(dead_code)]
+    fn all_kinds_listed(k: EventKind) -> usize {
+        match k {
+            EventKind::TurnStarted
+            | EventKind::TurnCompleted
+            | EventKind::TurnFailed
+            | EventKind::TurnInterrupted
+            | EventKind::NeedsInput
+            | EventKind::Anomaly
+            | EventKind::DaemonReady
+            | EventKind::DaemonStopping
+            | EventKind::ContextCompacted => EVENT_KINDS.len(),
+        }
+    }
 }

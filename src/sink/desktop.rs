@@ -1,0 +1,361 @@
+//! Desktop notifications over the freedesktop D-Bus session bus (`notify-rust`).
+//!
+//! Only the main conversation's hand-backs notify: `turn_completed`, `turn_failed`
+//! (critical urgency) and `needs_input`. Subagents and anomalies never do, nor does a
+//! completion whose evidence is `next_prompt` — the person already typed the next prompt.
+//! A session's new notification replaces its previous one, and a per-session cooldown
+//! keeps a flapping session from flooding the screen.
+//!
+//! The D-Bus call runs on a dedicated thread fed by a bounded queue. Without a session bus
+//! (or a notification server) the failure is logged once, events keep streaming, and
+//! `deliver` lets one event through every `retry_after` to notice when it works again.
+
+use super::{Finished, HANDBACK_KINDS, Sink, SinkError, escape_markup, plain_message, title};
+use crate::model::{Event, EventKind};
+use crossbeam_channel::{Sender, TrySendError};
+use lru::LruCache;
+use notify_rust::{Notification, Urgency};
+use std::num::NonZeroUsize;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::thread;
+use std::time::{Duration, Instant};
+
+/// How many sessions' cooldowns and notification ids are remembered (least recently
+/// notified forgotten first), so memory stays bounded however many sessions come and go.
+const SESSIONS_REMEMBERED: usize = 512;
+
+/// Settings of the desktop sink.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DesktopConfig {
+    /// Which kinds notify. Only `turn_completed`, `turn_failed` and `needs_input` ever
+    /// can; other kinds listed here are ignored.
+    pub kinds: Vec<EventKind>,
+    /// Shortest time between two notifications of one session; those in between are
+    /// dropped (counted, logged at debug).
+    pub cooldown: Duration,
+    /// Notifications waiting for the D-Bus thread; more are dropped and counted.
+    pub queue: usize,
+    /// While there is no bus, how often one event is let through to try again.
+    pub retry_after: Duration,
+}
+
+impl Default for DesktopConfig {
+    fn default() -> Self {
+        DesktopConfig {
+            kinds: HANDBACK_KINDS.to_vec(),
+            cooldown: Duration::from_secs(10),
+            queue: 16,
+            retry_after: Duration::from_secs(30),
+        }
+    }
+}
+
+/// One notification, ready to show.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Note {
+    /// The session it belongs to: notifications with the same key replace each other.
+    pub key: String,
+    pub summary: String,
+    /// Plain text with markup escaped.
+    pub body: String,
+    pub critical: bool,
+}
+
+/// Whether `ev` notifies under `kinds`, and what it says. Pure.
+pub fn compose(kinds: &[EventKind], ev: &Event) -> Option<Note> {
+    let notifiable = matches!(
+        ev.event,
+        EventKind::TurnCompleted | EventKind::TurnFailed | EventKind::NeedsInput
+    );
+    let next_prompt =
+        ev.event == EventKind::TurnCompleted && ev.evidence.as_deref() == Some("next_prompt");
+    let session = ev.session.as_deref()?;
+    if !notifiable || next_prompt || ev.agent.is_some() || !kinds.contains(&ev.event) {
+        return None;
+    }
+    let provider = ev.provider.map_or("", |p| p.as_str());
+    Some(Note {
+        key: format!("{provider}:{session}"),
+        summary: title(ev),
+        body: escape_markup(&plain_message(ev)),
+        critical: ev.event == EventKind::TurnFailed,
+    })
+}
+
+/// The per-session cooldown. Pure: time is an argument.
+#[derive(Debug)]
+pub struct Cooldown {
+    period: Duration,
+    last: LruCache<String, Instant>,
+}
+
+impl Cooldown {
+    pub fn new(period: Duration) -> Self {
+        Cooldown {
+            period,
+            last: LruCache::new(
+                NonZeroUsize::new(SESSIONS_REMEMBERED).unwrap_or(NonZeroUsize::MIN),
+            ),
+        }
+    }
+
+    /// True (and the session's clock restarts) when `key` may notify at `now`.
+    pub fn admit(&mut self, key: &str, now: Instant) -> bool {
+        if let Some(last) = self.last.get(key)
+            && now.saturating_duration_since(*last) < self.period
+        {
+            return false;
+        }
+        self.last.put(key.to_owned(), now);
+        true
+    }
+}
+
+/// What the desktop sink has done so far.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct DesktopStats {
+    /// Notifications the server accepted.
+    pub shown: u64,
+    /// Notify calls that failed (no bus, no server, an error reply).
+    pub failed: u64,
+    /// Dropped by the per-session cooldown.
+    pub suppressed: u64,
+    /// Dropped because the D-Bus thread's queue was full.
+    pub dropped: u64,
+    /// Dropped while the bus was known to be unreachable.
+    pub skipped_no_bus: u64,
+}
+
+#[derive(Debug, Default)]
+struct Shared {
+    down: AtomicBool,
+    shown: AtomicU64,
+    failed: AtomicU64,
+}
+
+/// Shows desktop notifications; see the module docs.
+pub struct DesktopSink {
+    kinds: Vec<EventKind>,
+    cooldown: Cooldown,
+    retry_after: Duration,
+    next_probe: Option<Instant>,
+    tx: Sender<Note>,
+    shared: Arc<Shared>,
+    finished: Finished,
+    suppressed: u64,
+    dropped: u64,
+    skipped_no_bus: u64,
+}
+
+impl DesktopSink {
+    /// Starts the D-Bus thread. The bus itself is first tried on the first notification.
+    pub fn new(cfg: DesktopConfig) -> Result<Self, SinkError> {
+        let (tx, rx) = crossbeam_channel::bounded::<Note>(cfg.queue.max(1));
+        let (done_tx, done_rx) = crossbeam_channel::bounded::<()>(0);
+        let shared = Arc::new(Shared::default());
+        let worker_shared = Arc::clone(&shared);
+        thread::Builder::new()
+            .name("baton-desktop".to_owned())
+            .spawn(move || {
+                let _done = done_tx;
+                let mut ids: LruCache<String, u32> = LruCache::new(
+                    NonZeroUsize::new(SESSIONS_REMEMBERED).unwrap_or(NonZeroUsize::MIN),
+                );
+                for note in rx {
+                    show(&note, &mut ids, &worker_shared);
+                }
+            })
+            .map_err(|source| SinkError::Thread {
+                sink: "desktop",
+                source,
+            })?;
+        Ok(DesktopSink {
+            kinds: cfg.kinds,
+            cooldown: Cooldown::new(cfg.cooldown),
+            retry_after: cfg.retry_after,
+            next_probe: None,
+            tx,
+            shared,
+            finished: Finished(done_rx),
+            suppressed: 0,
+            dropped: 0,
+            skipped_no_bus: 0,
+        })
+    }
+
+    /// Delivers `ev` as if at `now` (cooldowns and bus retries are measured on it).
+    pub fn deliver_at(&mut self, ev: &Event, now: Instant) {
+        let Some(note) = compose(&self.kinds, ev) else {
+            return;
+        };
+        if self.shared.down.load(Ordering::Acquire) {
+            match self.next_probe {
+                Some(t) if now < t => {
+                    self.skipped_no_bus += 1;
+                    return;
+                }
+                _ => self.next_probe = Some(now + self.retry_after),
+            }
+        }
+        if !self.cooldown.admit(&note.key, now) {
+            self.suppressed += 1;
+            tracing::debug!(
+                session = %note.key,
+                suppressed = self.suppressed,
+                "Notification suppressed by the per-session cooldown."
+            );
+            return;
+        }
+        match self.tx.try_send(note) {
+            Ok(()) => {}
+            Err(TrySendError::Full(_)) => {
+                self.dropped += 1;
+                tracing::debug!(
+                    dropped = self.dropped,
+                    "Desktop notification queue full; notification dropped."
+                );
+            }
+            // The worker only ends when this sender is gone.
+            Err(TrySendError::Disconnected(_)) => self.dropped += 1,
+        }
+    }
+
+    pub fn stats(&self) -> DesktopStats {
+        DesktopStats {
+            shown: self.shared.shown.load(Ordering::Relaxed),
+            failed: self.shared.failed.load(Ordering::Relaxed),
+            suppressed: self.suppressed,
+            dropped: self.dropped,
+            skipped_no_bus: self.skipped_no_bus,
+        }
+    }
+
+    /// Stops taking events, lets the D-Bus thread finish the queue, and waits for it up
+    /// to `grace`. Returns the final counts and whether the thread finished in time.
+    pub fn close(self, grace: Duration) -> (DesktopStats, bool) {
+        let deadline = Instant::now() + grace;
+        let DesktopSink {
+            tx,
+            shared,
+            finished,
+            suppressed,
+            dropped,
+            skipped_no_bus,
+            ..
+        } = self;
+        drop(tx);
+        let done = finished.wait(deadline);
+        let stats = DesktopStats {
+            shown: shared.shown.load(Ordering::Relaxed),
+            failed: shared.failed.load(Ordering::Relaxed),
+            suppressed,
+            dropped,
+            skipped_no_bus,
+        };
+        (stats, done)
+    }
+}
+
+impl Sink for DesktopSink {
+    fn name(&self) -> &'static str {
+        "desktop"
+    }
+
+    fn deliver(&mut self, ev: &Event) {
+        self.deliver_at(ev, Instant::now());
+    }
+}
+
+fn show(note: &Note, ids: &mut LruCache<String, u32>, shared: &Shared) {
+    let mut n = Notification::new();
+    n.appname("baton")
+        .summary(&note.summary)
+        .body(&note.body)
+        .urgency(if note.critical {
+            Urgency::Critical
+        } else {
+            Urgency::Normal
+        });
+    if let Some(id) = ids.get(&note.key) {
+        n.id(*id);
+    }
+    match n.show() {
+        Ok(handle) => {
+            ids.put(note.key.clone(), handle.id());
+            shared.shown.fetch_add(1, Ordering::Relaxed);
+            if shared.down.swap(false, Ordering::AcqRel) {
+                tracing::info!("Desktop notifications work again.");
+            }
+        }
+        Err(e) => {
+            let failed = shared.failed.fetch_add(1, Ordering::Relaxed) + 1;
+            if shared.down.swap(true, Ordering::AcqRel) {
+                tracing::debug!(error = %e, failed, "Desktop notification failed again.");
+            } else {
+                tracing::warn!(
+                    error = %e,
+                    "No desktop notifications: the D-Bus session bus or its notification \
+                     service is unreachable. Events still stream; will retry."
+                );
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::ProviderKind;
+    use crate::sink::tests::event;
+
+    const CLAUDE: &str = "/h/.claude/projects/-h-src-myproject/s.jsonl";
+
+    #[test]
+    fn composes_only_main_handbacks() {
+        let kinds = HANDBACK_KINDS;
+        let mut ev = event(EventKind::TurnCompleted, ProviderKind::Claude, CLAUDE);
+        ev.message = Some("<b>bold</b> & \u{1b}[31mred".to_owned());
+        let note = compose(&kinds, &ev).expect("notifies");
+        assert_eq!(note.summary, "Claude Code · myproject: your turn");
+        assert_eq!(note.body, "&lt;b&gt;bold&lt;/b&gt; &amp; red");
+        assert!(!note.critical);
+
+        ev.evidence = Some("next_prompt".to_owned());
+        assert_eq!(compose(&kinds, &ev), None);
+        ev.evidence = None;
+        ev.agent = Some("a1".to_owned());
+        assert_eq!(compose(&kinds, &ev), None);
+
+        let failed = event(EventKind::TurnFailed, ProviderKind::Claude, CLAUDE);
+        assert!(compose(&kinds, &failed).expect("notifies").critical);
+        for k in [
+            EventKind::Anomaly,
+            EventKind::TurnStarted,
+            EventKind::TurnInterrupted,
+            EventKind::ContextCompacted,
+        ] {
+            let ev = event(k, ProviderKind::Claude, CLAUDE);
+            assert_eq!(compose(&kinds, &ev), None, "{k:?}");
+        }
+        // Configurable: only failures.
+        let ev = event(EventKind::TurnCompleted, ProviderKind::Claude, CLAUDE);
+        assert_eq!(compose(&[EventKind::TurnFailed], &ev), None);
+        // Kinds that never notify stay silent even when listed.
+        let ev = event(EventKind::Anomaly, ProviderKind::Claude, CLAUDE);
+        assert_eq!(compose(&[EventKind::Anomaly], &ev), None);
+    }
+
+    #[test]
+    fn cooldown_is_per_session() {
+        let t0 = Instant::now();
+        let mut c = Cooldown::new(Duration::from_secs(10));
+        assert!(c.admit("a", t0));
+        assert!(!c.admit("a", t0 + Duration::from_secs(9)));
+        assert!(c.admit("b", t0 + Duration::from_secs(9)));
+        assert!(c.admit("a", t0 + Duration::from_secs(10)));
+        // A suppressed one does not extend the window.
+        assert!(!c.admit("a", t0 + Duration::from_secs(15)));
+        assert!(c.admit("a", t0 + Duration::from_secs(20)));
+    }
+}
