@@ -158,7 +158,7 @@ impl Core {
     ) -> Result<Self, Error> {
         let native = match settings.watcher {
             WatcherMode::Poll => None,
-            mode => match Native::new(hint_tx, settings.drop_native_events) {
+            mode => match Native::new(hint_tx, settings.drop_native_events, settings.max_watches) {
                 Ok(n) => Some(n),
                 Err(e) if mode == WatcherMode::Auto => {
                     tracing::warn!(error = %e, "Native file watcher unavailable; polling only.");

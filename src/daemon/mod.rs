@@ -107,6 +107,9 @@ pub struct RunArgs {
     /// notice changes.
     #[arg(long, hide = true)]
     pub debug_drop_native_events: bool,
+    /// Test only: behave as if the OS allowed only N file watches.
+    #[arg(long, hide = true, value_name = "N")]
+    pub debug_max_watches: Option<usize>,
     /// Test and benchmark only: how often the whole tree is re-listed.
     #[arg(long, hide = true, value_name = "DUR", default_value = "30s", value_parser = parse_positive_duration)]
     pub debug_sweep_interval: u64,
@@ -153,6 +156,7 @@ pub struct Settings {
     pub catch_up_ms: u64,
     pub max_line: usize,
     pub drop_native_events: bool,
+    pub max_watches: Option<usize>,
 }
 
 impl Settings {
@@ -191,6 +195,7 @@ impl Settings {
             catch_up_ms: args.catch_up,
             max_line: args.max_line_bytes,
             drop_native_events: args.debug_drop_native_events,
+            max_watches: args.debug_max_watches,
         })
     }
 }

@@ -30,12 +30,19 @@ pub enum WatchError {
 /// The native watcher handle. Dropping it stops notify's thread.
 pub struct Native {
     watcher: RecommendedWatcher,
+    /// Test hook: behave as if the OS allowed only this many watches.
+    max_watches: Option<usize>,
+    added: usize,
 }
 
 impl Native {
     /// Starts the watcher. With `drop_events` (a test hook) every native event is
     /// counted and thrown away, so only polling can notice changes.
-    pub fn new(hints: HintTx, drop_events: bool) -> Result<Self, notify::Error> {
+    pub fn new(
+        hints: HintTx,
+        drop_events: bool,
+        max_watches: Option<usize>,
+    ) -> Result<Self, notify::Error> {
         let watcher = notify::recommended_watcher(move |res| {
             if drop_events {
                 hints.stats.dropped_by_hook.fetch_add(1, Ordering::Relaxed);
@@ -43,11 +50,19 @@ impl Native {
             }
             on_event(res, &hints);
         })?;
-        Ok(Native { watcher })
+        Ok(Native {
+            watcher,
+            max_watches,
+            added: 0,
+        })
     }
 
     /// Watches one directory (not its subdirectories), or one file.
     pub fn watch(&mut self, path: &Path) -> Result<(), WatchError> {
+        if self.max_watches.is_some_and(|max| self.added >= max) {
+            return Err(WatchError::Limit);
+        }
+        self.added += 1;
         self.watcher
             .watch(path, RecursiveMode::NonRecursive)
             .map_err(|e| match e.kind {
