@@ -40,6 +40,11 @@ const MAX_OPEN: usize = 256;
 const COLD_MS: i64 = 30 * 60_000;
 /// At most this many files keep a projector.
 const MAX_WARM: usize = 64;
+/// At most this many files present at start keep their projector (the most recently
+/// changed); others warm up on their first change, with one re-read.
+const HISTORY_WARM: usize = 16;
+/// At most this many files are polled as live; beyond it, the sweep bounds the delay.
+const MAX_LIVE: usize = 1024;
 /// Most hints handled in one batch before events are flushed.
 const MAX_BATCH: usize = 8192;
 
@@ -88,12 +93,25 @@ struct Tracked {
     feed: Option<FileFeed>,
     /// Monotonic ms of the last change seen; negative for changes before the start.
     last_change: i64,
+    /// When a read error was last logged as a warning (at most one a minute per file).
+    warned_at: i64,
 }
 
 struct DirState {
     mtime_ns: i128,
+    /// The listing may have missed a change made within the same timestamp tick as the
+    /// one it saw (the mtime was too recent when it was listed): list again next time.
+    racy: bool,
     /// Covered by a native watch.
     watched: bool,
+}
+
+/// A directory listed less than this long after its last change is listed again on the
+/// next look, whatever its mtime says (file timestamps are coarse).
+const RACY_NS: i128 = 2_000_000_000;
+
+fn wall_ns() -> i128 {
+    i128::from(wall_now()) * 1_000_000
 }
 
 struct RootState {
@@ -129,6 +147,12 @@ pub struct Core {
     roots: Vec<RootState>,
     dirs: HashMap<PathBuf, DirState>,
     files: HashMap<PathBuf, Tracked>,
+    /// Files stat'ed on every poll: changed lately, or with a turn still open.
+    live: HashSet<PathBuf>,
+    /// How many known directories have no native watch (polled for new entries).
+    unwatched_dirs: usize,
+    /// While history is read: the files that kept their projector, to cap them early.
+    history_warm: Vec<(i64, PathBuf)>,
     /// Candidates that are no transcript (unknown provider, compaction helpers), with
     /// the size they had when looked at: looked at again only if it changes while small.
     ignored: HashMap<PathBuf, u64>,
@@ -192,6 +216,9 @@ impl Core {
             roots,
             dirs: HashMap::new(),
             files: HashMap::new(),
+            live: HashSet::new(),
+            unwatched_dirs: 0,
+            history_warm: Vec::new(),
             ignored: HashMap::new(),
             native,
             hints,
@@ -215,7 +242,16 @@ impl Core {
             }
         }
         self.out.clear();
-        self.enforce_caps(self.clock.now());
+        let mut warm = std::mem::take(&mut self.history_warm);
+        warm.sort_by_key(|w| std::cmp::Reverse(w.0));
+        for (_, p) in warm.into_iter().skip(HISTORY_WARM) {
+            if let Some(t) = self.files.get_mut(&p) {
+                t.feed = None;
+            }
+        }
+        let now = self.clock.now();
+        self.rebuild_live(now);
+        self.enforce_caps(now);
         tracing::info!(
             files = self.files.len(),
             dirs = self.dirs.len(),
@@ -365,7 +401,7 @@ impl Core {
         match fs::metadata(path) {
             Ok(m) if m.is_dir() => {
                 self.roots[i].exists = true;
-                self.scan_tree(path.to_path_buf(), mode, false, None);
+                self.scan_tree(path.to_path_buf(), mode, None);
             }
             Ok(m) if m.is_file() => {
                 self.roots[i].exists = true;
@@ -415,17 +451,11 @@ impl Core {
         }
     }
 
-    /// Lists `top` and the directories below it: each new directory is watched *before*
-    /// it is listed. Known subdirectories are descended into only when `deep`. Every
-    /// transcript listed lands in `seen`; new ones are read, and with `deep`, known ones
-    /// are re-checked if their stat changed.
-    fn scan_tree(
-        &mut self,
-        top: PathBuf,
-        mode: Mode,
-        deep: bool,
-        mut seen: Option<&mut HashSet<PathBuf>>,
-    ) {
+    /// Lists `top` and every new directory below it, each watched *before* it is
+    /// listed (a file created in between is seen by one or the other). Known
+    /// subdirectories have their own checks. New transcripts are read; every transcript
+    /// listed lands in `seen`.
+    fn scan_tree(&mut self, top: PathBuf, mode: Mode, mut seen: Option<&mut HashSet<PathBuf>>) {
         let mut stack = vec![top];
         while let Some(dir) = stack.pop() {
             let Some(root) = self.root_of(&dir) else {
@@ -433,10 +463,14 @@ impl Core {
             };
             if !self.dirs.contains_key(&dir) {
                 let watched = self.ensure_watch(root, &dir);
+                if !watched {
+                    self.unwatched_dirs += 1;
+                }
                 self.dirs.insert(
                     dir.clone(),
                     DirState {
                         mtime_ns: i128::MIN,
+                        racy: true,
                         watched,
                     },
                 );
@@ -458,13 +492,14 @@ impl Core {
             };
             if let Some(d) = self.dirs.get_mut(&dir) {
                 d.mtime_ns = mtime;
+                d.racy = wall_ns() - mtime < RACY_NS;
             }
             for sub in listing.dirs {
                 // Another root's directory is that root's business.
                 if self.roots.iter().any(|r| r.root.path == sub) {
                     continue;
                 }
-                if deep || !self.dirs.contains_key(&sub) {
+                if !self.dirs.contains_key(&sub) {
                     stack.push(sub);
                 }
             }
@@ -472,13 +507,8 @@ impl Core {
                 if let Some(seen) = seen.as_deref_mut() {
                     seen.insert(path.clone());
                 }
-                match self.files.get(&path) {
-                    Some(t) => {
-                        if deep && t.tail.compare(&Stat::of(&meta)) != Change::Same {
-                            self.look_file(&path, mode);
-                        }
-                    }
-                    None => self.look_file(&path, mode),
+                if !self.files.contains_key(&path) {
+                    self.track_new(&path, &meta, mode);
                 }
                 if mode == Mode::History {
                     self.out.clear();
@@ -506,33 +536,28 @@ impl Core {
             && !skip_dir(path)
             && fs::symlink_metadata(path).is_ok_and(|m| m.is_dir())
         {
-            self.scan_tree(path.to_path_buf(), Mode::Live, false, None);
+            self.scan_tree(path.to_path_buf(), Mode::Live, None);
         }
     }
 
-    /// A known directory changed: gone, or re-list it.
+    /// A known directory changed: gone, or re-list it (and look at the files it
+    /// listed no longer).
     fn look_dir(&mut self, dir: &Path) {
         match fs::metadata(dir) {
             Ok(m) if m.is_dir() => {
                 let mut seen = HashSet::new();
-                self.scan_tree(dir.to_path_buf(), Mode::Live, true, Some(&mut seen));
-                self.check_vanished(dir, &seen);
+                self.scan_tree(dir.to_path_buf(), Mode::Live, Some(&mut seen));
+                let gone: Vec<PathBuf> = self
+                    .files
+                    .keys()
+                    .filter(|p| p.parent() == Some(dir) && !seen.contains(*p))
+                    .cloned()
+                    .collect();
+                for p in gone {
+                    self.look_file(&p, Mode::Live);
+                }
             }
             _ => self.remove_dir_tree(dir),
-        }
-    }
-
-    /// Tracked files under `dir` that a listing did not show: look at them (they are
-    /// probably gone).
-    fn check_vanished(&mut self, dir: &Path, seen: &HashSet<PathBuf>) {
-        let gone: Vec<PathBuf> = self
-            .files
-            .keys()
-            .filter(|p| p.starts_with(dir) && !seen.contains(*p))
-            .cloned()
-            .collect();
-        for p in gone {
-            self.look_file(&p, Mode::Live);
         }
     }
 
@@ -544,14 +569,24 @@ impl Core {
             .cloned()
             .collect();
         for d in gone {
-            if let Some(state) = self.dirs.remove(&d)
-                && state.watched
-                && let Some(n) = self.native.as_mut()
-            {
+            let Some(state) = self.dirs.remove(&d) else {
+                continue;
+            };
+            if !state.watched {
+                self.unwatched_dirs -= 1;
+            } else if let Some(n) = self.native.as_mut() {
                 n.unwatch(&d);
             }
         }
-        self.check_vanished(dir, &HashSet::new());
+        let gone: Vec<PathBuf> = self
+            .files
+            .keys()
+            .filter(|p| p.starts_with(dir))
+            .cloned()
+            .collect();
+        for p in gone {
+            self.look_file(&p, Mode::Live);
+        }
         if let Some(i) = self.roots.iter().position(|r| r.root.path == dir) {
             self.roots[i].exists = false;
         }
@@ -589,10 +624,7 @@ impl Core {
                     Ok(true) => self.read_on(path, mode),
                     Ok(false) => self.rederive(path, Rederive::Rewritten, mode),
                     Err(e) if e.kind() == io::ErrorKind::NotFound => self.remove_file(path),
-                    Err(e) => {
-                        self.counters.read_errors += 1;
-                        tracing::warn!(path = %path.display(), error = %e, "Cannot read transcript.");
-                    }
+                    Err(e) => self.read_error(path, &e),
                 }
             }
         }
@@ -633,6 +665,7 @@ impl Core {
                 tail: TailState::new(Stat::of(meta).id),
                 feed: Some(feed),
                 last_change,
+                warned_at: i64::MIN,
             },
         );
         self.read_on(path, mode);
@@ -640,12 +673,21 @@ impl Core {
         if mode == Mode::History
             && let Some(t) = self.files.get_mut(path)
         {
-            let idle = mono_i(now) - t.last_change;
-            if idle > HANDLE_IDLE_MS {
-                t.tail.close();
-            }
-            if idle > cold {
+            // History can be thousands of files: no handle stays open, and only the most
+            // recently changed keep their projector.
+            t.tail.close();
+            if mono_i(now) - t.last_change > cold {
                 t.feed = None;
+            } else {
+                self.history_warm.push((t.last_change, path.to_path_buf()));
+                if self.history_warm.len() > 2 * HISTORY_WARM {
+                    self.history_warm.sort_by_key(|w| std::cmp::Reverse(w.0));
+                    for (_, p) in self.history_warm.drain(HISTORY_WARM..) {
+                        if let Some(t) = self.files.get_mut(&p) {
+                            t.feed = None;
+                        }
+                    }
+                }
             }
         } else if self.files.len() > MAX_OPEN {
             self.enforce_caps(now);
@@ -688,24 +730,39 @@ impl Core {
             Ok(Some(f)) => f,
             Ok(None) => return self.rederive(path, Rederive::Replaced, mode),
             Err(e) if e.kind() == io::ErrorKind::NotFound => return self.remove_file(path),
-            Err(e) => {
-                self.counters.read_errors += 1;
-                tracing::warn!(path = %path.display(), error = %e, "Cannot open transcript.");
-                return;
-            }
+            Err(e) => return self.read_error(path, &e),
         };
         let reducer = &mut self.reducer;
         let out = &mut self.out;
         let res = file
             .seek(SeekFrom::Start(feed.reader().pos()))
             .and_then(|_| feed.read_to_end(file, |src, obs| reducer.apply(src, obs, now, out)));
-        if let Err(e) = res.and_then(|_| t.tail.commit(feed.reader())) {
-            self.counters.read_errors += 1;
-            tracing::warn!(path = %path.display(), error = %e, "Cannot read transcript.");
-            t.tail.close();
-        }
+        let res = res.and_then(|_| t.tail.commit(feed.reader()));
         if mode == Mode::Live {
             t.last_change = mono_i(now);
+            if !self.live.contains(path) {
+                self.live.insert(path.to_path_buf());
+            }
+        }
+        if let Err(e) = res {
+            t.tail.close();
+            self.read_error(path, &e);
+        }
+    }
+
+    /// Counts a read error; warns at most once a minute per file (an unreadable live
+    /// file is looked at on every poll).
+    fn read_error(&mut self, path: &Path, e: &io::Error) {
+        self.counters.read_errors += 1;
+        let now = mono_i(self.clock.now());
+        let Some(t) = self.files.get_mut(path) else {
+            return;
+        };
+        if now.saturating_sub(t.warned_at) < 60_000 {
+            tracing::debug!(path = %path.display(), error = %e, "Cannot read transcript.");
+        } else {
+            t.warned_at = now;
+            tracing::warn!(path = %path.display(), error = %e, "Cannot read transcript; will retry on change.");
         }
     }
 
@@ -733,88 +790,97 @@ impl Core {
         }
         self.drain(path);
         self.files.remove(path);
+        self.live.remove(path);
         self.reducer.forget_path(&path_str(path));
         self.counters.deleted += 1;
         tracing::debug!(path = %path.display(), "Transcript gone.");
     }
 
-    /// Stats the live files, and lists the unwatched directories that changed.
+    /// Stats the live files, and the directories no native watch covers.
     fn poll(&mut self) {
-        let now = mono_i(self.clock.now());
-        let mut open: Option<HashSet<String>> = None;
-        let mut due = Vec::new();
-        for (path, t) in &self.files {
-            let idle = now - t.last_change;
-            let live = idle < LIVE_MS
-                || (idle < OPEN_TURN_MS
-                    && open
-                        .get_or_insert_with(|| {
-                            self.reducer.open_paths().map(|p| p.to_string()).collect()
-                        })
-                        .contains(path_str(path).as_ref()));
-            if live {
-                due.push(path.clone());
-            }
-        }
+        let due: Vec<PathBuf> = self.live.iter().cloned().collect();
         for path in due {
             self.look_file(&path, Mode::Live);
         }
-        let changed: Vec<PathBuf> = self
-            .dirs
-            .iter()
-            .filter(|(_, d)| !d.watched)
-            .filter(|(p, d)| fs::metadata(p).map_or(true, |m| Stat::of(&m).mtime_ns != d.mtime_ns))
-            .map(|(p, _)| p.clone())
-            .collect();
+        if self.unwatched_dirs > 0 {
+            self.check_dirs(true);
+        }
+    }
+
+    /// Stats every known directory (or only the unwatched ones) and re-lists those whose
+    /// entries may have changed. A missed create or delete always changes the
+    /// directory's mtime, so unchanged directories need no listing.
+    fn check_dirs(&mut self, only_unwatched: bool) {
+        let mut changed = Vec::new();
+        for (dir, d) in &self.dirs {
+            if only_unwatched && d.watched {
+                continue;
+            }
+            let same =
+                fs::metadata(dir).is_ok_and(|m| m.is_dir() && Stat::of(&m).mtime_ns == d.mtime_ns);
+            if !same || d.racy {
+                changed.push(dir.clone());
+            }
+        }
         for dir in changed {
-            let mut seen = HashSet::new();
             match fs::metadata(&dir) {
-                Ok(m) if m.is_dir() => {
-                    self.scan_tree(dir.clone(), Mode::Live, false, Some(&mut seen));
-                    let gone: Vec<PathBuf> = self
-                        .files
-                        .keys()
-                        .filter(|p| p.parent() == Some(dir.as_path()) && !seen.contains(*p))
-                        .cloned()
-                        .collect();
-                    for p in gone {
-                        self.look_file(&p, Mode::Live);
-                    }
-                }
+                Ok(m) if m.is_dir() => self.scan_tree(dir, Mode::Live, None),
                 _ => self.remove_dir_tree(&dir),
             }
         }
     }
 
-    /// Re-lists every root and stats every file; then closes what went idle.
+    /// The slow safety net: missing roots, every directory's mtime, every file's stat.
+    /// Then rebuilds the live set and closes what went idle.
     fn sweep(&mut self) {
         self.counters.sweeps += 1;
         for i in 0..self.roots.len() {
             let path = self.roots[i].root.path.clone();
-            if !self.roots[i].exists {
+            if !self.roots[i].exists || fs::metadata(&path).is_ok_and(|m| m.is_file()) {
                 self.add_root(i, &path, Mode::Live);
-                continue;
-            }
-            match fs::metadata(&path) {
-                Ok(m) if m.is_dir() => {
-                    let mut seen = HashSet::new();
-                    self.scan_tree(path.clone(), Mode::Live, true, Some(&mut seen));
-                    // Files of this root (not of a deeper root) that the listing missed.
-                    let gone: Vec<PathBuf> = self
-                        .files
-                        .keys()
-                        .filter(|p| !seen.contains(*p) && self.root_of(p) == Some(i))
-                        .cloned()
-                        .collect();
-                    for p in gone {
-                        self.look_file(&p, Mode::Live);
-                    }
-                }
-                Ok(m) if m.is_file() => self.look_file(&path, Mode::Live),
-                _ => self.remove_dir_tree(&path),
             }
         }
-        self.enforce_caps(self.clock.now());
+        self.check_dirs(false);
+        let mut changed = Vec::new();
+        for (path, t) in &self.files {
+            let same = fs::metadata(path)
+                .is_ok_and(|m| m.is_file() && t.tail.compare(&Stat::of(&m)) == Change::Same);
+            if !same {
+                changed.push(path.clone());
+            }
+        }
+        for path in changed {
+            self.look_file(&path, Mode::Live);
+        }
+        let now = self.clock.now();
+        self.rebuild_live(now);
+        self.enforce_caps(now);
+    }
+
+    /// Live: changed in the last [`LIVE_MS`], or in the last [`OPEN_TURN_MS`] with a
+    /// turn still open.
+    fn rebuild_live(&mut self, now: Now) {
+        let now = mono_i(now);
+        let mut open: Option<HashSet<&str>> = None;
+        let reducer = &self.reducer;
+        let mut live: Vec<(i64, &PathBuf)> = self
+            .files
+            .iter()
+            .filter(|(path, t)| {
+                let idle = now - t.last_change;
+                idle < LIVE_MS
+                    || (idle < OPEN_TURN_MS
+                        && open
+                            .get_or_insert_with(|| reducer.open_paths().map(|p| &**p).collect())
+                            .contains(path_str(path).as_ref()))
+            })
+            .map(|(p, t)| (t.last_change, p))
+            .collect();
+        if live.len() > MAX_LIVE {
+            live.sort_by_key(|w| std::cmp::Reverse(w.0));
+            live.truncate(MAX_LIVE);
+        }
+        self.live = live.into_iter().map(|(_, p)| p.clone()).collect();
     }
 
     /// Closes idle handles and drops idle projectors, within the caps.

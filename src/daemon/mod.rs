@@ -209,22 +209,28 @@ pub fn main(args: RunArgs) -> Result<(), Error> {
         .thread_keep_alive(Duration::from_secs(24 * 3600))
         .build()
         .map_err(|e| Error::Usage(format!("cannot start the async runtime: {e}")))?;
-    rt.block_on(run(settings, shutdown_signal()))
+    rt.block_on(async { run(settings, shutdown_signal()).await })
 }
 
-/// Resolves on SIGTERM or SIGINT.
-async fn shutdown_signal() {
+/// Registers the SIGTERM and SIGINT handlers now (so a signal that arrives while
+/// history is being read is not lost) and resolves when one arrives.
+fn shutdown_signal() -> impl Future<Output = ()> {
     use tokio::signal::unix::{SignalKind, signal};
-    match signal(SignalKind::terminate()) {
-        Ok(mut term) => {
-            tokio::select! {
-                _ = term.recv() => {}
-                _ = tokio::signal::ctrl_c() => {}
+    let term = signal(SignalKind::terminate());
+    let int = signal(SignalKind::interrupt());
+    async move {
+        match (term, int) {
+            (Ok(mut term), Ok(mut int)) => {
+                tokio::select! {
+                    _ = term.recv() => {}
+                    _ = int.recv() => {}
+                }
             }
-        }
-        Err(e) => {
-            tracing::warn!(error = %e, "Cannot handle SIGTERM; only Ctrl-C stops the daemon.");
-            let _ = tokio::signal::ctrl_c().await;
+            (term, int) => {
+                let e = term.err().or(int.err());
+                tracing::error!(error = ?e, "Cannot handle SIGTERM/SIGINT; stop the daemon with SIGKILL.");
+                std::future::pending::<()>().await;
+            }
         }
     }
 }
