@@ -163,6 +163,8 @@ pub struct Core {
     sink_gone: bool,
     counters: Counters,
     run_id: String,
+    /// Set when a stop request arrived while history was being read.
+    stop_requested: bool,
 }
 
 fn mono_i(now: Now) -> i64 {
@@ -227,6 +229,7 @@ impl Core {
             sink_gone: false,
             counters: Counters::default(),
             run_id,
+            stop_requested: false,
         })
     }
 
@@ -236,8 +239,8 @@ impl Core {
         self.reducer.set_history_before(Some(i64::MAX));
         for i in 0..self.roots.len() {
             let path = self.roots[i].root.path.clone();
-            self.add_root(i, &path, Mode::History);
-            if stop.try_recv().is_ok() {
+            self.add_root(i, &path, Mode::History, Some(stop));
+            if self.stop_requested {
                 return self.stopping();
             }
         }
@@ -275,14 +278,14 @@ impl Core {
                 recv(stop) -> _ => break,
                 default(deadline.saturating_duration_since(Instant::now())) => None,
             };
-            self.batch(first);
+            self.batch(first, deadline);
         }
         self.stopping()
     }
 
-    /// Handles one hint and everything queued behind it, then fires due timers and
-    /// flushes the events.
-    fn batch(&mut self, first: Option<Hint>) {
+    /// Handles one hint and everything queued behind it, flushing events as soon as
+    /// they exist, then fires the settle timers if `deadline` has passed.
+    fn batch(&mut self, first: Option<Hint>, deadline: Instant) {
         let mut paths: Vec<(PathBuf, bool)> = Vec::new();
         let mut index: HashMap<PathBuf, usize> = HashMap::new();
         let (mut poll, mut sweep) = (false, false);
@@ -316,13 +319,18 @@ impl Core {
         for (path, maybe_dir) in paths {
             self.look(&path, maybe_dir);
         }
+        self.flush();
         if sweep {
             self.sweep();
         } else if poll {
             self.poll();
         }
-        let now = self.clock.now();
-        self.reducer.tick(now, &mut self.out);
+        // Ticking walks every session: only when a deadline is due (new candidates made
+        // in this batch are due a settle period from now).
+        if Instant::now() >= deadline {
+            let now = self.clock.now();
+            self.reducer.tick(now, &mut self.out);
+        }
         self.flush();
     }
 
@@ -397,11 +405,11 @@ impl Core {
             .map(|(i, _)| i)
     }
 
-    fn add_root(&mut self, i: usize, path: &Path, mode: Mode) {
+    fn add_root(&mut self, i: usize, path: &Path, mode: Mode, stop: Option<&Receiver<()>>) {
         match fs::metadata(path) {
             Ok(m) if m.is_dir() => {
                 self.roots[i].exists = true;
-                self.scan_tree(path.to_path_buf(), mode, None);
+                self.scan_tree(path.to_path_buf(), mode, None, stop);
             }
             Ok(m) if m.is_file() => {
                 self.roots[i].exists = true;
@@ -455,9 +463,19 @@ impl Core {
     /// listed (a file created in between is seen by one or the other). Known
     /// subdirectories have their own checks. New transcripts are read; every transcript
     /// listed lands in `seen`.
-    fn scan_tree(&mut self, top: PathBuf, mode: Mode, mut seen: Option<&mut HashSet<PathBuf>>) {
+    fn scan_tree(
+        &mut self,
+        top: PathBuf,
+        mode: Mode,
+        mut seen: Option<&mut HashSet<PathBuf>>,
+        stop: Option<&Receiver<()>>,
+    ) {
         let mut stack = vec![top];
         while let Some(dir) = stack.pop() {
+            if stop.is_some_and(|s| s.try_recv().is_ok()) {
+                self.stop_requested = true;
+                return;
+            }
             let Some(root) = self.root_of(&dir) else {
                 continue;
             };
@@ -536,7 +554,7 @@ impl Core {
             && !skip_dir(path)
             && fs::symlink_metadata(path).is_ok_and(|m| m.is_dir())
         {
-            self.scan_tree(path.to_path_buf(), Mode::Live, None);
+            self.scan_tree(path.to_path_buf(), Mode::Live, None, None);
         }
     }
 
@@ -546,7 +564,7 @@ impl Core {
         match fs::metadata(dir) {
             Ok(m) if m.is_dir() => {
                 let mut seen = HashSet::new();
-                self.scan_tree(dir.to_path_buf(), Mode::Live, Some(&mut seen));
+                self.scan_tree(dir.to_path_buf(), Mode::Live, Some(&mut seen), None);
                 let gone: Vec<PathBuf> = self
                     .files
                     .keys()
@@ -824,7 +842,7 @@ impl Core {
         }
         for dir in changed {
             match fs::metadata(&dir) {
-                Ok(m) if m.is_dir() => self.scan_tree(dir, Mode::Live, None),
+                Ok(m) if m.is_dir() => self.scan_tree(dir, Mode::Live, None, None),
                 _ => self.remove_dir_tree(&dir),
             }
         }
@@ -837,7 +855,7 @@ impl Core {
         for i in 0..self.roots.len() {
             let path = self.roots[i].root.path.clone();
             if !self.roots[i].exists || fs::metadata(&path).is_ok_and(|m| m.is_file()) {
-                self.add_root(i, &path, Mode::Live);
+                self.add_root(i, &path, Mode::Live, None);
             }
         }
         self.check_dirs(false);
