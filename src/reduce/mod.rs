@@ -270,6 +270,20 @@ impl Reducer {
         self.sessions.remove(key);
     }
 
+    /// Forgets every session last fed from `path`: the file is gone, or is about to be
+    /// re-read from its first byte (the seen-set keeps that re-read silent).
+    pub fn forget_path(&mut self, path: &str) {
+        self.sessions.retain(|_, s| &*s.path != path);
+    }
+
+    /// Paths of the sessions whose turn is still open (working or waiting for input).
+    pub fn open_paths(&self) -> impl Iterator<Item = &Arc<str>> {
+        self.sessions
+            .values()
+            .filter(|s| s.turn.as_ref().is_some_and(|t| t.open))
+            .map(|s| &s.path)
+    }
+
     fn finish(&mut self, key: &SessionKey, path: &Arc<str>, d: Draft) -> Option<Event> {
         let kind = d.kind?;
         let turn = d.turn.as_deref().unwrap_or_default();

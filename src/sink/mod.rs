@@ -17,7 +17,7 @@ pub use webhook::WebhookSink;
 
 use crate::model::{Event, EventKind, ProviderKind};
 use crate::reduce::SessionView;
-use crate::scan_view::strip_terminal;
+use crate::text::strip_terminal;
 use crossbeam_channel::{Receiver, RecvTimeoutError};
 use std::time::Instant;
 

@@ -1,8 +1,11 @@
-//! The tail layer: owns byte offsets and line framing, knows nothing about JSON.
+//! The tail layer: owns byte offsets, line framing and file identity, knows nothing about
+//! JSON.
 
 pub mod reader;
+pub mod state;
 
 pub use reader::{Item, LineReader, OVERSIZE_KEEP};
+pub use state::{Change, FileId, Stat, TailState};
 
 /// Default cap on one line's size (`--max-line-bytes`).
 pub const DEFAULT_MAX_LINE_BYTES: usize = 16 * 1024 * 1024;

@@ -107,7 +107,7 @@ pub fn find(root: &Root) -> Vec<Found> {
 }
 
 /// Directories that hold no transcripts (SGME archives are compressed history).
-fn skip_dir(path: &Path) -> bool {
+pub fn skip_dir(path: &Path) -> bool {
     path.file_name()
         .is_some_and(|n| n == "archive" || n == "node_modules" || n == ".git")
 }

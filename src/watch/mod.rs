@@ -1,6 +1,130 @@
-//! Discovery and (with the daemon) watching. This layer names paths; it never reads
-//! transcript contents beyond a first line for provider detection.
+//! Discovery and watching. This layer names paths; it never reads transcript contents
+//! beyond a first line for provider detection.
+//!
+//! Watching produces [`Hint`]s only: "look at this path" or "look at everything". The
+//! tail layer re-stats and reads from its own offsets, so a duplicate, late or lost hint
+//! costs at most a little latency, never correctness (polling catches what is lost).
 
 pub mod discover;
+pub mod native;
+pub mod poll;
 
 pub use discover::{Found, Root, find};
+
+use crossbeam_channel::{Receiver, Sender, TrySendError};
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+
+/// How many hints may wait for the core before a full rescan replaces them.
+pub const HINT_CAPACITY: usize = 4096;
+
+/// A reason to look again. Hints never carry state.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Hint {
+    /// Something happened at this path. `maybe_dir` is set when it may be a directory
+    /// (created, renamed or removed), so the core knows a stat is worth it even when the
+    /// name is not a transcript's.
+    Path { path: PathBuf, maybe_dir: bool },
+    /// Time to stat the live files (`--poll-interval`).
+    Poll,
+    /// Time to re-list every root (the slow sweep).
+    Sweep,
+}
+
+/// Counters shared by the hint senders and the core, for the shutdown summary.
+#[derive(Debug, Default)]
+pub struct HintStats {
+    /// Hints that did not fit in the channel (each turned into a full rescan).
+    pub overflow: AtomicU64,
+    /// Rescans requested by the watcher (queue overflow, errors).
+    pub rescans: AtomicU64,
+    /// Native events dropped on purpose by the test hook.
+    pub dropped_by_hook: AtomicU64,
+}
+
+/// The sending side of the hint channel. Sending never blocks and never loses
+/// information: a hint that does not fit marks a full rescan instead.
+#[derive(Debug, Clone)]
+pub struct HintTx {
+    tx: Sender<Hint>,
+    rescan: Arc<AtomicBool>,
+    pub stats: Arc<HintStats>,
+}
+
+/// The receiving side, owned by the core.
+#[derive(Debug)]
+pub struct HintRx {
+    pub rx: Receiver<Hint>,
+    rescan: Arc<AtomicBool>,
+    pub stats: Arc<HintStats>,
+}
+
+/// A bounded hint channel.
+pub fn channel(capacity: usize) -> (HintTx, HintRx) {
+    let (tx, rx) = crossbeam_channel::bounded(capacity);
+    let rescan = Arc::new(AtomicBool::new(false));
+    let stats = Arc::new(HintStats::default());
+    (
+        HintTx {
+            tx,
+            rescan: rescan.clone(),
+            stats: stats.clone(),
+        },
+        HintRx { rx, rescan, stats },
+    )
+}
+
+impl HintTx {
+    /// Sends a hint; when the channel is full, marks a full rescan instead.
+    /// Returns false once the core has gone away.
+    pub fn send(&self, hint: Hint) -> bool {
+        match self.tx.try_send(hint) {
+            Ok(()) => true,
+            Err(TrySendError::Full(_)) => {
+                self.stats.overflow.fetch_add(1, Ordering::Relaxed);
+                self.rescan.store(true, Ordering::Release);
+                true
+            }
+            Err(TrySendError::Disconnected(_)) => false,
+        }
+    }
+
+    /// Asks for a full rescan (the watcher lost track of something).
+    pub fn rescan(&self) {
+        self.stats.rescans.fetch_add(1, Ordering::Relaxed);
+        self.rescan.store(true, Ordering::Release);
+        // Wake the core; if the channel is full it is awake anyway.
+        let _ = self.tx.try_send(Hint::Sweep);
+    }
+}
+
+impl HintRx {
+    /// True (once) when a rescan was requested since the last call.
+    pub fn take_rescan(&self) -> bool {
+        self.rescan.swap(false, Ordering::AcqRel)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn full_channel_marks_a_rescan_instead_of_dropping() {
+        let (tx, rx) = channel(1);
+        let hint = |p: &str| Hint::Path {
+            path: PathBuf::from(p),
+            maybe_dir: false,
+        };
+        assert!(tx.send(hint("a")));
+        assert!(!rx.take_rescan());
+        assert!(tx.send(hint("b")));
+        assert!(rx.take_rescan(), "the lost hint must become a rescan");
+        assert!(!rx.take_rescan());
+        assert_eq!(rx.rx.try_recv().ok(), Some(hint("a")));
+        assert_eq!(tx.stats.overflow.load(Ordering::Relaxed), 1);
+        drop(rx);
+        assert!(!tx.send(hint("c")));
+    }
+}

@@ -1,5 +1,9 @@
 //! Shared test harness: run transcript bytes through the real pipeline.
-#![allow(dead_code, clippy::unwrap_used)]
+#![allow(dead_code, unused_imports, clippy::unwrap_used)]
+
+mod daemon;
+
+pub use daemon::*;
 
 use baton::model::{Event, ProviderKind};
 use baton::replay::{self, AtEof, Options};

@@ -1,0 +1,214 @@
+#!/usr/bin/env python3
+"""Benchmarks for `baton run` (issue 3). Not tests: they print figures for BENCHMARKS.md.
+
+    cargo build --release
+    python3 benches/daemon_bench.py latency [--watcher auto|poll] [--n 500] [--idle-tree DIR]
+    python3 benches/daemon_bench.py idle --tree DIR [--seconds 60] [--backdate-days 2]
+
+latency: starts the daemon with `--events -` on a pipe, then, over and over, writes a
+    prompt, waits for its turn_started, pauses a little, and times from just before the
+    write() of a completing Claude record (stop_reason end_turn) to the moment its
+    turn_completed line can be read from the pipe. Files stay open for appending, as
+    agents keep them. --idle-tree adds a corpus of idle sessions to the same root.
+
+idle: starts the daemon on a corpus tree (from ../shared/tools/gen-corpus.py), waits
+    for daemon_ready, then measures CPU time (sum of the threads' schedstat, ns) and RSS
+    over --seconds. Generated files have fresh mtimes; real trees do not (only the
+    sessions in use were written lately), so by default mtimes are set back
+    --backdate-days (0 sets them to now: the worst case, every file "recently changed").
+"""
+import argparse
+import json
+import os
+import select
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+import random
+import uuid
+import datetime as dt
+
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+BIN = os.path.join(REPO, "target", "release", "baton")
+
+
+def now_ts():
+    t = dt.datetime.now(dt.timezone.utc)
+    return t.strftime("%Y-%m-%dT%H:%M:%S.") + f"{t.microsecond // 1000:03d}Z"
+
+
+class Events:
+    """Reads event lines from the daemon's stdout pipe."""
+
+    def __init__(self, proc):
+        self.fd = proc.stdout.fileno()
+        self.buf = b""
+
+    def next(self, timeout=30.0):
+        deadline = time.monotonic() + timeout
+        while b"\n" not in self.buf:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                raise TimeoutError("no event")
+            r, _, _ = select.select([self.fd], [], [], left)
+            if r:
+                chunk = os.read(self.fd, 1 << 16)
+                if not chunk:
+                    raise EOFError("daemon exited")
+                self.buf += chunk
+        line, self.buf = self.buf.split(b"\n", 1)
+        return json.loads(line)
+
+    def until(self, pred, timeout=30.0):
+        while True:
+            e = self.next(timeout)
+            if pred(e):
+                return e
+
+
+def start(roots, extra):
+    args = [BIN, "run", "--no-default-roots", "--events", "-"]
+    for prov, d in roots:
+        args += ["--watch", f"{prov}={d}"]
+    proc = subprocess.Popen(args + extra, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
+    ev = Events(proc)
+    t0 = time.monotonic()
+    ev.until(lambda e: e["event"] == "daemon_ready", timeout=600)
+    return proc, ev, time.monotonic() - t0
+
+
+def stop(proc):
+    proc.terminate()
+    proc.wait(timeout=30)
+
+
+def pct(xs, p):
+    xs = sorted(xs)
+    k = min(len(xs) - 1, max(0, round(p / 100 * (len(xs) - 1))))
+    return xs[k]
+
+
+def latency(a):
+    tmp = tempfile.mkdtemp(prefix="baton-lat-")
+    root = os.path.join(tmp, "claude")
+    proj = os.path.join(root, "proj")
+    os.makedirs(proj)
+    if a.idle_tree:
+        shutil.copytree(os.path.join(a.idle_tree, "claude", "projects"), os.path.join(root, "idle"))
+    extra = ["--watcher", a.watcher]
+    if a.poll_interval:
+        extra += ["--poll-interval", a.poll_interval]
+    proc, ev, ready = start([("claude", root)], extra)
+    sessions = []
+    for _ in range(a.sessions):
+        sid = str(uuid.uuid4())
+        fd = os.open(os.path.join(proj, sid + ".jsonl"), os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+        sessions.append((sid, fd))
+    lat = []
+    try:
+        for i in range(a.n):
+            sid, fd = sessions[i % len(sessions)]
+            turn = str(uuid.uuid4())
+            prompt = {"type": "user", "uuid": turn, "sessionId": sid, "timestamp": now_ts(),
+                      "message": {"role": "user", "content": f"prompt {i}"}}
+            os.write(fd, (json.dumps(prompt) + "\n").encode())
+            ev.until(lambda e: e["event"] == "turn_started" and e["turn"] == turn)
+            # Let the daemon go idle (and, with polling, land anywhere in its interval).
+            time.sleep(random.uniform(0, a.pause))
+            answer = {"type": "assistant", "uuid": str(uuid.uuid4()), "sessionId": sid, "timestamp": now_ts(),
+                      "message": {"role": "assistant", "model": "bench",
+                                  "content": [{"type": "text", "text": f"answer {i}"}], "stop_reason": "end_turn"}}
+            line = (json.dumps(answer) + "\n").encode()
+            t0 = time.perf_counter()
+            os.write(fd, line)
+            ev.until(lambda e: e["event"] == "turn_completed" and e["turn"] == turn)
+            lat.append((time.perf_counter() - t0) * 1000)
+    finally:
+        stop(proc)
+        for _, fd in sessions:
+            os.close(fd)
+        shutil.rmtree(tmp)
+    print(f"watcher={a.watcher} poll_interval={a.poll_interval or '2s'} n={len(lat)} "
+          f"idle_tree={a.idle_tree or '-'} ready_after={ready:.2f}s")
+    print(f"latency ms: p50={statistics.median(lat):.3f} p90={pct(lat, 90):.3f} "
+          f"p99={pct(lat, 99):.3f} max={max(lat):.3f} min={min(lat):.3f}")
+
+
+def cpu_ns(pid):
+    total = 0
+    for tid in os.listdir(f"/proc/{pid}/task"):
+        try:
+            with open(f"/proc/{pid}/task/{tid}/schedstat") as f:
+                total += int(f.read().split()[0])
+        except FileNotFoundError:
+            pass
+    return total
+
+
+def status(pid, key):
+    with open(f"/proc/{pid}/status") as f:
+        for line in f:
+            if line.startswith(key + ":"):
+                return int(line.split()[1])  # kB
+    return 0
+
+
+def count_files(tree):
+    n = 0
+    for _, _, files in os.walk(tree):
+        n += sum(1 for f in files if f.endswith(".jsonl"))
+    return n
+
+
+def idle(a):
+    tree = os.path.abspath(a.tree)
+    if a.backdate_days >= 0:
+        t = time.time() - a.backdate_days * 86400
+        for d, _, files in os.walk(tree):
+            for f in files:
+                os.utime(os.path.join(d, f), (t, t))
+    roots = [("claude", os.path.join(tree, "claude", "projects")), ("codex", os.path.join(tree, "codex", "sessions"))]
+    proc, ev, ready = start(roots, [])
+    pid = proc.pid
+    time.sleep(1)  # let the history read's last allocations settle
+    c0, t0 = cpu_ns(pid), time.monotonic()
+    rss_max = 0
+    while time.monotonic() - t0 < a.seconds:
+        time.sleep(1)
+        rss_max = max(rss_max, status(pid, "VmRSS"))
+    c1, t1 = cpu_ns(pid), time.monotonic()
+    hwm = status(pid, "VmHWM")
+    rss = status(pid, "VmRSS")
+    fds = len(os.listdir(f"/proc/{pid}/fd"))
+    stop(proc)
+    print(f"tree={tree} files={count_files(tree)} backdated={a.backdate_days}d history_read={ready:.1f}s")
+    print(f"idle {t1 - t0:.0f}s: cpu={(c1 - c0) / 1e9:.4f} cpu-s  rss_end={rss / 1024:.1f} MiB "
+          f"rss_max_idle={rss_max / 1024:.1f} MiB  peak(VmHWM, incl. history read)={hwm / 1024:.1f} MiB  fds={fds}")
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    sub = ap.add_subparsers(dest="cmd", required=True)
+    la = sub.add_parser("latency")
+    la.add_argument("--watcher", default="auto", choices=["auto", "native", "poll"])
+    la.add_argument("--poll-interval", default=None)
+    la.add_argument("--n", type=int, default=500)
+    la.add_argument("--sessions", type=int, default=10)
+    la.add_argument("--pause", type=float, default=0.02, help="up to this many seconds (uniform) between turn_started and the completion")
+    la.add_argument("--idle-tree", default=None)
+    ia = sub.add_parser("idle")
+    ia.add_argument("--tree", required=True)
+    ia.add_argument("--seconds", type=float, default=60)
+    ia.add_argument("--backdate-days", type=float, default=2,
+                    help="set every file's mtime this many days back (0: now; -1: leave as is)")
+    a = ap.parse_args()
+    if not os.path.exists(BIN):
+        sys.exit(f"{BIN} missing: run `cargo build --release` first")
+    {"latency": latency, "idle": idle}[a.cmd](a)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,943 @@
+//! The core: the one owner of every file's tail state, the projectors and the reducer.
+//!
+//! It turns hints into looks: stat the path, compare with the tail state, then read on
+//! from the committed position, or re-derive the file from its first byte when it was
+//! truncated, replaced or rewritten. Reads feed the reducer; its events go to the sink
+//! in one batch per wake-up.
+
+use super::{Settings, WatcherMode};
+use crate::clock::{Now, format_rfc3339, wall_now};
+use crate::error::Error;
+use crate::feed::FileFeed;
+use crate::model::{Event, EventKind, ProviderKind};
+use crate::provider::content_hash;
+use crate::reduce::{Reducer, dedup_capacity};
+use crate::tail::{Change, Stat, TailState};
+use crate::watch::discover::{classify, is_candidate, skip_dir};
+use crate::watch::native::{Native, WatchError};
+use crate::watch::poll::list_dir;
+use crate::watch::{Hint, HintRx, HintTx, Root};
+use crossbeam_channel::{Receiver, select};
+use std::collections::{HashMap, HashSet};
+use std::fs;
+use std::io::{self, Seek, SeekFrom};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::Ordering;
+use std::time::{Duration, Instant};
+use tokio::sync::mpsc;
+
+/// A file changed this recently (monotonic ms) is live: polled every interval.
+const LIVE_MS: i64 = 10 * 60_000;
+/// A file with an open turn stays live this long after its last change.
+const OPEN_TURN_MS: i64 = 6 * 3_600_000;
+/// Handles of files idle this long are closed (reopened on change).
+const HANDLE_IDLE_MS: i64 = 5 * 60_000;
+/// At most this many open transcript handles.
+const MAX_OPEN: usize = 256;
+/// Files idle this long drop their projector (re-derived from content on change), so
+/// memory does not grow with the number of files on disk. Never shorter than the
+/// catch-up window, so a re-derive cannot page anyone about a turn it already knew.
+const COLD_MS: i64 = 30 * 60_000;
+/// At most this many files keep a projector.
+const MAX_WARM: usize = 64;
+/// At most this many files present at start keep their projector (the most recently
+/// changed); others warm up on their first change, with one re-read.
+const HISTORY_WARM: usize = 16;
+/// At most this many files are polled as live; beyond it, the sweep bounds the delay.
+const MAX_LIVE: usize = 1024;
+/// Most hints handled in one batch before events are flushed.
+const MAX_BATCH: usize = 8192;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Mode {
+    /// Files present at start: state only, no events.
+    History,
+    Live,
+}
+
+/// Why a file is re-read from its first byte.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Rederive {
+    Truncated,
+    Replaced,
+    Rewritten,
+    /// Its projector was dropped while idle.
+    Reactivated,
+}
+
+impl Rederive {
+    fn as_str(self) -> &'static str {
+        match self {
+            Self::Truncated => "truncated",
+            Self::Replaced => "replaced",
+            Self::Rewritten => "rewritten",
+            Self::Reactivated => "reactivated",
+        }
+    }
+}
+
+#[derive(Debug, Default)]
+struct Counters {
+    rederived: HashMap<&'static str, u64>,
+    deleted: u64,
+    watch_limit: u64,
+    sweeps: u64,
+    dropped_events: u64,
+    read_errors: u64,
+}
+
+struct Tracked {
+    provider: ProviderKind,
+    tail: TailState,
+    /// `None` while cold: the projector's context was dropped.
+    feed: Option<FileFeed>,
+    /// Monotonic ms of the last change seen; negative for changes before the start.
+    last_change: i64,
+    /// When a read error was last logged as a warning (at most one a minute per file).
+    warned_at: i64,
+}
+
+struct DirState {
+    mtime_ns: i128,
+    /// The listing may have missed a change made within the same timestamp tick as the
+    /// one it saw (the mtime was too recent when it was listed): list again next time.
+    racy: bool,
+    /// Covered by a native watch.
+    watched: bool,
+}
+
+/// A directory listed less than this long after its last change is listed again on the
+/// next look, whatever its mtime says (file timestamps are coarse).
+const RACY_NS: i128 = 2_000_000_000;
+
+fn wall_ns() -> i128 {
+    i128::from(wall_now()) * 1_000_000
+}
+
+struct RootState {
+    root: Root,
+    /// New directories under this root get native watches (false with `--watcher
+    /// poll`, and after the watch limit was hit).
+    native: bool,
+    exists: bool,
+}
+
+/// Milliseconds since the daemon started, and the wall clock.
+struct Clock {
+    start: Instant,
+}
+
+impl Clock {
+    fn now(&self) -> Now {
+        Now {
+            mono: u64::try_from(self.start.elapsed().as_millis()).unwrap_or(u64::MAX),
+            wall: wall_now(),
+        }
+    }
+
+    fn instant(&self, mono: u64) -> Instant {
+        self.start + Duration::from_millis(mono)
+    }
+}
+
+pub struct Core {
+    settings: Settings,
+    clock: Clock,
+    reducer: Reducer,
+    roots: Vec<RootState>,
+    dirs: HashMap<PathBuf, DirState>,
+    files: HashMap<PathBuf, Tracked>,
+    /// Files stat'ed on every poll: changed lately, or with a turn still open.
+    live: HashSet<PathBuf>,
+    /// How many known directories have no native watch (polled for new entries).
+    unwatched_dirs: usize,
+    /// While history is read: the files that kept their projector, to cap them early.
+    history_warm: Vec<(i64, PathBuf)>,
+    /// Candidates that are no transcript (unknown provider, compaction helpers), with
+    /// the size they had when looked at: looked at again only if it changes while small.
+    ignored: HashMap<PathBuf, u64>,
+    native: Option<Native>,
+    hints: HintRx,
+    events: mpsc::Sender<Vec<Event>>,
+    out: Vec<Event>,
+    sink_gone: bool,
+    counters: Counters,
+    run_id: String,
+    /// Set when a stop request arrived while history was being read.
+    stop_requested: bool,
+}
+
+fn mono_i(now: Now) -> i64 {
+    i64::try_from(now.mono).unwrap_or(i64::MAX)
+}
+
+fn path_str(path: &Path) -> std::borrow::Cow<'_, str> {
+    path.to_string_lossy()
+}
+
+impl Core {
+    pub fn new(
+        settings: &Settings,
+        hint_tx: HintTx,
+        hints: HintRx,
+        events: mpsc::Sender<Vec<Event>>,
+    ) -> Result<Self, Error> {
+        let native = match settings.watcher {
+            WatcherMode::Poll => None,
+            mode => match Native::new(hint_tx, settings.drop_native_events, settings.max_watches) {
+                Ok(n) => Some(n),
+                Err(e) if mode == WatcherMode::Auto => {
+                    tracing::warn!(error = %e, "Native file watcher unavailable; polling only.");
+                    None
+                }
+                Err(e) => {
+                    return Err(Error::Usage(format!(
+                        "--watcher native: cannot start the native file watcher: {e} \
+                         (try --watcher poll)"
+                    )));
+                }
+            },
+        };
+        let roots = settings
+            .roots
+            .iter()
+            .map(|r| RootState {
+                root: r.clone(),
+                native: native.is_some(),
+                exists: false,
+            })
+            .collect();
+        let start = wall_now();
+        let run_id = format!("{}:{start}", std::process::id());
+        Ok(Core {
+            settings: settings.clone(),
+            clock: Clock {
+                start: Instant::now(),
+            },
+            reducer: Reducer::new(settings.settle_ms, dedup_capacity()),
+            roots,
+            dirs: HashMap::new(),
+            files: HashMap::new(),
+            live: HashSet::new(),
+            unwatched_dirs: 0,
+            history_warm: Vec::new(),
+            ignored: HashMap::new(),
+            native,
+            hints,
+            events,
+            out: Vec::new(),
+            sink_gone: false,
+            counters: Counters::default(),
+            run_id,
+            stop_requested: false,
+        })
+    }
+
+    /// Reads history, emits `daemon_ready`, then handles hints until told to stop.
+    pub fn run(mut self, stop: &Receiver<()>) -> Result<(), Error> {
+        let started = Instant::now();
+        self.reducer.set_history_before(Some(i64::MAX));
+        for i in 0..self.roots.len() {
+            let path = self.roots[i].root.path.clone();
+            self.add_root(i, &path, Mode::History, Some(stop));
+            if self.stop_requested {
+                return self.stopping();
+            }
+        }
+        self.out.clear();
+        let mut warm = std::mem::take(&mut self.history_warm);
+        warm.sort_by_key(|w| std::cmp::Reverse(w.0));
+        for (_, p) in warm.into_iter().skip(HISTORY_WARM) {
+            if let Some(t) = self.files.get_mut(&p) {
+                t.feed = None;
+            }
+        }
+        let now = self.clock.now();
+        self.rebuild_live(now);
+        self.enforce_caps(now);
+        tracing::info!(
+            files = self.files.len(),
+            dirs = self.dirs.len(),
+            sessions = self.reducer.sessions().len(),
+            ms = started.elapsed().as_millis(),
+            "History read; going live."
+        );
+        self.lifecycle(EventKind::DaemonReady);
+        self.flush();
+        while !self.sink_gone {
+            let deadline = self
+                .reducer
+                .next_deadline()
+                .map(|d| self.clock.instant(d))
+                .unwrap_or_else(|| Instant::now() + Duration::from_secs(3600));
+            let first = select! {
+                recv(self.hints.rx) -> h => match h {
+                    Ok(h) => Some(h),
+                    Err(_) => break,
+                },
+                recv(stop) -> _ => break,
+                default(deadline.saturating_duration_since(Instant::now())) => None,
+            };
+            self.batch(first, deadline);
+        }
+        self.stopping()
+    }
+
+    /// Handles one hint and everything queued behind it, flushing events as soon as
+    /// they exist, then fires the settle timers if `deadline` has passed.
+    fn batch(&mut self, first: Option<Hint>, deadline: Instant) {
+        let mut paths: Vec<(PathBuf, bool)> = Vec::new();
+        let mut index: HashMap<PathBuf, usize> = HashMap::new();
+        let (mut poll, mut sweep) = (false, false);
+        let mut next = first;
+        let mut n = 0;
+        while let Some(h) = next {
+            match h {
+                Hint::Path { path, maybe_dir } => match index.get(&path) {
+                    Some(&i) => paths[i].1 |= maybe_dir,
+                    None => {
+                        index.insert(path.clone(), paths.len());
+                        paths.push((path, maybe_dir));
+                    }
+                },
+                Hint::Poll => poll = true,
+                Hint::Sweep => sweep = true,
+            }
+            n += 1;
+            next = if n < MAX_BATCH {
+                self.hints.rx.try_recv().ok()
+            } else {
+                None
+            };
+        }
+        if self.hints.take_rescan() {
+            sweep = true;
+        }
+        let now = self.clock.now();
+        self.reducer
+            .set_history_before(Some(now.wall.saturating_sub(self.catch_up())));
+        for (path, maybe_dir) in paths {
+            self.look(&path, maybe_dir);
+        }
+        self.flush();
+        if sweep {
+            self.sweep();
+        } else if poll {
+            self.poll();
+        }
+        // Ticking walks every session: only when a deadline is due (new candidates made
+        // in this batch are due a settle period from now).
+        if Instant::now() >= deadline {
+            let now = self.clock.now();
+            self.reducer.tick(now, &mut self.out);
+        }
+        self.flush();
+    }
+
+    fn catch_up(&self) -> i64 {
+        i64::try_from(self.settings.catch_up_ms).unwrap_or(i64::MAX)
+    }
+
+    fn cold_ms(&self) -> i64 {
+        COLD_MS.max(self.catch_up().saturating_add(60_000))
+    }
+
+    fn flush(&mut self) {
+        if self.out.is_empty() {
+            return;
+        }
+        let batch = std::mem::take(&mut self.out);
+        let n = batch.len() as u64;
+        match self.events.try_send(batch) {
+            Ok(()) => {}
+            Err(mpsc::error::TrySendError::Full(_)) => {
+                self.counters.dropped_events += n;
+                tracing::warn!(
+                    events = n,
+                    dropped_total = self.counters.dropped_events,
+                    "Event sink is not keeping up; events dropped."
+                );
+            }
+            Err(mpsc::error::TrySendError::Closed(_)) => self.sink_gone = true,
+        }
+    }
+
+    fn lifecycle(&mut self, kind: EventKind) {
+        let now = wall_now();
+        let id = content_hash(&[
+            b"lifecycle",
+            kind.as_str().as_bytes(),
+            self.run_id.as_bytes(),
+        ]);
+        self.out
+            .push(Event::lifecycle(kind, format_rfc3339(now), id));
+    }
+
+    fn stopping(mut self) -> Result<(), Error> {
+        let now = self.clock.now();
+        self.reducer.tick(now, &mut self.out);
+        self.lifecycle(EventKind::DaemonStopping);
+        self.flush();
+        let c = &self.counters;
+        tracing::info!(
+            files = self.files.len(),
+            sweeps = c.sweeps,
+            rederived = ?c.rederived,
+            deleted = c.deleted,
+            watch_limit_hits = c.watch_limit,
+            hint_overflows = self.hints.stats.overflow.load(Ordering::Relaxed),
+            watcher_rescans = self.hints.stats.rescans.load(Ordering::Relaxed),
+            native_events_dropped_by_test_hook = self.hints.stats.dropped_by_hook.load(Ordering::Relaxed),
+            dropped_events = c.dropped_events,
+            read_errors = c.read_errors,
+            "Stopped."
+        );
+        Ok(())
+    }
+
+    /// The root a path belongs to (the deepest one containing it).
+    fn root_of(&self, path: &Path) -> Option<usize> {
+        self.roots
+            .iter()
+            .enumerate()
+            .filter(|(_, r)| path.starts_with(&r.root.path))
+            .max_by_key(|(_, r)| r.root.path.as_os_str().len())
+            .map(|(i, _)| i)
+    }
+
+    fn add_root(&mut self, i: usize, path: &Path, mode: Mode, stop: Option<&Receiver<()>>) {
+        match fs::metadata(path) {
+            Ok(m) if m.is_dir() => {
+                self.roots[i].exists = true;
+                self.scan_tree(path.to_path_buf(), mode, None, stop);
+            }
+            Ok(m) if m.is_file() => {
+                self.roots[i].exists = true;
+                if self.roots[i].native
+                    && let Some(n) = self.native.as_mut()
+                {
+                    let _ = n.watch(path);
+                }
+                self.look_file(path, mode);
+            }
+            _ => {
+                if !self.roots[i].exists && mode == Mode::History {
+                    tracing::info!(path = %path.display(), "Root does not exist (yet); looked for on every sweep.");
+                }
+                self.roots[i].exists = false;
+            }
+        }
+    }
+
+    /// Adds a native watch on `dir` if its root is watched natively.
+    fn ensure_watch(&mut self, root: usize, dir: &Path) -> bool {
+        if !self.roots[root].native {
+            return false;
+        }
+        let Some(native) = self.native.as_mut() else {
+            return false;
+        };
+        match native.watch(dir) {
+            Ok(()) => true,
+            Err(WatchError::Limit) => {
+                self.counters.watch_limit += 1;
+                self.roots[root].native = false;
+                tracing::warn!(
+                    root = %self.roots[root].root.path.display(),
+                    dir = %dir.display(),
+                    watch_limit_hits = self.counters.watch_limit,
+                    "The OS limit on file watches is reached; this root falls back to polling \
+                     (raise fs.inotify.max_user_watches to restore instant updates)."
+                );
+                false
+            }
+            Err(WatchError::Gone) => false,
+            Err(WatchError::Other(e)) => {
+                tracing::warn!(dir = %dir.display(), error = %e, "Cannot watch directory; it is polled.");
+                false
+            }
+        }
+    }
+
+    /// Lists `top` and every new directory below it, each watched *before* it is
+    /// listed (a file created in between is seen by one or the other). Known
+    /// subdirectories have their own checks. New transcripts are read; every transcript
+    /// listed lands in `seen`.
+    fn scan_tree(
+        &mut self,
+        top: PathBuf,
+        mode: Mode,
+        mut seen: Option<&mut HashSet<PathBuf>>,
+        stop: Option<&Receiver<()>>,
+    ) {
+        let mut stack = vec![top];
+        while let Some(dir) = stack.pop() {
+            if stop.is_some_and(|s| s.try_recv().is_ok()) {
+                self.stop_requested = true;
+                return;
+            }
+            let Some(root) = self.root_of(&dir) else {
+                continue;
+            };
+            if !self.dirs.contains_key(&dir) {
+                let watched = self.ensure_watch(root, &dir);
+                if !watched {
+                    self.unwatched_dirs += 1;
+                }
+                self.dirs.insert(
+                    dir.clone(),
+                    DirState {
+                        mtime_ns: i128::MIN,
+                        racy: true,
+                        watched,
+                    },
+                );
+            }
+            // Stat before listing: a change during the listing shows on the next look.
+            let mtime = match fs::metadata(&dir) {
+                Ok(m) if m.is_dir() => Stat::of(&m).mtime_ns,
+                _ => {
+                    self.remove_dir_tree(&dir);
+                    continue;
+                }
+            };
+            let listing = match list_dir(&dir, self.roots[root].root.provider) {
+                Ok(l) => l,
+                Err(e) => {
+                    tracing::warn!(dir = %dir.display(), error = %e, "Cannot list directory.");
+                    continue;
+                }
+            };
+            if let Some(d) = self.dirs.get_mut(&dir) {
+                d.mtime_ns = mtime;
+                d.racy = wall_ns() - mtime < RACY_NS;
+            }
+            for sub in listing.dirs {
+                // Another root's directory is that root's business.
+                if self.roots.iter().any(|r| r.root.path == sub) {
+                    continue;
+                }
+                if !self.dirs.contains_key(&sub) {
+                    stack.push(sub);
+                }
+            }
+            for (path, meta) in listing.files {
+                if let Some(seen) = seen.as_deref_mut() {
+                    seen.insert(path.clone());
+                }
+                if !self.files.contains_key(&path) {
+                    self.track_new(&path, &meta, mode);
+                }
+                if mode == Mode::History {
+                    self.out.clear();
+                }
+            }
+        }
+    }
+
+    /// A hint: something happened at `path`.
+    fn look(&mut self, path: &Path, maybe_dir: bool) {
+        if self.files.contains_key(path) {
+            self.look_file(path, Mode::Live);
+            return;
+        }
+        if self.dirs.contains_key(path) {
+            self.look_dir(path);
+            return;
+        }
+        let Some(root) = self.root_of(path) else {
+            return;
+        };
+        if is_candidate(path, self.roots[root].root.provider) {
+            self.look_file(path, Mode::Live);
+        } else if maybe_dir
+            && !skip_dir(path)
+            && fs::symlink_metadata(path).is_ok_and(|m| m.is_dir())
+        {
+            self.scan_tree(path.to_path_buf(), Mode::Live, None, None);
+        }
+    }
+
+    /// A known directory changed: gone, or re-list it (and look at the files it
+    /// listed no longer).
+    fn look_dir(&mut self, dir: &Path) {
+        match fs::metadata(dir) {
+            Ok(m) if m.is_dir() => {
+                let mut seen = HashSet::new();
+                self.scan_tree(dir.to_path_buf(), Mode::Live, Some(&mut seen), None);
+                let gone: Vec<PathBuf> = self
+                    .files
+                    .keys()
+                    .filter(|p| p.parent() == Some(dir) && !seen.contains(*p))
+                    .cloned()
+                    .collect();
+                for p in gone {
+                    self.look_file(&p, Mode::Live);
+                }
+            }
+            _ => self.remove_dir_tree(dir),
+        }
+    }
+
+    fn remove_dir_tree(&mut self, dir: &Path) {
+        let gone: Vec<PathBuf> = self
+            .dirs
+            .keys()
+            .filter(|d| d.starts_with(dir))
+            .cloned()
+            .collect();
+        for d in gone {
+            let Some(state) = self.dirs.remove(&d) else {
+                continue;
+            };
+            if !state.watched {
+                self.unwatched_dirs -= 1;
+            } else if let Some(n) = self.native.as_mut() {
+                n.unwatch(&d);
+            }
+        }
+        let gone: Vec<PathBuf> = self
+            .files
+            .keys()
+            .filter(|p| p.starts_with(dir))
+            .cloned()
+            .collect();
+        for p in gone {
+            self.look_file(&p, Mode::Live);
+        }
+        if let Some(i) = self.roots.iter().position(|r| r.root.path == dir) {
+            self.roots[i].exists = false;
+        }
+    }
+
+    /// Stats a transcript path and brings its state up to date.
+    fn look_file(&mut self, path: &Path, mode: Mode) {
+        let meta = match fs::metadata(path) {
+            Ok(m) if m.is_file() => m,
+            Ok(_) => return self.remove_file(path),
+            Err(e) if e.kind() == io::ErrorKind::NotFound => return self.remove_file(path),
+            Err(e) => {
+                self.counters.read_errors += 1;
+                tracing::debug!(path = %path.display(), error = %e, "Cannot stat transcript.");
+                return;
+            }
+        };
+        let stat = Stat::of(&meta);
+        let Some(t) = self.files.get_mut(path) else {
+            return self.track_new(path, &meta, mode);
+        };
+        match t.tail.compare(&stat) {
+            Change::Same => {}
+            Change::Replaced => {
+                // Bytes written to the old file before it was replaced still count.
+                self.drain(path);
+                self.rederive(path, Rederive::Replaced, mode);
+            }
+            Change::Truncated => self.rederive(path, Rederive::Truncated, mode),
+            Change::Changed => {
+                if t.feed.is_none() {
+                    return self.rederive(path, Rederive::Reactivated, mode);
+                }
+                match t.tail.marker_matches(path) {
+                    Ok(true) => self.read_on(path, mode),
+                    Ok(false) => self.rederive(path, Rederive::Rewritten, mode),
+                    Err(e) if e.kind() == io::ErrorKind::NotFound => self.remove_file(path),
+                    Err(e) => self.read_error(path, &e),
+                }
+            }
+        }
+    }
+
+    fn track_new(&mut self, path: &Path, meta: &fs::Metadata, mode: Mode) {
+        let size = meta.len();
+        if let Some(&seen_at) = self.ignored.get(path)
+            && (seen_at == u64::MAX || seen_at == size || seen_at >= 64 * 1024)
+        {
+            return;
+        }
+        let Some(root) = self.root_of(path) else {
+            return;
+        };
+        let Some(provider) = classify(path, self.roots[root].root.provider) else {
+            self.ignored.insert(path.to_path_buf(), size);
+            return;
+        };
+        let feed = FileFeed::new(path, provider, self.settings.max_line);
+        if !feed.is_conversation() {
+            self.ignored.insert(path.to_path_buf(), u64::MAX);
+            return;
+        }
+        self.ignored.remove(path);
+        let now = self.clock.now();
+        let last_change = if mode == Mode::History {
+            // Before the start: as long ago as the file's modification time says.
+            let mtime_ms = i64::try_from(Stat::of(meta).mtime_ns / 1_000_000).unwrap_or(0);
+            mono_i(now).saturating_sub(now.wall.saturating_sub(mtime_ms).max(0))
+        } else {
+            mono_i(now)
+        };
+        self.files.insert(
+            path.to_path_buf(),
+            Tracked {
+                provider,
+                tail: TailState::new(Stat::of(meta).id),
+                feed: Some(feed),
+                last_change,
+                warned_at: i64::MIN,
+            },
+        );
+        self.read_on(path, mode);
+        let cold = self.cold_ms();
+        if mode == Mode::History
+            && let Some(t) = self.files.get_mut(path)
+        {
+            // History can be thousands of files: no handle stays open, and only the most
+            // recently changed keep their projector.
+            t.tail.close();
+            if mono_i(now) - t.last_change > cold {
+                t.feed = None;
+            } else {
+                self.history_warm.push((t.last_change, path.to_path_buf()));
+                if self.history_warm.len() > 2 * HISTORY_WARM {
+                    self.history_warm.sort_by_key(|w| std::cmp::Reverse(w.0));
+                    for (_, p) in self.history_warm.drain(HISTORY_WARM..) {
+                        if let Some(t) = self.files.get_mut(&p) {
+                            t.feed = None;
+                        }
+                    }
+                }
+            }
+        } else if self.files.len() > MAX_OPEN {
+            self.enforce_caps(now);
+        }
+    }
+
+    /// Forgets the file's sessions and reads it again from its first byte. Events it
+    /// already produced are in the seen-set, so only what is new comes out.
+    fn rederive(&mut self, path: &Path, why: Rederive, mode: Mode) {
+        *self.counters.rederived.entry(why.as_str()).or_default() += 1;
+        let level_info = why != Rederive::Reactivated;
+        if level_info {
+            tracing::info!(path = %path.display(), reason = why.as_str(), "Re-reading transcript from its start.");
+        } else {
+            tracing::debug!(path = %path.display(), reason = why.as_str(), "Re-reading transcript from its start.");
+        }
+        let Some(t) = self.files.get_mut(path) else {
+            return;
+        };
+        let id = match fs::metadata(path) {
+            Ok(m) if m.is_file() => Stat::of(&m).id,
+            _ => return self.remove_file(path),
+        };
+        self.reducer.forget_path(&path_str(path));
+        t.feed = Some(FileFeed::new(path, t.provider, self.settings.max_line));
+        t.tail = TailState::new(id);
+        self.read_on(path, mode);
+    }
+
+    /// Reads from the committed position to the end of the file.
+    fn read_on(&mut self, path: &Path, mode: Mode) {
+        let now = self.clock.now();
+        let Some(t) = self.files.get_mut(path) else {
+            return;
+        };
+        let Some(feed) = t.feed.as_mut() else {
+            return self.rederive(path, Rederive::Reactivated, mode);
+        };
+        let file = match t.tail.handle(path) {
+            Ok(Some(f)) => f,
+            Ok(None) => return self.rederive(path, Rederive::Replaced, mode),
+            Err(e) if e.kind() == io::ErrorKind::NotFound => return self.remove_file(path),
+            Err(e) => return self.read_error(path, &e),
+        };
+        let reducer = &mut self.reducer;
+        let out = &mut self.out;
+        let res = file
+            .seek(SeekFrom::Start(feed.reader().pos()))
+            .and_then(|_| feed.read_to_end(file, |src, obs| reducer.apply(src, obs, now, out)));
+        let res = res.and_then(|_| t.tail.commit(feed.reader()));
+        if mode == Mode::Live {
+            t.last_change = mono_i(now);
+            if !self.live.contains(path) {
+                self.live.insert(path.to_path_buf());
+            }
+        }
+        if let Err(e) = res {
+            t.tail.close();
+            self.read_error(path, &e);
+        }
+    }
+
+    /// Counts a read error; warns at most once a minute per file (an unreadable live
+    /// file is looked at on every poll).
+    fn read_error(&mut self, path: &Path, e: &io::Error) {
+        self.counters.read_errors += 1;
+        let now = mono_i(self.clock.now());
+        let Some(t) = self.files.get_mut(path) else {
+            return;
+        };
+        if now.saturating_sub(t.warned_at) < 60_000 {
+            tracing::debug!(path = %path.display(), error = %e, "Cannot read transcript.");
+        } else {
+            t.warned_at = now;
+            tracing::warn!(path = %path.display(), error = %e, "Cannot read transcript; will retry on change.");
+        }
+    }
+
+    /// Reads what is left through the open handle (the path may already be gone).
+    fn drain(&mut self, path: &Path) {
+        let now = self.clock.now();
+        let Some(t) = self.files.get_mut(path) else {
+            return;
+        };
+        let (Some(feed), Some(file)) = (t.feed.as_mut(), t.tail.open_handle()) else {
+            return;
+        };
+        let reducer = &mut self.reducer;
+        let out = &mut self.out;
+        let _ = file
+            .seek(SeekFrom::Start(feed.reader().pos()))
+            .and_then(|_| feed.read_to_end(file, |src, obs| reducer.apply(src, obs, now, out)));
+    }
+
+    /// The file is gone: read what the open handle still holds, then let it go.
+    fn remove_file(&mut self, path: &Path) {
+        if !self.files.contains_key(path) {
+            self.ignored.remove(path);
+            return;
+        }
+        self.drain(path);
+        self.files.remove(path);
+        self.live.remove(path);
+        self.reducer.forget_path(&path_str(path));
+        self.counters.deleted += 1;
+        tracing::debug!(path = %path.display(), "Transcript gone.");
+    }
+
+    /// Stats the live files, and the directories no native watch covers.
+    fn poll(&mut self) {
+        let due: Vec<PathBuf> = self.live.iter().cloned().collect();
+        for path in due {
+            self.look_file(&path, Mode::Live);
+        }
+        if self.unwatched_dirs > 0 {
+            self.check_dirs(true);
+        }
+    }
+
+    /// Stats every known directory (or only the unwatched ones) and re-lists those whose
+    /// entries may have changed. A missed create or delete always changes the
+    /// directory's mtime, so unchanged directories need no listing.
+    fn check_dirs(&mut self, only_unwatched: bool) {
+        let mut changed = Vec::new();
+        for (dir, d) in &self.dirs {
+            if only_unwatched && d.watched {
+                continue;
+            }
+            let same =
+                fs::metadata(dir).is_ok_and(|m| m.is_dir() && Stat::of(&m).mtime_ns == d.mtime_ns);
+            if !same || d.racy {
+                changed.push(dir.clone());
+            }
+        }
+        for dir in changed {
+            match fs::metadata(&dir) {
+                Ok(m) if m.is_dir() => self.scan_tree(dir, Mode::Live, None, None),
+                _ => self.remove_dir_tree(&dir),
+            }
+        }
+    }
+
+    /// The slow safety net: missing roots, every directory's mtime, every file's stat.
+    /// Then rebuilds the live set and closes what went idle.
+    fn sweep(&mut self) {
+        self.counters.sweeps += 1;
+        for i in 0..self.roots.len() {
+            let path = self.roots[i].root.path.clone();
+            if !self.roots[i].exists || fs::metadata(&path).is_ok_and(|m| m.is_file()) {
+                self.add_root(i, &path, Mode::Live, None);
+            }
+        }
+        self.check_dirs(false);
+        let mut changed = Vec::new();
+        for (path, t) in &self.files {
+            let same = fs::metadata(path)
+                .is_ok_and(|m| m.is_file() && t.tail.compare(&Stat::of(&m)) == Change::Same);
+            if !same {
+                changed.push(path.clone());
+            }
+        }
+        for path in changed {
+            self.look_file(&path, Mode::Live);
+        }
+        let now = self.clock.now();
+        self.rebuild_live(now);
+        self.enforce_caps(now);
+    }
+
+    /// Live: changed in the last [`LIVE_MS`], or in the last [`OPEN_TURN_MS`] with a
+    /// turn still open.
+    fn rebuild_live(&mut self, now: Now) {
+        let now = mono_i(now);
+        let mut open: Option<HashSet<&str>> = None;
+        let reducer = &self.reducer;
+        let mut live: Vec<(i64, &PathBuf)> = self
+            .files
+            .iter()
+            .filter(|(path, t)| {
+                let idle = now - t.last_change;
+                idle < LIVE_MS
+                    || (idle < OPEN_TURN_MS
+                        && open
+                            .get_or_insert_with(|| reducer.open_paths().map(|p| &**p).collect())
+                            .contains(path_str(path).as_ref()))
+            })
+            .map(|(p, t)| (t.last_change, p))
+            .collect();
+        if live.len() > MAX_LIVE {
+            live.sort_by_key(|w| std::cmp::Reverse(w.0));
+            live.truncate(MAX_LIVE);
+        }
+        self.live = live.into_iter().map(|(_, p)| p.clone()).collect();
+    }
+
+    /// Closes idle handles and drops idle projectors, within the caps.
+    fn enforce_caps(&mut self, now: Now) {
+        let now = mono_i(now);
+        let cold = self.cold_ms();
+        let mut open = Vec::new();
+        let mut warm = Vec::new();
+        for (path, t) in &mut self.files {
+            let idle = now - t.last_change;
+            if t.feed.is_some() && idle > cold {
+                t.feed = None;
+                t.tail.close();
+            }
+            if t.tail.is_open() && idle > HANDLE_IDLE_MS {
+                t.tail.close();
+            }
+            if t.tail.is_open() {
+                open.push((t.last_change, path.clone()));
+            }
+            if t.feed.is_some() {
+                warm.push((t.last_change, path.clone()));
+            }
+        }
+        for (list, cap, drop_feed) in [(open, MAX_OPEN, false), (warm, MAX_WARM, true)] {
+            if list.len() <= cap {
+                continue;
+            }
+            let mut list = list;
+            list.sort();
+            let excess = list.len() - cap;
+            for (_, path) in list.into_iter().take(excess) {
+                if let Some(t) = self.files.get_mut(&path) {
+                    t.tail.close();
+                    if drop_feed {
+                        t.feed = None;
+                    }
+                }
+            }
+        }
+    }
+}

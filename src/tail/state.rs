@@ -1,0 +1,247 @@
+//! Per-file tail state: everything the daemon knows about one file's bytes, in one place.
+//!
+//! It holds the file's identity (device, inode), how far it was read, the committed
+//! offset (always the start of the first incomplete line) with its line number, and a
+//! marker: a hash of the bytes just before the committed offset. A fresh `stat` plus the
+//! marker tell an append (read on) from a truncation, a replacement or an in-place
+//! rewrite (re-derive the file from its content). It also holds the open handle, which
+//! the daemon closes when the file goes idle and reopens on change.
+
+use super::LineReader;
+use std::fs::{File, Metadata};
+use std::io;
+use std::os::unix::fs::{FileExt, MetadataExt};
+use std::path::Path;
+
+/// How many bytes before the committed offset the marker covers.
+pub const MARKER_LEN: u64 = 64;
+
+/// A file's identity: the same path may name another file after a replace.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct FileId {
+    pub dev: u64,
+    pub ino: u64,
+}
+
+/// The parts of a `stat` that say whether a file changed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Stat {
+    pub id: FileId,
+    pub size: u64,
+    pub mtime_ns: i128,
+}
+
+impl Stat {
+    pub fn of(m: &Metadata) -> Self {
+        Stat {
+            id: FileId {
+                dev: m.dev(),
+                ino: m.ino(),
+            },
+            size: m.size(),
+            mtime_ns: i128::from(m.mtime()) * 1_000_000_000 + i128::from(m.mtime_nsec()),
+        }
+    }
+}
+
+/// What a fresh stat says about a tailed file.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Change {
+    /// Same identity, size and modification time.
+    Same,
+    /// Same identity, and at least as long as what was read: probably an append; the
+    /// marker decides.
+    Changed,
+    /// Shorter than what was read.
+    Truncated,
+    /// Another file now has this path.
+    Replaced,
+}
+
+#[derive(Debug)]
+pub struct TailState {
+    id: FileId,
+    /// How many bytes were read (the reader's position; bytes of an unfinished line
+    /// included). A file shorter than this was truncated.
+    size: u64,
+    mtime_ns: i128,
+    /// Committed offset: the start of the first incomplete line.
+    offset: u64,
+    /// 1-based number of the line at `offset`.
+    line_no: u64,
+    /// Hash of the up to [`MARKER_LEN`] bytes before `offset`.
+    marker: u64,
+    handle: Option<File>,
+}
+
+impl TailState {
+    /// A file not read yet.
+    pub fn new(id: FileId) -> Self {
+        TailState {
+            id,
+            size: 0,
+            mtime_ns: i128::MIN,
+            offset: 0,
+            line_no: 1,
+            marker: marker_hash(&[]),
+            handle: None,
+        }
+    }
+
+    pub fn id(&self) -> FileId {
+        self.id
+    }
+
+    pub fn size(&self) -> u64 {
+        self.size
+    }
+
+    pub fn offset(&self) -> u64 {
+        self.offset
+    }
+
+    pub fn line_no(&self) -> u64 {
+        self.line_no
+    }
+
+    pub fn is_open(&self) -> bool {
+        self.handle.is_some()
+    }
+
+    /// Compares a fresh stat of the path with what was read.
+    pub fn compare(&self, now: &Stat) -> Change {
+        if now.id != self.id {
+            Change::Replaced
+        } else if now.size < self.size {
+            Change::Truncated
+        } else if now.size == self.size && now.mtime_ns == self.mtime_ns {
+            Change::Same
+        } else {
+            Change::Changed
+        }
+    }
+
+    /// The open handle, opening `path` if needed. `None` when the file at `path` is no
+    /// longer the one this state describes.
+    pub fn handle(&mut self, path: &Path) -> io::Result<Option<&mut File>> {
+        if self.handle.is_none() {
+            let f = File::open(path)?;
+            if Stat::of(&f.metadata()?).id != self.id {
+                return Ok(None);
+            }
+            self.handle = Some(f);
+        }
+        Ok(self.handle.as_mut())
+    }
+
+    /// The open handle, if any (a deleted file can still be drained through it).
+    pub fn open_handle(&mut self) -> Option<&mut File> {
+        self.handle.as_mut()
+    }
+
+    /// Closes the handle; the next read reopens the path.
+    pub fn close(&mut self) {
+        self.handle = None;
+    }
+
+    /// Do the bytes before the committed offset still match what was read?
+    pub fn marker_matches(&mut self, path: &Path) -> io::Result<bool> {
+        let (offset, marker) = (self.offset, self.marker);
+        let Some(f) = self.handle(path)? else {
+            return Ok(false);
+        };
+        Ok(read_marker(f, offset)? == Some(marker))
+    }
+
+    /// Records how far `reader` got in the open file: offsets, size read, the marker and
+    /// the modification time as of now.
+    pub fn commit(&mut self, reader: &LineReader) -> io::Result<()> {
+        let Some(f) = self.handle.as_ref() else {
+            return Ok(());
+        };
+        self.size = reader.pos();
+        if reader.offset() != self.offset {
+            self.offset = reader.offset();
+            self.marker = read_marker(f, self.offset)?.unwrap_or(0);
+        }
+        self.line_no = reader.line_no();
+        self.mtime_ns = Stat::of(&f.metadata()?).mtime_ns;
+        Ok(())
+    }
+}
+
+/// The marker of the bytes before `offset`, or `None` if the file is now shorter.
+fn read_marker(f: &File, offset: u64) -> io::Result<Option<u64>> {
+    let len = offset.min(MARKER_LEN);
+    let mut buf = [0u8; MARKER_LEN as usize];
+    let buf = &mut buf[..usize::try_from(len).unwrap_or(0)];
+    match f.read_exact_at(buf, offset - len) {
+        Ok(()) => Ok(Some(marker_hash(buf))),
+        Err(e) if e.kind() == io::ErrorKind::UnexpectedEof => Ok(None),
+        Err(e) => Err(e),
+    }
+}
+
+/// FNV-1a, 64 bits: enough to tell a rewrite from an append.
+fn marker_hash(bytes: &[u8]) -> u64 {
+    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+    for b in bytes {
+        h ^= u64::from(*b);
+        h = h.wrapping_mul(0x0000_0100_0000_01b3);
+    }
+    h
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::io::{Seek, SeekFrom};
+
+    fn stat(p: &Path) -> Stat {
+        Stat::of(&std::fs::metadata(p).unwrap())
+    }
+
+    /// Reads the file the way the daemon does and commits.
+    fn read(st: &mut TailState, r: &mut LineReader, p: &Path) {
+        let f = st.handle(p).unwrap().unwrap();
+        f.seek(SeekFrom::Start(r.pos())).unwrap();
+        r.read_to_end(f, |_| {}).unwrap();
+        st.commit(r).unwrap();
+    }
+
+    #[test]
+    fn append_truncate_replace_and_rewrite_are_told_apart() {
+        let tmp = tempfile::tempdir().unwrap();
+        let p = tmp.path().join("s.jsonl");
+        std::fs::write(&p, b"{\"a\":1}\n{\"b\":").unwrap();
+        let mut st = TailState::new(stat(&p).id);
+        let mut r = LineReader::new(1024);
+        read(&mut st, &mut r, &p);
+        assert_eq!((st.offset(), st.line_no(), st.size()), (8, 2, 13));
+        assert_eq!(st.compare(&stat(&p)), Change::Same);
+
+        // Append: same file, longer, marker intact.
+        let mut f = std::fs::OpenOptions::new().append(true).open(&p).unwrap();
+        std::io::Write::write_all(&mut f, b"2}\n").unwrap();
+        assert_eq!(st.compare(&stat(&p)), Change::Changed);
+        assert!(st.marker_matches(&p).unwrap());
+        read(&mut st, &mut r, &p);
+        assert_eq!((st.offset(), st.line_no()), (16, 3));
+
+        // Rewrite in place, same length: the marker no longer matches.
+        std::fs::write(&p, b"{\"x\":1}\n{\"y\":2}\n").unwrap();
+        assert!(!st.marker_matches(&p).unwrap());
+
+        // Truncation.
+        std::fs::write(&p, b"{}\n").unwrap();
+        assert_eq!(st.compare(&stat(&p)), Change::Truncated);
+
+        // Replacement: a new inode at the same path.
+        let q = tmp.path().join("new.jsonl");
+        std::fs::write(&q, b"{\"a\":1}\n{\"b\":2}\n").unwrap();
+        std::fs::rename(&q, &p).unwrap();
+        assert_eq!(st.compare(&stat(&p)), Change::Replaced);
+        st.close();
+        assert!(st.handle(&p).unwrap().is_none(), "a reopen must notice");
+    }
+}

@@ -1,0 +1,337 @@
+//! Harness for tests that run the real `baton run` on a temporary tree.
+
+use serde_json::{Value, json};
+use std::fs;
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+/// How long any wait may take before the test fails. Generous: CI machines stall.
+pub const DEADLINE: Duration = Duration::from_secs(20);
+
+/// A temporary tree with a Claude root and a Codex root, and the daemon running on it.
+pub struct Daemon {
+    pub dir: tempfile::TempDir,
+    pub events: PathBuf,
+    pub log: PathBuf,
+    child: Option<Child>,
+}
+
+impl Daemon {
+    /// The tree without the daemon: write history into it, then [`Daemon::start`].
+    pub fn tree() -> Daemon {
+        let dir = tempfile::tempdir().expect("tempdir");
+        fs::create_dir_all(dir.path().join("claude")).expect("mkdir");
+        fs::create_dir_all(dir.path().join("codex")).expect("mkdir");
+        let events = dir.path().join("events.jsonl");
+        let log = dir.path().join("baton.log");
+        Daemon {
+            dir,
+            events,
+            log,
+            child: None,
+        }
+    }
+
+    /// Starts the daemon with extra flags and waits for `daemon_ready`.
+    pub fn start(mut self, extra: &[&str]) -> Daemon {
+        let root = self.dir.path();
+        let log = fs::File::create(&self.log).expect("log file");
+        let child = Command::new(env!("CARGO_BIN_EXE_baton"))
+            .arg("run")
+            .arg("--no-default-roots")
+            .arg("--watch")
+            .arg(format!("claude={}", root.join("claude").display()))
+            .arg("--watch")
+            .arg(format!("codex={}", root.join("codex").display()))
+            .arg("--events")
+            .arg(&self.events)
+            .args(extra)
+            .env("BATON_LOG", "baton=debug")
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(log)
+            .spawn()
+            .expect("start baton");
+        self.child = Some(child);
+        self.wait_for("daemon_ready", |e| e["event"] == "daemon_ready");
+        self
+    }
+
+    pub fn claude(&self) -> PathBuf {
+        self.dir.path().join("claude")
+    }
+
+    pub fn codex(&self) -> PathBuf {
+        self.dir.path().join("codex")
+    }
+
+    pub fn pid(&self) -> u32 {
+        self.child.as_ref().expect("running").id()
+    }
+
+    /// Every complete event line so far.
+    pub fn events(&self) -> Vec<Value> {
+        let Ok(text) = fs::read_to_string(&self.events) else {
+            return Vec::new();
+        };
+        text.lines()
+            .filter_map(|l| serde_json::from_str(l).ok())
+            .collect()
+    }
+
+    /// Waits until an event matches, and returns it. Fails the test at the deadline,
+    /// printing what did arrive and the daemon's log.
+    pub fn wait_for(&mut self, what: &str, pred: impl Fn(&Value) -> bool) -> Value {
+        let start = Instant::now();
+        loop {
+            if let Some(e) = self.events().into_iter().find(|e| pred(e)) {
+                return e;
+            }
+            if let Some(c) = self.child.as_mut()
+                && let Ok(Some(status)) = c.try_wait()
+            {
+                self.fail(&format!("baton exited ({status}) while waiting for {what}"));
+            }
+            if start.elapsed() > DEADLINE {
+                self.fail(&format!("timed out waiting for {what}"));
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
+    /// Waits until `n` events match.
+    pub fn wait_count(&mut self, what: &str, n: usize, pred: impl Fn(&Value) -> bool) {
+        let start = Instant::now();
+        loop {
+            let got = self.events().iter().filter(|e| pred(e)).count();
+            if got >= n {
+                return;
+            }
+            if start.elapsed() > DEADLINE {
+                self.fail(&format!("timed out waiting for {n} × {what} (got {got})"));
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
+    pub fn fail(&self, why: &str) -> ! {
+        let events = fs::read_to_string(&self.events).unwrap_or_default();
+        let log = fs::read_to_string(&self.log).unwrap_or_default();
+        let tail: String = log
+            .lines()
+            .rev()
+            .take(60)
+            .collect::<Vec<_>>()
+            .into_iter()
+            .rev()
+            .collect::<Vec<_>>()
+            .join("\n");
+        panic!("{why}\n--- events ---\n{events}\n--- log (tail) ---\n{tail}");
+    }
+
+    /// SIGTERM; asserts a clean exit and a final `daemon_stopping`. Returns all events.
+    pub fn stop(self) -> Vec<Value> {
+        self.stop_with_log().0
+    }
+
+    /// [`Daemon::stop`], also returning the daemon's stderr.
+    pub fn stop_with_log(mut self) -> (Vec<Value>, String) {
+        let mut child = self.child.take().expect("running");
+        let status = Command::new("kill")
+            .arg("-TERM")
+            .arg(child.id().to_string())
+            .status()
+            .expect("kill");
+        assert!(status.success());
+        let start = Instant::now();
+        let status = loop {
+            if let Some(s) = child.try_wait().expect("wait") {
+                break s;
+            }
+            if start.elapsed() > DEADLINE {
+                let _ = child.kill();
+                self.fail("baton did not stop on SIGTERM");
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        };
+        if !status.success() {
+            self.fail(&format!("baton exited with {status}"));
+        }
+        let events = self.events();
+        assert_eq!(
+            events.last().map(|e| e["event"].clone()),
+            Some(json!("daemon_stopping")),
+            "the last event must be daemon_stopping"
+        );
+        (events, fs::read_to_string(&self.log).unwrap_or_default())
+    }
+}
+
+impl Drop for Daemon {
+    fn drop(&mut self) {
+        if let Some(mut c) = self.child.take() {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    }
+}
+
+/// The events of one kind about one turn.
+pub fn count(events: &[Value], kind: &str, turn: &str) -> usize {
+    events
+        .iter()
+        .filter(|e| e["event"] == kind && e["turn"] == turn)
+        .count()
+}
+
+pub fn is(kind: &'static str, turn: String) -> impl Fn(&Value) -> bool {
+    move |e| e["event"] == kind && e["turn"] == turn.as_str()
+}
+
+/// RFC 3339 UTC with milliseconds, `ago` before now.
+pub fn ts_ago(ago: Duration) -> String {
+    let ms = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .expect("clock")
+        .as_millis()
+        - ago.as_millis();
+    let secs = (ms / 1000) as i64;
+    let (days, sod) = (secs.div_euclid(86_400), secs.rem_euclid(86_400));
+    // Civil date from days since the epoch (Howard Hinnant's algorithm).
+    let z = days + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z - era * 146_097;
+    let yoe = (doe - doe / 1460 + doe / 36524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let d = doy - (153 * mp + 2) / 5 + 1;
+    let m = if mp < 10 { mp + 3 } else { mp - 9 };
+    let y = yoe + era * 400 + i64::from(m <= 2);
+    format!(
+        "{y:04}-{m:02}-{d:02}T{:02}:{:02}:{:02}.{:03}Z",
+        sod / 3600,
+        (sod / 60) % 60,
+        sod % 60,
+        ms % 1000
+    )
+}
+
+pub fn ts_now() -> String {
+    ts_ago(Duration::ZERO)
+}
+
+/// A fresh UUID-shaped id (unique within the test run).
+pub fn uuid() -> String {
+    static N: AtomicU64 = AtomicU64::new(1);
+    let n = N.fetch_add(1, Ordering::Relaxed);
+    let t = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .expect("clock")
+        .as_nanos() as u64;
+    let pid = u64::from(std::process::id());
+    format!(
+        "{:08x}-{:04x}-{:04x}-{:04x}-{:012x}",
+        (t & 0xffff_ffff) as u32,
+        (pid & 0xffff) as u16,
+        (n & 0xffff) as u16,
+        ((t >> 32) & 0xffff) as u16,
+        n
+    )
+}
+
+/// Claude Code records.
+pub struct Claude {
+    pub session: String,
+}
+
+impl Claude {
+    pub fn new() -> Self {
+        Claude { session: uuid() }
+    }
+
+    /// `<dir>/<session>.jsonl`.
+    pub fn path_in(&self, dir: &Path) -> PathBuf {
+        dir.join(format!("{}.jsonl", self.session))
+    }
+
+    /// A prompt; returns (line, turn id).
+    pub fn prompt_at(&self, text: &str, ts: &str) -> (String, String) {
+        let id = uuid();
+        let line = json!({
+            "type": "user", "uuid": id, "sessionId": self.session, "timestamp": ts,
+            "message": {"role": "user", "content": text}
+        });
+        (format!("{line}\n"), id)
+    }
+
+    pub fn prompt(&self, text: &str) -> (String, String) {
+        self.prompt_at(text, &ts_now())
+    }
+
+    /// A final answer with `stop_reason: end_turn` (completes at once).
+    pub fn answer_at(&self, text: &str, ts: &str) -> String {
+        let line = json!({
+            "type": "assistant", "uuid": uuid(), "sessionId": self.session, "timestamp": ts,
+            "message": {"role": "assistant", "model": "claude-test",
+                        "content": [{"type": "text", "text": text}], "stop_reason": "end_turn"}
+        });
+        format!("{line}\n")
+    }
+
+    pub fn answer(&self, text: &str) -> String {
+        self.answer_at(text, &ts_now())
+    }
+
+    /// A whole turn: (bytes, turn id).
+    pub fn turn(&self, prompt: &str, answer: &str) -> (String, String) {
+        let (p, id) = self.prompt(prompt);
+        (p + &self.answer(answer), id)
+    }
+}
+
+/// Codex rollout records.
+pub struct Codex {
+    pub session: String,
+}
+
+impl Codex {
+    pub fn new() -> Self {
+        Codex { session: uuid() }
+    }
+
+    pub fn path_in(&self, dir: &Path) -> PathBuf {
+        dir.join(format!(
+            "rollout-2026-11-29T10-00-00-{}.jsonl",
+            self.session
+        ))
+    }
+
+    pub fn meta(&self) -> String {
+        let line = json!({"timestamp": ts_now(), "type": "session_meta",
+            "payload": {"id": self.session, "timestamp": ts_now(), "cwd": "/tmp", "originator": "codex_cli_rs"}});
+        format!("{line}\n")
+    }
+
+    /// task_started + task_complete: (bytes, turn id).
+    pub fn turn(&self, answer: &str) -> (String, String) {
+        let turn = uuid();
+        let a = json!({"timestamp": ts_now(), "type": "event_msg",
+            "payload": {"type": "task_started", "turn_id": turn}});
+        let b = json!({"timestamp": ts_now(), "type": "event_msg",
+            "payload": {"type": "task_complete", "turn_id": turn, "last_agent_message": answer}});
+        (format!("{a}\n{b}\n"), turn)
+    }
+}
+
+/// Appends bytes (one write).
+pub fn append(path: &Path, bytes: &[u8]) {
+    let mut f = fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(path)
+        .expect("open for append");
+    f.write_all(bytes).expect("append");
+}
