@@ -1,0 +1,94 @@
+//! The daemon and `replay` agree: real corpus transcripts written into a watched tree in
+//! chunks that split lines produce, live, the same turn events (every event decided by
+//! an explicit marker) that `replay` derives from the whole file.
+
+#![allow(clippy::unwrap_used)]
+
+mod common;
+
+use common::Daemon;
+use std::collections::BTreeSet;
+use std::io::Write;
+use std::path::Path;
+
+/// (event, line, evidence-or-reason, turn) for events an explicit record decides.
+fn decided(events: &[serde_json::Value]) -> BTreeSet<(String, u64, String, String)> {
+    events
+        .iter()
+        .filter(|e| e["provider"].is_string() && e["evidence"] != "quiet")
+        .map(|e| {
+            let why = e["evidence"]
+                .as_str()
+                .or(e["reason"].as_str())
+                .unwrap_or("")
+                .to_owned();
+            (
+                e["event"].as_str().unwrap().to_owned(),
+                e["line"].as_u64().unwrap(),
+                why,
+                e["turn"].as_str().unwrap_or("").to_owned(),
+            )
+        })
+        .collect()
+}
+
+fn replay(path: &Path) -> Vec<serde_json::Value> {
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_baton"))
+        .args(["replay", "--settle", "1h"])
+        .arg(path)
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    String::from_utf8(out.stdout)
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect()
+}
+
+#[test]
+fn live_events_match_replay_on_real_transcripts() {
+    let Some(corpus) = common::corpus() else {
+        return;
+    };
+    let cases = [
+        (
+            "claude/marot__spotter/258c7280-ae70-4798-800f-63464d01a85d.jsonl",
+            "claude",
+            "proj/258c7280-ae70-4798-800f-63464d01a85d.jsonl",
+        ),
+        (
+            "codex/madshn__localpush/rollout-2026-02-23T12-47-42-019c8a53-a0dd-7130-bcd7-95445d84846a.jsonl",
+            "codex",
+            "2026/02/23/rollout-2026-02-23T12-47-42-019c8a53-a0dd-7130-bcd7-95445d84846a.jsonl",
+        ),
+    ];
+    // Corpus records are months old: widen the catch-up window so they count as live,
+    // and make quiet completions impossible within the test.
+    let mut d = Daemon::tree().start(&["--catch-up", "1000000h", "--settle", "1h", "--no-desktop"]);
+    let mut want = BTreeSet::new();
+    for (rel, root, dest) in cases {
+        let src = corpus.join(rel);
+        let bytes = std::fs::read(&src).unwrap();
+        let dest = d.dir.path().join(root).join(dest);
+        std::fs::create_dir_all(dest.parent().unwrap()).unwrap();
+        let mut f = std::fs::File::create(&dest).unwrap();
+        // Odd-sized chunks: lines (and UTF-8 sequences) are split across writes.
+        for chunk in bytes.chunks(65_521) {
+            f.write_all(chunk).unwrap();
+            f.flush().unwrap();
+            std::thread::sleep(std::time::Duration::from_millis(2));
+        }
+        let mut events = replay(&src);
+        for e in &mut events {
+            e["path"] = serde_json::Value::Null;
+        }
+        want.extend(decided(&events));
+    }
+    let n = want.len();
+    d.wait_count("the replayed events", n, |e| {
+        e["provider"].is_string() && e["evidence"] != "quiet"
+    });
+    let got = decided(&d.events());
+    assert_eq!(got, want, "live and replay disagree");
+}
