@@ -118,9 +118,6 @@ pub struct RunArgs {
     /// Test and benchmark only: how often the whole tree is re-listed.
     #[arg(long, hide = true, value_name = "DUR", default_value = "30s", value_parser = parse_positive_duration)]
     pub debug_sweep_interval: u64,
-    /// Test only: how many events may wait for one socket client before it is dropped.
-    #[arg(long, hide = true, value_name = "N", default_value_t = crate::socket::CLIENT_QUEUE)]
-    pub debug_client_queue: usize,
 }
 
 fn parse_duration(s: &str) -> Result<u64, String> {
@@ -159,7 +156,6 @@ pub struct Settings {
     pub webhooks: Vec<WebhookConfig>,
     /// `None`: no socket (no runtime, state or home directory to put it in).
     pub socket: Option<PathBuf>,
-    pub client_queue: usize,
 }
 
 impl Settings {
@@ -211,7 +207,6 @@ impl Settings {
             on_event: config.on_event,
             webhooks: config.webhooks,
             socket: config.socket,
-            client_queue: args.debug_client_queue.max(1),
         })
     }
 }
@@ -298,7 +293,7 @@ pub async fn run(settings: Settings, shutdown: impl Future<Output = ()>) -> Resu
     let out = open_events(settings.events.as_ref())?;
     let sinks = build_sinks(&settings)?;
     let (views_tx, views_rx) = tokio::sync::watch::channel(crate::socket::Views::default());
-    let hub = crate::socket::Hub::new(views_rx.clone(), settings.client_queue);
+    let hub = crate::socket::Hub::new(views_rx.clone(), crate::socket::CLIENT_QUEUE);
     let server = match &settings.socket {
         Some(path) => Some(crate::socket::Server::start(path, Arc::clone(&hub))?),
         None => {
