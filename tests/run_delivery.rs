@@ -175,3 +175,44 @@ fn webhooks_receive_the_post_for_a_completion() {
     // turn_started is not a hand-back: nothing more was posted.
     assert!(json_rx.try_recv().is_err());
 }
+
+#[test]
+fn systemd_hears_ready_status_and_stopping() {
+    let d = Daemon::tree();
+    let path = d.dir.path().join("notify.sock");
+    let sock = std::os::unix::net::UnixDatagram::bind(&path).unwrap();
+    sock.set_read_timeout(Some(DEADLINE)).unwrap();
+    let mut d = d.env("NOTIFY_SOCKET", path.to_str().unwrap()).start(&[]);
+    let mut next = || {
+        let mut buf = [0u8; 4096];
+        let n = sock.recv(&mut buf).expect("a notification from baton");
+        String::from_utf8_lossy(&buf[..n]).into_owned()
+    };
+    let first = next();
+    assert!(first.contains("READY=1\n"), "{first:?}");
+    assert!(first.contains("STATUS=no sessions\n"), "{first:?}");
+
+    let c = Claude::new();
+    let (bytes, turn) = c.turn("hi", "done");
+    append(&c.path_in(&d.claude()), bytes.as_bytes());
+    d.wait_for("turn_completed", common::is("turn_completed", turn));
+    let start = Instant::now();
+    loop {
+        let msg = next();
+        if msg == "STATUS=1 waiting for you\n" {
+            break;
+        }
+        assert!(start.elapsed() < DEADLINE, "last status {msg:?}");
+    }
+    let pid = d.pid();
+    std::process::Command::new("kill")
+        .arg(pid.to_string())
+        .status()
+        .unwrap();
+    loop {
+        let msg = next();
+        if msg.contains("STOPPING=1") {
+            break;
+        }
+    }
+}

@@ -85,3 +85,41 @@ pub async fn run(ready: oneshot::Receiver<()>, mut views: watch::Receiver<Views>
 pub fn stopping() {
     notify(&[NotifyState::Stopping]);
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::{ProviderKind, SessionKey};
+    use crate::reduce::SessionView;
+    use std::sync::Arc;
+
+    fn view(state: SessionState, agent: Option<&str>) -> SessionView {
+        SessionView {
+            key: SessionKey {
+                provider: ProviderKind::Claude,
+                session: "s".to_owned(),
+                agent: agent.map(str::to_owned),
+            },
+            path: "/p".into(),
+            state,
+            turn: None,
+            line: 1,
+            record_ts: None,
+            message: None,
+            evidence: None,
+        }
+    }
+
+    #[test]
+    fn status_counts_main_sessions_by_state() {
+        assert_eq!(status_line(&Views::default()), "no sessions");
+        let v = Arc::new(vec![
+            view(SessionState::Working, None),
+            view(SessionState::Working, None),
+            view(SessionState::Working, Some("sub")),
+            view(SessionState::Completed, None),
+            view(SessionState::Failed, None),
+        ]);
+        assert_eq!(status_line(&v), "2 working, 1 waiting for you, 1 failed");
+    }
+}
