@@ -183,7 +183,7 @@ fn systemd_hears_ready_status_and_stopping() {
     let sock = std::os::unix::net::UnixDatagram::bind(&path).unwrap();
     sock.set_read_timeout(Some(DEADLINE)).unwrap();
     let mut d = d.env("NOTIFY_SOCKET", path.to_str().unwrap()).start(&[]);
-    let mut next = || {
+    let next = || {
         let mut buf = [0u8; 4096];
         let n = sock.recv(&mut buf).expect("a notification from baton");
         String::from_utf8_lossy(&buf[..n]).into_owned()
