@@ -15,7 +15,14 @@ const AFTER: &str = "Examples:
   baton replay ~/.claude/projects    every turn event in history, in file order
   baton replay --settle 10s FILE     replay one transcript with a 10 s quiet period
 
-Logging goes to stderr; set BATON_LOG (e.g. BATON_LOG=debug) to change the filter.";
+  baton status                       what the running daemon knows, now
+  baton tail --since 10m             recent events, then live ones
+
+Logging goes to stderr (to journald under systemd); set BATON_LOG (e.g.
+BATON_LOG=debug) to change the filter.
+
+Exit codes: 0 ok, 1 check found problems, 2 usage or config error, 3 cannot read a
+path or the daemon is not running, 4 cannot write output.";
 
 #[derive(Debug, Parser)]
 #[command(name = "baton", version, about = ABOUT, long_about = ABOUT, after_help = AFTER)]
@@ -43,6 +50,18 @@ pub enum Command {
     /// Audit transcripts for damage: malformed, partial or oversized lines, duplicate
     /// uuids, broken parent chains, dangling tool calls. Exits 1 when it finds problems.
     Check(crate::check::CheckArgs),
+    /// Print every session the running daemon knows: agent, project, state, turn,
+    /// since when, last message.
+    Status(StatusArgs),
+    /// Follow the running daemon's events live: one line each, or JSON Lines with
+    /// --json. --since replays recent events first.
+    Tail(TailArgs),
+    /// Print the effective configuration (config file plus defaults) as commented TOML.
+    Config {
+        /// Read FILE instead of $XDG_CONFIG_HOME/baton/config.toml.
+        #[arg(long, value_name = "FILE")]
+        config: Option<PathBuf>,
+    },
     /// Print the systemd user unit.
     ///
     /// Install it with:
@@ -97,6 +116,24 @@ pub struct ScanArgs {
     /// Transcript files or directories (default: the Claude Code and Codex roots).
     #[arg(value_name = "PATH")]
     pub paths: Vec<PathBuf>,
+}
+
+#[derive(Debug, Args)]
+pub struct StatusArgs {
+    /// One JSON object per session instead of a table.
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct TailArgs {
+    /// Print events as JSON Lines (the `baton run` stream format).
+    #[arg(long)]
+    pub json: bool,
+    /// First replay the events of this last while (e.g. 10m) that the daemon still
+    /// holds (its last 1024 events).
+    #[arg(long, value_name = "DUR", value_parser = parse_duration)]
+    pub since: Option<u64>,
 }
 
 fn parse_duration(s: &str) -> Result<u64, String> {

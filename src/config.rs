@@ -1,9 +1,25 @@
 //! Resolved settings. The environment is read here and nowhere downstream.
+//!
+//! The config file (TOML, `$XDG_CONFIG_HOME/baton/config.toml` or `--config FILE`) is
+//! parsed into a [`RawConfig`] that rejects unknown keys, then validated into a
+//! [`Config`] with every default filled in. Flags override it (see `daemon::Settings`).
 
-use crate::model::ProviderKind;
+use crate::clock::parse_duration_ms;
+use crate::daemon::WatcherMode;
+use crate::error::Error;
+use crate::model::{EventKind, ProviderKind};
+use crate::sink::desktop::DesktopConfig;
+use crate::sink::exec::ExecConfig;
+use crate::sink::parse_event_kind;
+use crate::sink::webhook::{Endpoint, Format, WebhookConfig};
+use crate::tail::DEFAULT_MAX_LINE_BYTES;
 use crate::watch::Root;
+use serde::Deserialize;
+use std::collections::BTreeMap;
 use std::env;
-use std::path::PathBuf;
+use std::fmt::Write as _;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
 
 fn home() -> Option<PathBuf> {
     env::var_os("HOME")
@@ -34,4 +50,533 @@ pub fn default_roots() -> Vec<Root> {
         });
     }
     roots
+}
+
+/// `$XDG_CONFIG_HOME/baton/config.toml` or `~/.config/baton/config.toml`.
+pub fn default_config_path() -> Option<PathBuf> {
+    env_dir("XDG_CONFIG_HOME")
+        .or_else(|| home().map(|h| h.join(".config")))
+        .map(|d| d.join("baton").join("config.toml"))
+}
+
+/// `$XDG_STATE_HOME/baton` or `~/.local/state/baton`.
+pub fn default_state_dir() -> Option<PathBuf> {
+    env_dir("XDG_STATE_HOME")
+        .or_else(|| home().map(|h| h.join(".local").join("state")))
+        .map(|d| d.join("baton"))
+}
+
+/// `$XDG_RUNTIME_DIR/baton/baton.sock`, falling back to the state directory.
+pub fn socket_path() -> Option<PathBuf> {
+    env_dir("XDG_RUNTIME_DIR")
+        .map(|d| d.join("baton"))
+        .or_else(default_state_dir)
+        .map(|d| d.join("baton.sock"))
+}
+
+/// The file as written: every key optional, unknown keys rejected.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawConfig {
+    pub default_roots: Option<bool>,
+    pub watch: Option<Vec<String>>,
+    pub events: Option<String>,
+    pub watcher: Option<String>,
+    pub poll_interval: Option<String>,
+    pub settle: Option<String>,
+    pub catch_up: Option<String>,
+    pub max_line_bytes: Option<usize>,
+    pub desktop: Option<RawDesktop>,
+    pub on_event: Option<RawExec>,
+    pub webhook: Option<Vec<RawWebhook>>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawDesktop {
+    pub enabled: Option<bool>,
+    pub events: Option<Vec<String>>,
+    pub cooldown: Option<String>,
+}
+
+/// `on_event = ["program", "arg"]`, or a table with `command` and limits.
+#[derive(Debug, Default)]
+pub struct RawExec {
+    pub command: Vec<String>,
+    pub timeout: Option<String>,
+    pub concurrency: Option<usize>,
+    pub events: Option<Vec<String>>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawExecTable {
+    command: Vec<String>,
+    timeout: Option<String>,
+    concurrency: Option<usize>,
+    events: Option<Vec<String>>,
+}
+
+impl<'de> Deserialize<'de> for RawExec {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        // Hand-written rather than `untagged`, whose error would not name a bad key.
+        struct V;
+        impl<'de> serde::de::Visitor<'de> for V {
+            type Value = RawExec;
+            fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+                f.write_str("an argv array [\"program\", \"arg\", …] or a table with `command`")
+            }
+            fn visit_seq<A: serde::de::SeqAccess<'de>>(self, seq: A) -> Result<RawExec, A::Error> {
+                let command =
+                    Vec::<String>::deserialize(serde::de::value::SeqAccessDeserializer::new(seq))?;
+                Ok(RawExec {
+                    command,
+                    ..RawExec::default()
+                })
+            }
+            fn visit_map<A: serde::de::MapAccess<'de>>(self, map: A) -> Result<RawExec, A::Error> {
+                let t =
+                    RawExecTable::deserialize(serde::de::value::MapAccessDeserializer::new(map))?;
+                Ok(RawExec {
+                    command: t.command,
+                    timeout: t.timeout,
+                    concurrency: t.concurrency,
+                    events: t.events,
+                })
+            }
+        }
+        d.deserialize_any(V)
+    }
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawWebhook {
+    pub url: String,
+    pub format: Option<String>,
+    pub headers: Option<BTreeMap<String, String>>,
+    pub events: Option<Vec<String>>,
+}
+
+/// Desktop notification settings.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Desktop {
+    pub enabled: bool,
+    pub sink: DesktopConfig,
+}
+
+/// The validated configuration, defaults filled in.
+#[derive(Debug, Clone)]
+pub struct Config {
+    /// The file it came from, if any.
+    pub source: Option<PathBuf>,
+    pub default_roots: bool,
+    /// Extra roots (`watch`).
+    pub watch: Vec<Root>,
+    /// `None`: stdout.
+    pub events: Option<PathBuf>,
+    pub watcher: WatcherMode,
+    pub poll_interval_ms: u64,
+    pub settle_ms: u64,
+    pub catch_up_ms: u64,
+    pub max_line_bytes: usize,
+    pub desktop: Desktop,
+    pub on_event: Option<ExecConfig>,
+    /// One sink per `[[webhook]]` (each with its own filter).
+    pub webhooks: Vec<WebhookConfig>,
+    /// Where the daemon listens (not configurable: clients must find it).
+    pub socket: Option<PathBuf>,
+}
+
+impl Default for Config {
+    fn default() -> Self {
+        Config {
+            source: None,
+            default_roots: true,
+            watch: Vec::new(),
+            events: None,
+            watcher: WatcherMode::Auto,
+            poll_interval_ms: 2_000,
+            settle_ms: crate::reduce::DEFAULT_SETTLE_MS,
+            catch_up_ms: 10 * 60_000,
+            max_line_bytes: DEFAULT_MAX_LINE_BYTES,
+            desktop: Desktop {
+                enabled: true,
+                sink: DesktopConfig::default(),
+            },
+            on_event: None,
+            webhooks: Vec::new(),
+            socket: socket_path(),
+        }
+    }
+}
+
+/// A `~/` at the start means the home directory.
+fn expand(s: &str) -> PathBuf {
+    match (s.strip_prefix("~/"), home()) {
+        (Some(rest), Some(h)) => h.join(rest),
+        _ => PathBuf::from(s),
+    }
+}
+
+/// Parses `PROVIDER=DIR` (a `--watch` value or a `watch` entry).
+pub fn parse_watch(s: &str) -> Result<Root, String> {
+    let (provider, dir) = s
+        .split_once('=')
+        .ok_or_else(|| format!("`{s}` is not PROVIDER=DIR (e.g. claude=~/.claude/projects)"))?;
+    let provider = match provider {
+        "auto" => None,
+        p => Some(ProviderKind::parse(p).ok_or_else(|| {
+            format!("unknown provider `{p}` (claude, codex, norma, sgme or auto)")
+        })?),
+    };
+    if dir.is_empty() {
+        return Err(format!("`{s}` names no directory"));
+    }
+    let path = std::path::absolute(expand(dir)).map_err(|e| format!("`{dir}`: {e}"))?;
+    Ok(Root { path, provider })
+}
+
+fn parse_watcher(s: &str) -> Result<WatcherMode, String> {
+    match s {
+        "auto" => Ok(WatcherMode::Auto),
+        "native" => Ok(WatcherMode::Native),
+        "poll" => Ok(WatcherMode::Poll),
+        _ => Err(format!("unknown watcher `{s}` (auto, native or poll)")),
+    }
+}
+
+fn parse_kinds(list: &[String]) -> Result<Vec<EventKind>, String> {
+    list.iter()
+        .map(|s| {
+            parse_event_kind(s).ok_or_else(|| {
+                let all: Vec<&str> = crate::sink::EVENT_KINDS
+                    .iter()
+                    .map(|k| k.as_str())
+                    .collect();
+                format!("unknown event `{s}` (one of {})", all.join(", "))
+            })
+        })
+        .collect()
+}
+
+impl Config {
+    /// Loads `explicit`, or the default file if it exists, or nothing. An explicit file
+    /// must exist.
+    pub fn load(explicit: Option<&Path>) -> Result<Config, Error> {
+        let path = match explicit {
+            Some(p) => Some(p.to_path_buf()),
+            None => default_config_path().filter(|p| p.exists()),
+        };
+        let Some(path) = path else {
+            return Ok(Config::default());
+        };
+        let text = std::fs::read_to_string(&path).map_err(|e| {
+            Error::Usage(format!(
+                "cannot read the config file {}: {e}",
+                path.display()
+            ))
+        })?;
+        Config::parse(&text, &path)
+    }
+
+    /// Parses and validates `text`; errors name `file` and the key.
+    pub fn parse(text: &str, file: &Path) -> Result<Config, Error> {
+        let raw: RawConfig = toml::from_str(text)
+            .map_err(|e| Error::Usage(format!("config file {}: {e}", file.display())))?;
+        Config::from_raw(raw)
+            .map_err(|(key, msg)| {
+                Error::Usage(format!("config file {}: `{key}`: {msg}", file.display()))
+            })
+            .map(|mut c| {
+                c.source = Some(file.to_path_buf());
+                c
+            })
+    }
+
+    fn from_raw(raw: RawConfig) -> Result<Config, (String, String)> {
+        let mut c = Config::default();
+        let dur = |key: &str,
+                   v: &Option<String>,
+                   positive: bool|
+         -> Result<Option<u64>, (String, String)> {
+            let Some(s) = v else { return Ok(None) };
+            let ms = parse_duration_ms(s).map_err(|e| (key.to_owned(), e))?;
+            if positive && ms == 0 {
+                return Err((key.to_owned(), format!("`{s}` must be longer than zero")));
+            }
+            Ok(Some(ms))
+        };
+        if let Some(b) = raw.default_roots {
+            c.default_roots = b;
+        }
+        for w in raw.watch.unwrap_or_default() {
+            let r = parse_watch(&w).map_err(|e| ("watch".to_owned(), e))?;
+            if !c.watch.contains(&r) {
+                c.watch.push(r);
+            }
+        }
+        if let Some(e) = raw.events {
+            c.events = (e != "-").then(|| expand(&e));
+        }
+        if let Some(w) = raw.watcher {
+            c.watcher = parse_watcher(&w).map_err(|e| ("watcher".to_owned(), e))?;
+        }
+        if let Some(ms) = dur("poll_interval", &raw.poll_interval, true)? {
+            c.poll_interval_ms = ms;
+        }
+        if let Some(ms) = dur("settle", &raw.settle, false)? {
+            c.settle_ms = ms;
+        }
+        if let Some(ms) = dur("catch_up", &raw.catch_up, false)? {
+            c.catch_up_ms = ms;
+        }
+        if let Some(n) = raw.max_line_bytes {
+            if n == 0 {
+                return Err(("max_line_bytes".to_owned(), "must be positive".to_owned()));
+            }
+            c.max_line_bytes = n;
+        }
+        if let Some(d) = raw.desktop {
+            if let Some(b) = d.enabled {
+                c.desktop.enabled = b;
+            }
+            if let Some(ev) = d.events {
+                c.desktop.sink.kinds =
+                    parse_kinds(&ev).map_err(|e| ("desktop.events".to_owned(), e))?;
+            }
+            if let Some(ms) = dur("desktop.cooldown", &d.cooldown, false)? {
+                c.desktop.sink.cooldown = Duration::from_millis(ms);
+            }
+        }
+        if let Some(x) = raw.on_event {
+            if x.command.first().is_none_or(|p| p.is_empty()) {
+                return Err((
+                    "on_event".to_owned(),
+                    "the command is empty (expected [\"program\", \"arg\", …])".to_owned(),
+                ));
+            }
+            let mut e = ExecConfig::new(x.command);
+            if let Some(ms) = dur("on_event.timeout", &x.timeout, true)? {
+                e.timeout = Duration::from_millis(ms);
+            }
+            if let Some(n) = x.concurrency {
+                if n == 0 {
+                    return Err((
+                        "on_event.concurrency".to_owned(),
+                        "must be at least 1".to_owned(),
+                    ));
+                }
+                e.max_concurrent = n;
+            }
+            if let Some(ev) = x.events {
+                e.filter.kinds = parse_kinds(&ev).map_err(|e| ("on_event.events".to_owned(), e))?;
+            }
+            c.on_event = Some(e);
+        }
+        for (i, w) in raw.webhook.unwrap_or_default().into_iter().enumerate() {
+            let key = |k: &str| format!("webhook[{i}].{k}");
+            let format = match w.format.as_deref() {
+                None => Format::Json,
+                Some(f) => Format::parse(f).ok_or_else(|| {
+                    (
+                        key("format"),
+                        format!("unknown format `{f}` (json or ntfy)"),
+                    )
+                })?,
+            };
+            if !(w.url.starts_with("http://") || w.url.starts_with("https://")) {
+                return Err((key("url"), format!("`{}` is not an http(s) URL", w.url)));
+            }
+            let mut ep = Endpoint::new(w.url, format);
+            ep.headers = w.headers.unwrap_or_default().into_iter().collect();
+            let mut cfg = WebhookConfig::new(vec![ep]);
+            if let Some(ev) = w.events {
+                cfg.filter.kinds = parse_kinds(&ev).map_err(|e| (key("events"), e))?;
+            }
+            c.webhooks.push(cfg);
+        }
+        Ok(c)
+    }
+
+    /// The effective configuration as TOML, with a comment on every key.
+    pub fn to_toml(&self) -> String {
+        let q = |s: &str| toml::Value::String(s.to_owned()).to_string();
+        let list = |v: &[String]| {
+            let items: Vec<String> = v.iter().map(|s| q(s)).collect();
+            format!("[{}]", items.join(", "))
+        };
+        let kinds = |k: &[EventKind]| {
+            let v: Vec<String> = k.iter().map(|k| k.as_str().to_owned()).collect();
+            list(&v)
+        };
+        let mut o = String::new();
+        let src = match &self.source {
+            Some(p) => format!("# Effective baton configuration (from {}).\n", p.display()),
+            None => {
+                "# Effective baton configuration (built-in defaults; no config file).\n".to_owned()
+            }
+        };
+        o.push_str(&src);
+        o.push_str("# Command-line flags of `baton run` override these values.\n\n");
+        let _ = writeln!(
+            o,
+            "# Watch ~/.claude/projects and ~/.codex/sessions (or $CLAUDE_CONFIG_DIR/projects,\n\
+             # $CODEX_HOME/sessions).\ndefault_roots = {}",
+            self.default_roots
+        );
+        let watch: Vec<String> = self
+            .watch
+            .iter()
+            .map(|r| {
+                let p = r.provider.map_or("auto", ProviderKind::as_str);
+                format!("{p}={}", r.path.display())
+            })
+            .collect();
+        let _ = writeln!(
+            o,
+            "# More transcript directories, as \"PROVIDER=DIR\" (claude, codex, norma, sgme, auto).\n\
+             watch = {}",
+            list(&watch)
+        );
+        let events = self
+            .events
+            .as_ref()
+            .map_or("-".to_owned(), |p| p.display().to_string());
+        let _ = writeln!(
+            o,
+            "# Where the JSON Lines event stream goes: a file to append to, or \"-\" for stdout.\n\
+             events = {}",
+            q(&events)
+        );
+        let watcher = match self.watcher {
+            WatcherMode::Auto => "auto",
+            WatcherMode::Native => "native",
+            WatcherMode::Poll => "poll",
+        };
+        let _ = writeln!(
+            o,
+            "# How changes are noticed: auto, native (inotify + polling) or poll (network mounts).\n\
+             watcher = {}",
+            q(watcher)
+        );
+        let _ = writeln!(
+            o,
+            "# How often recently active files are stat'ed, whatever the watcher says.\n\
+             poll_interval = {}",
+            q(&fmt_duration(self.poll_interval_ms))
+        );
+        let _ = writeln!(
+            o,
+            "# Quiet period after which a final answer with no end marker counts as complete.\n\
+             settle = {}",
+            q(&fmt_duration(self.settle_ms))
+        );
+        let _ = writeln!(
+            o,
+            "# Turns older than this are history: they update state but notify nobody.\n\
+             catch_up = {}",
+            q(&fmt_duration(self.catch_up_ms))
+        );
+        let _ = writeln!(
+            o,
+            "# Longest transcript line parsed, in bytes; longer ones are skipped as anomalies.\n\
+             max_line_bytes = {}\n",
+            self.max_line_bytes
+        );
+        let d = &self.desktop;
+        let _ = writeln!(
+            o,
+            "# Desktop notifications over D-Bus (main conversations only; --no-desktop turns them off).\n\
+             [desktop]\n\
+             enabled = {}\n\
+             # Which events notify (only turn_completed, turn_failed and needs_input can).\n\
+             events = {}\n\
+             # Shortest time between two notifications of one session.\n\
+             cooldown = {}\n",
+            d.enabled,
+            kinds(&d.sink.kinds),
+            q(&fmt_duration(ms_of(d.sink.cooldown)))
+        );
+        match &self.on_event {
+            Some(e) => {
+                let _ = writeln!(
+                    o,
+                    "# Exec hook: run this program (no shell) with each matching event's JSON on stdin.\n\
+                     [on_event]\n\
+                     command = {}\n\
+                     # A run taking longer is killed.\n\
+                     timeout = {}\n\
+                     # Runs at once.\n\
+                     concurrency = {}\n\
+                     # Which events run it (main conversations only).\n\
+                     events = {}\n",
+                    list(&e.command),
+                    q(&fmt_duration(ms_of(e.timeout))),
+                    e.max_concurrent,
+                    kinds(&e.filter.kinds)
+                );
+            }
+            None => o.push_str(
+                "# Exec hook (off): on_event = [\"program\", \"arg\"] runs the program with each\n\
+                 # event's JSON on stdin; or an [on_event] table with command, timeout, concurrency,\n\
+                 # events.\n\n",
+            ),
+        }
+        if self.webhooks.is_empty() {
+            o.push_str(
+                "# Webhooks (none): [[webhook]] with url, format (\"json\" or \"ntfy\"), headers,\n\
+                 # events.\n",
+            );
+        }
+        for w in &self.webhooks {
+            for ep in &w.endpoints {
+                let format = match ep.format {
+                    Format::Json => "json",
+                    Format::Ntfy => "ntfy",
+                };
+                let headers: Vec<String> = ep
+                    .headers
+                    .iter()
+                    .map(|(k, v)| format!("{} = {}", q(k), q(v)))
+                    .collect();
+                let _ = writeln!(
+                    o,
+                    "# POST each matching event here (retried with backoff; never blocks).\n\
+                     [[webhook]]\n\
+                     url = {}\n\
+                     # \"json\": the event's JSON line; \"ntfy\": plain-text message, Title header.\n\
+                     format = {}\n\
+                     # Extra request headers, e.g. Authorization.\n\
+                     headers = {{ {} }}\n\
+                     # Which events are posted (main conversations only).\n\
+                     events = {}\n",
+                    q(&ep.url),
+                    q(format),
+                    headers.join(", "),
+                    kinds(&w.filter.kinds)
+                );
+            }
+        }
+        o
+    }
+}
+
+fn ms_of(d: Duration) -> u64 {
+    u64::try_from(d.as_millis()).unwrap_or(u64::MAX)
+}
+
+/// The shortest exact spelling: `90s`, `10m`, `1h`, `250ms`.
+pub fn fmt_duration(ms: u64) -> String {
+    if ms == 0 {
+        "0s".to_owned()
+    } else if ms.is_multiple_of(3_600_000) {
+        format!("{}h", ms / 3_600_000)
+    } else if ms.is_multiple_of(60_000) {
+        format!("{}m", ms / 60_000)
+    } else if ms.is_multiple_of(1000) {
+        format!("{}s", ms / 1000)
+    } else {
+        format!("{ms}ms")
+    }
 }

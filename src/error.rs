@@ -16,6 +16,16 @@ pub enum Error {
     Output(#[source] std::io::Error),
     #[error("{0}")]
     Usage(String),
+    /// `status` or `tail` found no daemon to talk to.
+    #[error(
+        "baton is not running (no daemon answers on {socket}: {source}); start it with \
+         `baton run` or `systemctl --user start baton`"
+    )]
+    NotRunning {
+        socket: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
     /// `check` found problems (already printed).
     #[error("problems found")]
     ProblemsFound,
@@ -27,7 +37,7 @@ impl Error {
         match self {
             Error::ProblemsFound => 1,
             Error::Usage(_) => 2,
-            Error::Missing(_) | Error::Read { .. } => 3,
+            Error::Missing(_) | Error::Read { .. } | Error::NotRunning { .. } => 3,
             Error::Output(_) => 4,
         }
     }

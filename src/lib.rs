@@ -12,18 +12,21 @@
 
 pub mod check;
 pub mod cli;
+pub mod client;
 pub mod clock;
 pub mod completions;
 pub mod config;
 pub mod daemon;
 pub mod error;
 pub mod feed;
+pub mod logging;
 pub mod model;
 pub mod provider;
 pub mod reduce;
 pub mod replay;
 pub mod scan_view;
 pub mod sink;
+pub mod socket;
 pub mod tail;
 pub mod text;
 pub mod unit;

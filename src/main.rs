@@ -11,7 +11,10 @@ use std::process::ExitCode;
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
-    init_logging();
+    baton::logging::init(match cli.command {
+        Command::Run(_) => "info",
+        _ => "warn",
+    });
     match run(cli) {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
@@ -26,16 +29,6 @@ fn main() -> ExitCode {
             ExitCode::from(e.exit_code())
         }
     }
-}
-
-fn init_logging() {
-    let filter = tracing_subscriber::EnvFilter::try_from_env("BATON_LOG")
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn"));
-    tracing_subscriber::fmt()
-        .with_env_filter(filter)
-        .with_writer(io::stderr)
-        .with_ansi(io::IsTerminal::is_terminal(&io::stderr()))
-        .init();
 }
 
 fn options(p: &PipelineArgs) -> Options {
@@ -63,6 +56,23 @@ fn run(cli: Cli) -> Result<(), Error> {
                 return Err(Error::ProblemsFound);
             }
             Ok(())
+        }
+        Command::Status(args) => {
+            let socket = config::socket_path();
+            baton::client::status(socket.as_deref(), args.json, &mut io::stdout().lock())
+        }
+        Command::Tail(args) => {
+            let socket = config::socket_path();
+            baton::client::tail(
+                socket.as_deref(),
+                args.json,
+                args.since,
+                &mut io::stdout().lock(),
+            )
+        }
+        Command::Config { config } => {
+            let cfg = config::Config::load(config.as_deref())?;
+            write!(io::stdout().lock(), "{}", cfg.to_toml()).map_err(Error::Output)
         }
         Command::Unit => baton::unit::write(&mut io::stdout().lock()).map_err(Error::Output),
         Command::Completions { shell } => {

@@ -354,14 +354,17 @@ fn bad_input_under_load_does_not_hide_the_next_completion() {
 }
 
 #[test]
-fn config_file_is_refused_with_a_clear_message() {
+fn missing_config_file_is_a_clear_usage_error() {
     let out = std::process::Command::new(env!("CARGO_BIN_EXE_baton"))
         .args(["run", "--config", "/nonexistent/baton.toml"])
         .output()
         .unwrap();
     assert_eq!(out.status.code(), Some(2));
     let err = String::from_utf8_lossy(&out.stderr);
-    assert!(err.contains("config files are not supported yet"), "{err}");
+    assert!(
+        err.contains("cannot read the config file /nonexistent/baton.toml"),
+        "{err}"
+    );
 }
 
 #[test]

@@ -165,6 +165,8 @@ pub struct Core {
     run_id: String,
     /// Set when a stop request arrived while history was being read.
     stop_requested: bool,
+    /// Where the sessions' current state goes after each batch of events (for `status`).
+    views: Option<tokio::sync::watch::Sender<crate::socket::Views>>,
 }
 
 fn mono_i(now: Now) -> i64 {
@@ -230,7 +232,14 @@ impl Core {
             counters: Counters::default(),
             run_id,
             stop_requested: false,
+            views: None,
         })
+    }
+
+    /// Publishes the sessions' state on `tx` whenever events go out.
+    pub fn with_views(mut self, tx: tokio::sync::watch::Sender<crate::socket::Views>) -> Self {
+        self.views = Some(tx);
+        self
     }
 
     /// Reads history, emits `daemon_ready`, then handles hints until told to stop.
@@ -347,6 +356,9 @@ impl Core {
             return;
         }
         let batch = std::mem::take(&mut self.out);
+        if let Some(tx) = &self.views {
+            tx.send_replace(std::sync::Arc::new(self.reducer.sessions()));
+        }
         let n = batch.len() as u64;
         match self.events.try_send(batch) {
             Ok(()) => {}

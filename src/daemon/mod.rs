@@ -18,17 +18,21 @@
 //! is just the select's timeout.
 
 mod core;
+mod service;
 mod sink;
 
 use crate::clock::parse_duration_ms;
+use crate::config::Config;
 use crate::error::Error;
-use crate::model::ProviderKind;
-use crate::tail::DEFAULT_MAX_LINE_BYTES;
+use crate::sink::desktop::DesktopConfig;
+use crate::sink::exec::ExecConfig;
+use crate::sink::webhook::WebhookConfig;
 use crate::watch::{self, Root, poll};
 use clap::{Args, ValueEnum};
 use std::future::Future;
 use std::io::{self, Write};
 use std::path::PathBuf;
+use std::sync::Arc;
 use std::time::Duration;
 
 const RUN_AFTER: &str = "How it works:
@@ -61,12 +65,13 @@ pub enum WatcherMode {
     Poll,
 }
 
-/// Arguments of `baton run`.
+/// Arguments of `baton run`. Options left unset take the config file's value, then the
+/// built-in default.
 #[derive(Debug, Args)]
 #[command(after_help = RUN_AFTER)]
 pub struct RunArgs {
-    /// Read settings from FILE. Not supported yet: config files arrive with the
-    /// delivery work; use flags for now.
+    /// Read settings from FILE instead of $XDG_CONFIG_HOME/baton/config.toml (or
+    /// ~/.config/baton/config.toml). Flags override it; `baton config` shows the result.
     #[arg(long, value_name = "FILE")]
     pub config: Option<PathBuf>,
     /// Watch DIR for PROVIDER's transcripts: claude, codex, norma, sgme, or auto (tell
@@ -78,29 +83,29 @@ pub struct RunArgs {
     /// ~/.claude/projects, and $CODEX_HOME/sessions or ~/.codex/sessions).
     #[arg(long)]
     pub no_default_roots: bool,
-    /// Where events go: a file to append to, or - for stdout.
-    #[arg(long, value_name = "FILE|-", default_value = "-")]
-    pub events: PathBuf,
-    /// How changes are noticed.
-    #[arg(long, value_enum, value_name = "MODE", default_value = "auto")]
-    pub watcher: WatcherMode,
-    /// How often live files are stat'ed, whatever the watcher says (e.g. 500ms, 2s).
-    #[arg(long, value_name = "DUR", default_value = "2s", value_parser = parse_positive_duration)]
-    pub poll_interval: u64,
+    /// Where events go: a file to append to, or - for stdout [default: -].
+    #[arg(long, value_name = "FILE|-")]
+    pub events: Option<PathBuf>,
+    /// How changes are noticed [default: auto].
+    #[arg(long, value_enum, value_name = "MODE")]
+    pub watcher: Option<WatcherMode>,
+    /// How often live files are stat'ed, whatever the watcher says (e.g. 500ms, 2s)
+    /// [default: 2s].
+    #[arg(long, value_name = "DUR", value_parser = parse_positive_duration)]
+    pub poll_interval: Option<u64>,
     /// Quiet period after which an unmarked final answer counts as complete. Explicit
-    /// end markers confirm at once; this is the last resort.
-    #[arg(long, value_name = "DUR", default_value = "90s", value_parser = parse_duration)]
-    pub settle: u64,
+    /// end markers confirm at once; this is the last resort [default: 90s].
+    #[arg(long, value_name = "DUR", value_parser = parse_duration)]
+    pub settle: Option<u64>,
     /// Turns whose record time is older than this are history: they update state but
-    /// emit nothing (so a late file full of old turns pages nobody).
-    #[arg(long, value_name = "DUR", default_value = "10m", value_parser = parse_duration)]
-    pub catch_up: u64,
+    /// emit nothing (so a late file full of old turns pages nobody) [default: 10m].
+    #[arg(long, value_name = "DUR", value_parser = parse_duration)]
+    pub catch_up: Option<u64>,
     /// Longest line parsed, in bytes. Longer lines are streamed past (memory stays
-    /// bounded) and reported as an `oversized_line` anomaly.
-    #[arg(long, value_name = "BYTES", default_value_t = DEFAULT_MAX_LINE_BYTES)]
-    pub max_line_bytes: usize,
-    /// Do not show desktop notifications (accepted now; notifications come with the
-    /// delivery work).
+    /// bounded) and reported as an `oversized_line` anomaly [default: 16777216].
+    #[arg(long, value_name = "BYTES")]
+    pub max_line_bytes: Option<usize>,
+    /// Do not show desktop notifications.
     #[arg(long)]
     pub no_desktop: bool,
     /// Test only: throw away every native watcher event, so that only polling can
@@ -127,23 +132,11 @@ fn parse_positive_duration(s: &str) -> Result<u64, String> {
 }
 
 fn parse_watch(s: &str) -> Result<Root, String> {
-    let (provider, dir) = s
-        .split_once('=')
-        .ok_or_else(|| format!("`{s}` is not PROVIDER=DIR (e.g. claude=~/.claude/projects)"))?;
-    let provider = match provider {
-        "auto" => None,
-        p => Some(ProviderKind::parse(p).ok_or_else(|| {
-            format!("unknown provider `{p}` (claude, codex, norma, sgme or auto)")
-        })?),
-    };
-    if dir.is_empty() {
-        return Err(format!("`{s}` names no directory"));
-    }
-    let path = std::path::absolute(dir).map_err(|e| format!("`{dir}`: {e}"))?;
-    Ok(Root { path, provider })
+    crate::config::parse_watch(s)
 }
 
-/// Everything the daemon needs, resolved once from the command line and environment.
+/// Everything the daemon needs, resolved once from the command line, the config file
+/// and the environment.
 #[derive(Debug, Clone)]
 pub struct Settings {
     pub roots: Vec<Root>,
@@ -157,45 +150,63 @@ pub struct Settings {
     pub max_line: usize,
     pub drop_native_events: bool,
     pub max_watches: Option<usize>,
+    /// `None`: no desktop notifications.
+    pub desktop: Option<DesktopConfig>,
+    pub on_event: Option<ExecConfig>,
+    pub webhooks: Vec<WebhookConfig>,
+    /// `None`: no socket (no runtime, state or home directory to put it in).
+    pub socket: Option<PathBuf>,
 }
 
 impl Settings {
+    /// Loads the config file (`--config`, or the default one if present) and applies
+    /// the flags over it.
     pub fn from_args(args: RunArgs) -> Result<Self, Error> {
-        if let Some(file) = &args.config {
-            return Err(Error::Usage(format!(
-                "--config {}: config files are not supported yet (they arrive with the \
-                 delivery work); use flags instead",
-                file.display()
-            )));
-        }
-        let mut roots = if args.no_default_roots {
+        let config = Config::load(args.config.as_deref())?;
+        Self::resolve(args, config)
+    }
+
+    /// Applies the flags over `config`.
+    pub fn resolve(args: RunArgs, config: Config) -> Result<Self, Error> {
+        let mut roots = if args.no_default_roots || !config.default_roots {
             Vec::new()
         } else {
             crate::config::default_roots()
         };
-        for r in args.watch {
+        for r in config.watch.into_iter().chain(args.watch) {
             if !roots.contains(&r) {
                 roots.push(r);
             }
         }
         if roots.is_empty() {
             return Err(Error::Usage(
-                "nothing to watch: --no-default-roots needs at least one --watch PROVIDER=DIR"
+                "nothing to watch: --no-default-roots (or default_roots = false) needs at \
+                 least one --watch PROVIDER=DIR"
                     .to_owned(),
             ));
         }
-        let events = (args.events.as_os_str() != "-").then_some(args.events);
+        let events = match args.events {
+            Some(p) => (p.as_os_str() != "-").then_some(p),
+            None => config.events,
+        };
+        let desktop = (config.desktop.enabled && !args.no_desktop).then_some(config.desktop.sink);
         Ok(Settings {
             roots,
             events,
-            watcher: args.watcher,
-            poll_interval: Duration::from_millis(args.poll_interval),
+            watcher: args.watcher.unwrap_or(config.watcher),
+            poll_interval: Duration::from_millis(
+                args.poll_interval.unwrap_or(config.poll_interval_ms),
+            ),
             sweep_interval: Duration::from_millis(args.debug_sweep_interval),
-            settle_ms: args.settle,
-            catch_up_ms: args.catch_up,
-            max_line: args.max_line_bytes,
+            settle_ms: args.settle.unwrap_or(config.settle_ms),
+            catch_up_ms: args.catch_up.unwrap_or(config.catch_up_ms),
+            max_line: args.max_line_bytes.unwrap_or(config.max_line_bytes),
             drop_native_events: args.debug_drop_native_events,
             max_watches: args.debug_max_watches,
+            desktop,
+            on_event: config.on_event,
+            webhooks: config.webhooks,
+            socket: config.socket,
         })
     }
 }
@@ -251,14 +262,50 @@ fn open_events(events: Option<&PathBuf>) -> Result<Box<dyn Write + Send>, Error>
     }
 }
 
+/// How long delivery sinks may take to finish their queues at shutdown.
+const SINK_GRACE: Duration = Duration::from_secs(3);
+
+fn build_sinks(settings: &Settings) -> Result<Vec<sink::Delivery>, Error> {
+    use crate::sink::{DesktopSink, ExecSink, WebhookSink};
+    let bad = |e: crate::sink::SinkError| Error::Usage(e.to_string());
+    let mut sinks = Vec::new();
+    if let Some(cfg) = &settings.desktop {
+        sinks.push(sink::Delivery::Desktop(
+            DesktopSink::new(cfg.clone()).map_err(bad)?,
+        ));
+    }
+    if let Some(cfg) = &settings.on_event {
+        sinks.push(sink::Delivery::Exec(
+            ExecSink::new(cfg.clone()).map_err(bad)?,
+        ));
+    }
+    for cfg in &settings.webhooks {
+        sinks.push(sink::Delivery::Webhook(
+            WebhookSink::new(cfg.clone()).map_err(bad)?,
+        ));
+    }
+    Ok(sinks)
+}
+
 /// Wires the tasks together and runs until `shutdown` resolves (or the event stream
 /// cannot be written).
 pub async fn run(settings: Settings, shutdown: impl Future<Output = ()>) -> Result<(), Error> {
     let out = open_events(settings.events.as_ref())?;
+    let sinks = build_sinks(&settings)?;
+    let (views_tx, views_rx) = tokio::sync::watch::channel(crate::socket::Views::default());
+    let hub = crate::socket::Hub::new(views_rx.clone(), crate::socket::CLIENT_QUEUE);
+    let server = match &settings.socket {
+        Some(path) => Some(crate::socket::Server::start(path, Arc::clone(&hub))?),
+        None => {
+            tracing::warn!("No runtime, state or home directory: no socket, so no status or tail.");
+            None
+        }
+    };
+    let (ready_tx, ready_rx) = tokio::sync::oneshot::channel();
     let (hint_tx, hint_rx) = watch::channel(watch::HINT_CAPACITY);
     let (event_tx, event_rx) = tokio::sync::mpsc::channel(sink::BATCH_CAPACITY);
     let (stop_tx, stop_rx) = crossbeam_channel::bounded::<()>(1);
-    let core = core::Core::new(&settings, hint_tx.clone(), hint_rx, event_tx)?;
+    let core = core::Core::new(&settings, hint_tx.clone(), hint_rx, event_tx)?.with_views(views_tx);
     let core = std::thread::Builder::new()
         .name("baton-core".to_owned())
         .spawn(move || core.run(&stop_rx))
@@ -268,11 +315,18 @@ pub async fn run(settings: Settings, shutdown: impl Future<Output = ()>) -> Resu
         settings.poll_interval,
         settings.sweep_interval,
     ));
-    let mut sink = tokio::spawn(sink::run(event_rx, out));
+    let notifier = tokio::spawn(service::run(ready_rx, views_rx));
+    let fan = sink::Fanout {
+        sinks,
+        hub: Some(hub),
+        ready: Some(ready_tx),
+    };
+    let mut sink = tokio::spawn(sink::run(event_rx, out, fan));
     tokio::pin!(shutdown);
     let sink_result = tokio::select! {
         () = &mut shutdown => {
             tracing::info!("Stopping.");
+            service::stopping();
             let _ = stop_tx.try_send(());
             (&mut sink).await
         }
@@ -282,14 +336,29 @@ pub async fn run(settings: Settings, shutdown: impl Future<Output = ()>) -> Resu
     // if it is still running.
     let _ = stop_tx.try_send(());
     ticker.abort();
+    notifier.abort();
     let core_result = tokio::task::spawn_blocking(move || core.join()).await;
     let sink_result =
         sink_result.map_err(|e| Error::Output(io::Error::other(format!("event sink: {e}"))))?;
+    // Close the socket and the delivery sinks off the runtime thread: they wait.
+    let closing = tokio::task::spawn_blocking(move || {
+        if let Some(s) = server {
+            s.stop();
+        }
+        let deadline = std::time::Instant::now() + SINK_GRACE;
+        sink_result.map(|fan| {
+            for s in fan.sinks {
+                s.close(deadline.saturating_duration_since(std::time::Instant::now()));
+            }
+        })
+    })
+    .await
+    .map_err(|e| Error::Output(io::Error::other(format!("closing sinks: {e}"))))?;
     match core_result {
         Ok(Ok(res)) => res?,
         Ok(Err(_)) | Err(_) => {
             return Err(Error::Output(io::Error::other("the core thread panicked")));
         }
     }
-    sink_result
+    closing
 }

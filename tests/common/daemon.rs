@@ -17,6 +17,8 @@ pub struct Daemon {
     pub events: PathBuf,
     pub log: PathBuf,
     child: Option<Child>,
+    /// Extra environment for the daemon (after the isolating defaults).
+    env: Vec<(String, String)>,
 }
 
 impl Daemon {
@@ -32,14 +34,52 @@ impl Daemon {
             events,
             log,
             child: None,
+            env: Vec::new(),
         }
+    }
+
+    /// Sets an environment variable for the daemon (e.g. a test D-Bus address).
+    pub fn env(mut self, key: &str, value: &str) -> Daemon {
+        self.env.push((key.to_owned(), value.to_owned()));
+        self
+    }
+
+    /// `$XDG_RUNTIME_DIR` of the daemon and its clients: the socket is `baton/baton.sock`
+    /// in it.
+    pub fn runtime_dir(&self) -> PathBuf {
+        self.dir.path().join("run")
+    }
+
+    /// `$XDG_CONFIG_HOME` of the daemon: write `baton/config.toml` in it before starting.
+    pub fn config_home(&self) -> PathBuf {
+        self.dir.path().join("config")
+    }
+
+    /// A `baton` command isolated like the daemon (same runtime, config and state
+    /// directories), e.g. for `status` and `tail`.
+    pub fn baton(&self) -> Command {
+        let mut c = Command::new(env!("CARGO_BIN_EXE_baton"));
+        c.env("XDG_RUNTIME_DIR", self.runtime_dir())
+            .env("XDG_CONFIG_HOME", self.config_home())
+            .env("XDG_STATE_HOME", self.dir.path().join("state"))
+            // Never a real desktop: tests that want one set their own bus.
+            .env(
+                "DBUS_SESSION_BUS_ADDRESS",
+                format!("unix:path={}", self.dir.path().join("no-bus").display()),
+            );
+        c
     }
 
     /// Starts the daemon with extra flags and waits for `daemon_ready`.
     pub fn start(mut self, extra: &[&str]) -> Daemon {
         let root = self.dir.path();
         let log = fs::File::create(&self.log).expect("log file");
-        let child = Command::new(env!("CARGO_BIN_EXE_baton"))
+        fs::create_dir_all(self.runtime_dir()).expect("mkdir run");
+        let mut cmd = self.baton();
+        for (k, v) in &self.env {
+            cmd.env(k, v);
+        }
+        let child = cmd
             .arg("run")
             .arg("--no-default-roots")
             .arg("--watch")

@@ -1,0 +1,204 @@
+//! The config file: errors that name the key and the file, flags over the file, and
+//! `baton config` output that reads back as the same configuration.
+
+#![allow(clippy::unwrap_used)]
+
+mod common;
+
+use common::{Claude, Daemon, append};
+use std::process::{Command, Output};
+
+fn baton(dir: &std::path::Path) -> Command {
+    let mut c = Command::new(env!("CARGO_BIN_EXE_baton"));
+    c.env("XDG_CONFIG_HOME", dir.join("config"))
+        .env("XDG_RUNTIME_DIR", dir.join("run"))
+        .env("HOME", dir);
+    c
+}
+
+fn write_config(dir: &std::path::Path, text: &str) -> std::path::PathBuf {
+    let path = dir.join("config").join("baton").join("config.toml");
+    std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+    std::fs::write(&path, text).unwrap();
+    path
+}
+
+fn stderr(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stderr).into_owned()
+}
+
+#[test]
+fn unknown_keys_are_errors_naming_the_key_and_the_file() {
+    let dir = tempfile::tempdir().unwrap();
+    let cases = [
+        ("setle = \"5s\"\n", "setle"),
+        ("[desktop]\nenable = false\n", "enable"),
+        (
+            "[[webhook]]\nurl = \"http://127.0.0.1:1/\"\nformats = \"ntfy\"\n",
+            "formats",
+        ),
+        (
+            "[on_event]\ncommand = [\"/bin/true\"]\nconcurency = 3\n",
+            "concurency",
+        ),
+    ];
+    for (text, key) in cases {
+        let path = write_config(dir.path(), text);
+        // The default file, read by both `config` and `run`.
+        for args in [&["config"][..], &["run", "--no-default-roots"][..]] {
+            let out = baton(dir.path()).args(args).output().unwrap();
+            assert_eq!(
+                out.status.code(),
+                Some(2),
+                "{args:?} {text}: {}",
+                stderr(&out)
+            );
+            let err = stderr(&out);
+            assert!(err.contains(&format!("`{key}`")), "{key} not named: {err}");
+            assert!(
+                err.contains(&path.display().to_string()),
+                "file not named: {err}"
+            );
+        }
+    }
+}
+
+#[test]
+fn bad_values_name_the_key_and_the_file() {
+    let dir = tempfile::tempdir().unwrap();
+    let cases = [
+        ("settle = \"5 fortnights\"\n", "settle"),
+        ("watcher = \"magic\"\n", "watcher"),
+        ("watch = [\"gemini=/tmp\"]\n", "watch"),
+        ("[desktop]\nevents = [\"turn_done\"]\n", "desktop.events"),
+        ("on_event = []\n", "on_event"),
+        (
+            "[[webhook]]\nurl = \"ftp://example.com\"\n",
+            "webhook[0].url",
+        ),
+        ("max_line_bytes = \"big\"\n", "max_line_bytes"),
+    ];
+    for (text, key) in cases {
+        let path = dir.path().join("my.toml");
+        std::fs::write(&path, text).unwrap();
+        let out = baton(dir.path())
+            .args(["config", "--config"])
+            .arg(&path)
+            .output()
+            .unwrap();
+        assert_eq!(out.status.code(), Some(2), "{text}");
+        let err = stderr(&out);
+        assert!(err.contains(key), "{key} not named: {err}");
+        assert!(err.contains("my.toml"), "file not named: {err}");
+    }
+}
+
+const FULL: &str = r#"
+default_roots = false
+watch = ["claude=/srv/a b/projects", "auto=/srv/other"]
+events = "/var/tmp/events.jsonl"
+watcher = "poll"
+poll_interval = "500ms"
+settle = "45s"
+catch_up = "1h"
+max_line_bytes = 1048576
+
+[desktop]
+enabled = false
+events = ["turn_failed"]
+cooldown = "1m"
+
+[on_event]
+command = ["/usr/bin/notify-me", "--quote=\"x\""]
+timeout = "3s"
+concurrency = 1
+events = ["turn_completed", "needs_input"]
+
+[[webhook]]
+url = "https://ntfy.sh/topic"
+format = "ntfy"
+
+[[webhook]]
+url = "http://127.0.0.1:9/hook"
+headers = { Authorization = "Bearer t", "X-Other" = "a\"b" }
+events = ["turn_failed", "anomaly"]
+"#;
+
+#[test]
+fn config_output_parses_back_to_the_same_config() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("full.toml");
+    std::fs::write(&path, FULL).unwrap();
+    let out = baton(dir.path())
+        .args(["config", "--config"])
+        .arg(&path)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", stderr(&out));
+    let printed = String::from_utf8(out.stdout).unwrap();
+    let table: toml::Table = toml::from_str(&printed).unwrap();
+    assert_eq!(table["settle"].as_str(), Some("45s"));
+    assert_eq!(table["poll_interval"].as_str(), Some("500ms"));
+    assert_eq!(table["watcher"].as_str(), Some("poll"));
+    assert_eq!(table["desktop"]["cooldown"].as_str(), Some("1m"));
+    assert_eq!(table["webhook"].as_array().unwrap().len(), 2);
+    assert_eq!(
+        table["webhook"][1]["headers"]["X-Other"].as_str(),
+        Some("a\"b")
+    );
+    assert!(printed.contains("\n# "), "no comments:\n{printed}");
+
+    // Fed back, it prints the same (apart from the header naming the file).
+    let again = dir.path().join("again.toml");
+    std::fs::write(&again, &printed).unwrap();
+    let out2 = baton(dir.path())
+        .args(["config", "--config"])
+        .arg(&again)
+        .output()
+        .unwrap();
+    assert!(out2.status.success(), "{}", stderr(&out2));
+    let body = |s: &str| s.lines().skip(1).collect::<Vec<_>>().join("\n");
+    assert_eq!(
+        body(&printed),
+        body(&String::from_utf8(out2.stdout).unwrap())
+    );
+
+    // With no file at all: the defaults, also valid TOML.
+    let out = baton(dir.path()).arg("config").output().unwrap();
+    assert!(out.status.success(), "{}", stderr(&out));
+    let t: toml::Table = toml::from_str(&String::from_utf8(out.stdout).unwrap()).unwrap();
+    assert_eq!(t["settle"].as_str(), Some("90s"));
+    assert_eq!(t["desktop"]["enabled"].as_bool(), Some(true));
+}
+
+#[test]
+fn flags_override_the_config_file() {
+    let d = Daemon::tree();
+    let from_config = d.dir.path().join("from-config.jsonl");
+    let cfg = d.config_home().join("baton").join("config.toml");
+    std::fs::create_dir_all(cfg.parent().unwrap()).unwrap();
+    // The harness passes --events (to d.events) and --no-default-roots with --watch.
+    std::fs::write(
+        &cfg,
+        format!(
+            "events = \"{}\"\ndefault_roots = true\nsettle = \"1h\"\n",
+            from_config.display()
+        ),
+    )
+    .unwrap();
+    // --settle 200ms beats settle = "1h": an unmarked answer completes by quiet.
+    let mut d = d.start(&["--settle", "200ms"]);
+    let c = Claude::new();
+    let (p, turn) = c.prompt("hi");
+    let answer = serde_json::json!({
+        "type": "assistant", "uuid": common::uuid(), "sessionId": c.session,
+        "timestamp": common::ts_now(),
+        "message": {"role": "assistant", "model": "m",
+                    "content": [{"type": "text", "text": "no end marker"}], "stop_reason": null}
+    });
+    append(&c.path_in(&d.claude()), format!("{p}{answer}\n").as_bytes());
+    let ev = d.wait_for("turn_completed", common::is("turn_completed", turn));
+    assert_eq!(ev["evidence"], "quiet");
+    d.stop();
+    assert!(!from_config.exists(), "--events did not override the file");
+}

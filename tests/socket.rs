@@ -1,0 +1,236 @@
+//! `baton status` and `baton tail` against a running daemon, over its Unix socket.
+
+#![allow(clippy::unwrap_used)]
+
+mod common;
+
+use common::{Claude, DEADLINE, Daemon, append};
+use serde_json::Value;
+use std::io::{BufRead, BufReader, Write};
+use std::os::unix::fs::PermissionsExt;
+use std::os::unix::net::UnixStream;
+use std::process::{Child, Stdio};
+use std::sync::mpsc;
+use std::time::{Duration, Instant};
+
+fn socket(d: &Daemon) -> std::path::PathBuf {
+    d.runtime_dir().join("baton").join("baton.sock")
+}
+
+/// A `baton tail` child whose stdout lines arrive on a channel.
+struct Tail {
+    child: Child,
+    lines: mpsc::Receiver<String>,
+}
+
+impl Tail {
+    fn start(d: &Daemon, args: &[&str]) -> Tail {
+        let mut child = d
+            .baton()
+            .arg("tail")
+            .args(args)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        let out = child.stdout.take().unwrap();
+        let (tx, lines) = mpsc::channel();
+        std::thread::spawn(move || {
+            for l in BufReader::new(out).lines() {
+                let Ok(l) = l else { break };
+                if tx.send(l).is_err() {
+                    break;
+                }
+            }
+        });
+        Tail { child, lines }
+    }
+
+    /// Waits for a line matching `pred`; panics at the deadline with what came.
+    fn wait_for(&self, what: &str, pred: impl Fn(&str) -> bool) -> String {
+        let start = Instant::now();
+        let mut seen = Vec::new();
+        while start.elapsed() < DEADLINE {
+            match self.lines.recv_timeout(Duration::from_millis(100)) {
+                Ok(l) if pred(&l) => return l,
+                Ok(l) => seen.push(l),
+                Err(mpsc::RecvTimeoutError::Timeout) => {}
+                Err(mpsc::RecvTimeoutError::Disconnected) => break,
+            }
+        }
+        panic!("tail never printed {what}; got:\n{}", seen.join("\n"));
+    }
+}
+
+impl Drop for Tail {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn json(l: &str) -> Value {
+    serde_json::from_str(l).unwrap_or(Value::Null)
+}
+
+#[test]
+fn status_shows_a_sessions_state_after_a_completion() {
+    let mut d = Daemon::tree().start(&[]);
+    let c = Claude::new();
+    let (p, turn) = c.prompt("hi");
+    append(
+        &c.path_in(&d.claude()),
+        (p + &c.answer("All done \u{1b}[31mred\u{1b}[0m <b>ok</b>")).as_bytes(),
+    );
+    d.wait_for("turn_completed", common::is("turn_completed", turn.clone()));
+
+    let out = d.baton().args(["status", "--json"]).output().unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let rows: Vec<Value> = String::from_utf8(out.stdout)
+        .unwrap()
+        .lines()
+        .map(json)
+        .collect();
+    let row = rows
+        .iter()
+        .find(|r| r["session"] == c.session.as_str())
+        .unwrap_or_else(|| panic!("session missing from {rows:?}"));
+    assert_eq!(row["state"], "completed");
+    assert_eq!(row["turn"], turn.as_str());
+    assert_eq!(row["provider"], "claude");
+    assert!(row["since"].is_string(), "{row}");
+    assert!(row["project"].is_string(), "{row}");
+
+    // The human table strips terminal escapes from the transcript's text.
+    let out = d.baton().arg("status").output().unwrap();
+    assert!(out.status.success());
+    let text = String::from_utf8(out.stdout).unwrap();
+    assert!(text.contains("completed"), "{text}");
+    assert!(text.contains("All done red <b>ok</b>"), "{text}");
+    assert!(!text.contains('\u{1b}'), "escape leaked: {text:?}");
+    d.stop();
+}
+
+#[test]
+fn socket_is_private_and_removed_at_exit() {
+    let d = Daemon::tree().start(&[]);
+    let sock = socket(&d);
+    let mode = std::fs::metadata(&sock).unwrap().permissions().mode() & 0o777;
+    assert_eq!(mode, 0o600, "socket mode {mode:o}");
+    let dir = std::fs::metadata(sock.parent().unwrap()).unwrap();
+    assert_eq!(dir.permissions().mode() & 0o777, 0o700);
+    d.stop();
+    assert!(!sock.exists(), "socket left behind");
+}
+
+#[test]
+fn stale_socket_is_replaced() {
+    let d = Daemon::tree();
+    let sock = socket(&d);
+    std::fs::create_dir_all(sock.parent().unwrap()).unwrap();
+    // A socket nobody listens on, as a crashed daemon leaves it.
+    drop(std::os::unix::net::UnixListener::bind(&sock).unwrap());
+    assert!(sock.exists());
+    let d = d.start(&[]);
+    let out = d.baton().args(["status", "--json"]).output().unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    d.stop();
+}
+
+#[test]
+fn two_tail_clients_get_live_events_and_the_recent_ones() {
+    let d = Daemon::tree().start(&[]);
+    // --since replays daemon_ready from the ring: once it is printed, the client is
+    // subscribed and everything after is live.
+    let a = Tail::start(&d, &["--json", "--since", "1m"]);
+    let b = Tail::start(&d, &["--since", "1m"]);
+    a.wait_for("daemon_ready", |l| json(l)["event"] == "daemon_ready");
+    b.wait_for("started", |l| l.contains("baton: started"));
+
+    let c = Claude::new();
+    let (bytes, turn) = c.turn("hi", "Here you go");
+    append(&c.path_in(&d.claude()), bytes.as_bytes());
+    let ev = a.wait_for("turn_completed", |l| {
+        let v = json(l);
+        v["event"] == "turn_completed" && v["turn"] == turn.as_str()
+    });
+    assert_eq!(json(&ev)["message"], "Here you go");
+    let line = b.wait_for("your turn", |l| l.contains("your turn"));
+    assert!(line.contains("Claude Code"), "{line}");
+    assert!(line.contains("Here you go"), "{line}");
+    d.stop();
+}
+
+#[test]
+fn a_slow_client_is_dropped_and_others_keep_receiving() {
+    let mut d = Daemon::tree().start(&[]);
+    // Connects, asks to tail, never reads.
+    let mut slow = UnixStream::connect(socket(&d)).unwrap();
+    writeln!(slow, "{{\"cmd\":\"tail\"}}").unwrap();
+    let good = Tail::start(&d, &["--json", "--since", "1m"]);
+    good.wait_for("daemon_ready", |l| json(l)["event"] == "daemon_ready");
+
+    // Enough events to fill the slow client's socket buffer and then its queue, in
+    // batches a reading client keeps up with.
+    let c = Claude::new();
+    let path = c.path_in(&d.claude());
+    let mut last = String::new();
+    for _ in 0..40 {
+        let mut chunk = String::new();
+        for _ in 0..30 {
+            let (bytes, turn) = c.turn("go on", &"x".repeat(250));
+            chunk.push_str(&bytes);
+            last = turn;
+        }
+        append(&path, chunk.as_bytes());
+        std::thread::sleep(Duration::from_millis(30));
+    }
+    d.wait_for(
+        "the last turn_completed",
+        common::is("turn_completed", last.clone()),
+    );
+    good.wait_for("the last turn_completed", |l| {
+        let v = json(l);
+        v["event"] == "turn_completed" && v["turn"] == last.as_str()
+    });
+
+    // The slow client was cut off with a notice, short of the whole stream.
+    slow.set_read_timeout(Some(DEADLINE)).unwrap();
+    let lines: Vec<String> = BufReader::new(&slow)
+        .lines()
+        .map_while(Result::ok)
+        .collect();
+    assert!(
+        lines
+            .last()
+            .is_some_and(|l| l.contains("\"notice\":\"dropped")),
+        "no drop notice; last line: {:?}",
+        lines.last()
+    );
+    assert!(lines.len() < 2400, "got {} lines", lines.len());
+
+    // The daemon is still serving.
+    let out = d.baton().args(["status", "--json"]).output().unwrap();
+    assert!(out.status.success());
+    let (_, log) = d.stop_with_log();
+    assert!(log.contains("fell behind and was dropped"), "{log}");
+}
+
+#[test]
+fn status_without_a_daemon_says_so() {
+    let d = Daemon::tree();
+    let out = d.baton().arg("status").output().unwrap();
+    assert_eq!(out.status.code(), Some(3));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("baton is not running"), "{err}");
+    let out = d.baton().arg("tail").output().unwrap();
+    assert_eq!(out.status.code(), Some(3));
+}
