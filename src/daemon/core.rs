@@ -45,6 +45,9 @@ const MAX_WARM: usize = 64;
 const HISTORY_WARM: usize = 16;
 /// At most this many files are polled as live; beyond it, the sweep bounds the delay.
 const MAX_LIVE: usize = 1024;
+/// Session views for `status` are rebuilt (about 1 µs per session) at most this often;
+/// a batch after a quiet spell publishes at once.
+const VIEWS_EVERY: Duration = Duration::from_millis(100);
 /// Most hints handled in one batch before events are flushed.
 const MAX_BATCH: usize = 8192;
 
@@ -167,6 +170,9 @@ pub struct Core {
     stop_requested: bool,
     /// Where the sessions' current state goes after each batch of events (for `status`).
     views: Option<tokio::sync::watch::Sender<crate::socket::Views>>,
+    /// When the views were last published, and whether events went out since.
+    views_at: Option<Instant>,
+    views_dirty: bool,
 }
 
 fn mono_i(now: Now) -> i64 {
@@ -233,6 +239,8 @@ impl Core {
             run_id,
             stop_requested: false,
             views: None,
+            views_at: None,
+            views_dirty: false,
         })
     }
 
@@ -273,12 +281,15 @@ impl Core {
         );
         self.lifecycle(EventKind::DaemonReady);
         self.flush();
+        // The first live batch publishes at once, however soon it comes.
+        self.views_at = None;
         while !self.sink_gone {
-            let deadline = self
+            let settle = self
                 .reducer
                 .next_deadline()
                 .map(|d| self.clock.instant(d))
                 .unwrap_or_else(|| Instant::now() + Duration::from_secs(3600));
+            let deadline = self.views_due().map_or(settle, |v| v.min(settle));
             let first = select! {
                 recv(self.hints.rx) -> h => match h {
                     Ok(h) => Some(h),
@@ -287,7 +298,7 @@ impl Core {
                 recv(stop) -> _ => break,
                 default(deadline.saturating_duration_since(Instant::now())) => None,
             };
-            self.batch(first, deadline);
+            self.batch(first, settle);
         }
         self.stopping()
     }
@@ -341,6 +352,7 @@ impl Core {
             self.reducer.tick(now, &mut self.out);
         }
         self.flush();
+        self.publish_views(false);
     }
 
     fn catch_up(&self) -> i64 {
@@ -356,9 +368,6 @@ impl Core {
             return;
         }
         let batch = std::mem::take(&mut self.out);
-        if let Some(tx) = &self.views {
-            tx.send_replace(std::sync::Arc::new(self.reducer.sessions()));
-        }
         let n = batch.len() as u64;
         match self.events.try_send(batch) {
             Ok(()) => {}
@@ -372,6 +381,29 @@ impl Core {
             }
             Err(mpsc::error::TrySendError::Closed(_)) => self.sink_gone = true,
         }
+        // After the events are on their way, so the rebuild never delays them.
+        self.views_dirty = true;
+        self.publish_views(false);
+    }
+
+    /// Publishes the sessions' state if events went out since the last time, unless that
+    /// was less than [`VIEWS_EVERY`] ago (then the core wakes up for it when it is due).
+    fn publish_views(&mut self, force: bool) {
+        let Some(tx) = &self.views else { return };
+        if !self.views_dirty || (!force && self.views_due().is_some_and(|t| t > Instant::now())) {
+            return;
+        }
+        tx.send_replace(std::sync::Arc::new(self.reducer.sessions()));
+        self.views_at = Some(Instant::now());
+        self.views_dirty = false;
+    }
+
+    /// When pending views are due.
+    fn views_due(&self) -> Option<Instant> {
+        if !self.views_dirty {
+            return None;
+        }
+        Some(self.views_at.map_or_else(Instant::now, |t| t + VIEWS_EVERY))
     }
 
     fn lifecycle(&mut self, kind: EventKind) {
@@ -390,6 +422,7 @@ impl Core {
         self.reducer.tick(now, &mut self.out);
         self.lifecycle(EventKind::DaemonStopping);
         self.flush();
+        self.publish_views(true);
         let c = &self.counters;
         tracing::info!(
             files = self.files.len(),
