@@ -92,8 +92,9 @@ struct Counters {
 struct Tracked {
     provider: ProviderKind,
     tail: TailState,
-    /// `None` while cold: the projector's context was dropped.
-    feed: Option<FileFeed>,
+    /// `None` while cold: the projector's context was dropped. Boxed: most files are
+    /// cold, and a `None` should cost a pointer, not a whole feed.
+    feed: Option<Box<FileFeed>>,
     /// Monotonic ms of the last change seen; negative for changes before the start.
     last_change: i64,
     /// When a read error was last logged as a warning (at most one a minute per file).
@@ -170,6 +171,8 @@ pub struct Core {
     stop_requested: bool,
     /// Where the sessions' current state goes after each batch of events (for `status`).
     views: Option<tokio::sync::watch::Sender<crate::socket::Views>>,
+    /// Tells the poll ticker whether any file needs polling.
+    poll_gate: Option<tokio::sync::watch::Sender<bool>>,
     /// When the views were last published, and whether events went out since.
     views_at: Option<Instant>,
     views_dirty: bool,
@@ -239,6 +242,7 @@ impl Core {
             run_id,
             stop_requested: false,
             views: None,
+            poll_gate: None,
             views_at: None,
             views_dirty: false,
         })
@@ -248,6 +252,20 @@ impl Core {
     pub fn with_views(mut self, tx: tokio::sync::watch::Sender<crate::socket::Views>) -> Self {
         self.views = Some(tx);
         self
+    }
+
+    /// Tells `tx` whether polling is needed (so the ticker can sleep when it is not).
+    pub fn with_poll_gate(mut self, tx: tokio::sync::watch::Sender<bool>) -> Self {
+        self.poll_gate = Some(tx);
+        self
+    }
+
+    /// Polling is needed while a file is live or a directory has no native watch.
+    fn update_poll_gate(&self) {
+        if let Some(tx) = &self.poll_gate {
+            let wanted = !self.live.is_empty() || self.unwatched_dirs > 0;
+            tx.send_if_modified(|w| std::mem::replace(w, wanted) != wanted);
+        }
     }
 
     /// Reads history, emits `daemon_ready`, then handles hints until told to stop.
@@ -283,6 +301,7 @@ impl Core {
         self.flush();
         // The first live batch publishes at once, however soon it comes.
         self.views_at = None;
+        self.update_poll_gate();
         while !self.sink_gone {
             let settle = self
                 .reducer
@@ -353,6 +372,7 @@ impl Core {
         }
         self.flush();
         self.publish_views(false);
+        self.update_poll_gate();
     }
 
     fn catch_up(&self) -> i64 {
@@ -726,7 +746,7 @@ impl Core {
             Tracked {
                 provider,
                 tail: TailState::new(Stat::of(meta).id),
-                feed: Some(feed),
+                feed: Some(Box::new(feed)),
                 last_change,
                 warned_at: i64::MIN,
             },
@@ -775,7 +795,11 @@ impl Core {
             _ => return self.remove_file(path),
         };
         self.reducer.forget_path(&path_str(path));
-        t.feed = Some(FileFeed::new(path, t.provider, self.settings.max_line));
+        t.feed = Some(Box::new(FileFeed::new(
+            path,
+            t.provider,
+            self.settings.max_line,
+        )));
         t.tail = TailState::new(id);
         self.read_on(path, mode);
     }

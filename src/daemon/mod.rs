@@ -305,7 +305,12 @@ pub async fn run(settings: Settings, shutdown: impl Future<Output = ()>) -> Resu
     let (hint_tx, hint_rx) = watch::channel(watch::HINT_CAPACITY);
     let (event_tx, event_rx) = tokio::sync::mpsc::channel(sink::BATCH_CAPACITY);
     let (stop_tx, stop_rx) = crossbeam_channel::bounded::<()>(1);
-    let core = core::Core::new(&settings, hint_tx.clone(), hint_rx, event_tx)?.with_views(views_tx);
+    // Whether any file needs the poll (live files, or directories with no native watch):
+    // when none does, the poll ticker sleeps instead of waking everyone for nothing.
+    let (poll_tx, poll_rx) = tokio::sync::watch::channel(true);
+    let core = core::Core::new(&settings, hint_tx.clone(), hint_rx, event_tx)?
+        .with_views(views_tx)
+        .with_poll_gate(poll_tx);
     let core = std::thread::Builder::new()
         .name("baton-core".to_owned())
         .spawn(move || core.run(&stop_rx))
@@ -314,6 +319,7 @@ pub async fn run(settings: Settings, shutdown: impl Future<Output = ()>) -> Resu
         hint_tx,
         settings.poll_interval,
         settings.sweep_interval,
+        poll_rx,
     ));
     let notifier = tokio::spawn(service::run(ready_rx, views_rx));
     let fan = sink::Fanout {

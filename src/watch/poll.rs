@@ -18,7 +18,13 @@ use tokio::time::{Instant, MissedTickBehavior, interval_at};
 pub const SWEEP_INTERVAL: Duration = Duration::from_secs(30);
 
 /// Sends [`Hint::Poll`] and [`Hint::Sweep`] on their intervals until the core is gone.
-pub async fn ticker(hints: HintTx, poll: Duration, sweep: Duration) {
+/// Polls are sent only while `wanted` says some file needs them.
+pub async fn ticker(
+    hints: HintTx,
+    poll: Duration,
+    sweep: Duration,
+    mut wanted: tokio::sync::watch::Receiver<bool>,
+) {
     let start = Instant::now();
     let mut poll_tick = interval_at(start + poll, poll.max(Duration::from_millis(1)));
     let mut sweep_tick = interval_at(start + sweep, sweep.max(Duration::from_millis(1)));
@@ -26,9 +32,15 @@ pub async fn ticker(hints: HintTx, poll: Duration, sweep: Duration) {
     poll_tick.set_missed_tick_behavior(MissedTickBehavior::Delay);
     sweep_tick.set_missed_tick_behavior(MissedTickBehavior::Delay);
     loop {
+        let polling = *wanted.borrow_and_update();
         let hint = tokio::select! {
-            _ = poll_tick.tick() => Hint::Poll,
+            _ = poll_tick.tick(), if polling => Hint::Poll,
             _ = sweep_tick.tick() => Hint::Sweep,
+            changed = wanted.changed() => match changed {
+                Ok(()) => continue,
+                // The core is gone.
+                Err(_) => return,
+            },
         };
         if !hints.send(hint) {
             return;
