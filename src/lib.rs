@@ -24,6 +24,7 @@ pub mod reduce;
 pub mod replay;
 pub mod scan_view;
 pub mod sink;
+pub mod state;
 pub mod tail;
 pub mod text;
 pub mod unit;
