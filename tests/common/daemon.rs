@@ -49,6 +49,13 @@ impl Daemon {
             .arg("--events")
             .arg(&self.events)
             .args(extra)
+            // Each tree has its own state (tests run in parallel; one daemon per state
+            // directory).
+            .args(if extra.contains(&"--state-dir") {
+                Vec::new()
+            } else {
+                vec!["--state-dir".to_owned(), self.state_dir().display().to_string()]
+            })
             .env("BATON_LOG", "baton=debug")
             .stdin(Stdio::null())
             .stdout(Stdio::null())
@@ -58,6 +65,11 @@ impl Daemon {
         self.child = Some(child);
         self.wait_for("daemon_ready", |e| e["event"] == "daemon_ready");
         self
+    }
+
+    /// The default `--state-dir` of this tree.
+    pub fn state_dir(&self) -> PathBuf {
+        self.dir.path().join("state")
     }
 
     pub fn claude(&self) -> PathBuf {
