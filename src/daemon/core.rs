@@ -187,6 +187,9 @@ pub struct Core {
     run_id: String,
     /// Set when a stop request arrived while history was being read.
     stop_requested: bool,
+    /// History was read: from now on the state may be saved (a stop during the read
+    /// keeps the previous state, which the next run redoes from).
+    ready: bool,
 }
 
 fn mono_i(now: Now) -> i64 {
@@ -278,6 +281,7 @@ impl Core {
             counters: Counters::default(),
             run_id,
             stop_requested: false,
+            ready: false,
         })
     }
 
@@ -338,6 +342,7 @@ impl Core {
             }
         }
         self.out.extend(caught_up);
+        self.ready = true;
         self.flush();
         self.save(true);
         while !self.sink_gone {
@@ -525,11 +530,17 @@ impl Core {
     }
 
     fn stopping(mut self) -> Result<(), Error> {
-        let now = self.clock.now();
-        self.reducer.tick(now, &mut self.out);
+        if self.ready {
+            let now = self.clock.now();
+            self.reducer.tick(now, &mut self.out);
+        } else {
+            self.out.clear();
+        }
         self.lifecycle(EventKind::DaemonStopping);
         self.flush();
-        self.save(true);
+        if self.ready {
+            self.save(true);
+        }
         let c = &self.counters;
         tracing::info!(
             files = self.files.len(),
