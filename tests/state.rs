@@ -62,12 +62,12 @@ impl Stream {
             let mut i = 0u64;
             while !flag.load(Ordering::Relaxed) {
                 i += 1;
-                if i % 3 == 0 {
+                if i.is_multiple_of(3) {
                     let (bytes, turn) = x.turn(&format!("codex answer {i}"));
                     append(&xpath, bytes.as_bytes());
                     turns.push(turn);
                 } else {
-                    if i % 40 == 0 {
+                    if i.is_multiple_of(40) {
                         claudes.remove(0);
                         claudes.push(Claude::new());
                     }
@@ -143,7 +143,9 @@ fn tally(events: &[Value], turns: &[String]) -> Tally {
     let mut by_id: HashMap<&str, (usize, usize)> = HashMap::new();
     for e in events.iter().filter(|e| !e["provider"].is_null()) {
         let replay = e["replay"] == true;
-        let entry = by_id.entry(e["id"].as_str().unwrap_or_default()).or_default();
+        let entry = by_id
+            .entry(e["id"].as_str().unwrap_or_default())
+            .or_default();
         if replay {
             entry.1 += 1;
             t.replays += 1;
@@ -276,7 +278,11 @@ fn corrupt_current_generation_falls_back_to_the_previous_one() {
         append(&path, bytes.as_bytes());
         let (events, probe) = restart_and_probe(d, &c, &path);
         for t in &old {
-            assert_eq!(count(&events, "turn_completed", t), 1, "{how}: {t} re-alerted");
+            assert_eq!(
+                count(&events, "turn_completed", t),
+                1,
+                "{how}: {t} re-alerted"
+            );
         }
         assert_eq!(count(&events, "turn_completed", &down), 1, "{how}");
         assert_eq!(count(&events, "turn_completed", &probe), 1, "{how}");
@@ -313,7 +319,11 @@ fn no_usable_generation_is_a_silent_baseline_with_state_lost() {
         }
         let (events, probe) = restart_and_probe(d, &c, &path);
         for t in &old {
-            assert_eq!(count(&events, "turn_completed", t), 1, "{how}: {t} re-alerted");
+            assert_eq!(
+                count(&events, "turn_completed", t),
+                1,
+                "{how}: {t} re-alerted"
+            );
         }
         assert_eq!(count(&events, "turn_completed", &probe), 1, "{how}");
         assert_eq!(reasons(&events, "state_lost"), 1, "{how}");
@@ -408,7 +418,8 @@ fn rewrites_while_down_re_alert_nothing_and_alert_new_turns() {
                 fs::write(&path, &content[..cut]).expect("rewrite");
             }
             _ => {
-                let summary = "{\"type\":\"summary\",\"summary\":\"compacted\",\"leafUuid\":\"x\"}\n";
+                let summary =
+                    "{\"type\":\"summary\",\"summary\":\"compacted\",\"leafUuid\":\"x\"}\n";
                 fs::write(&path, format!("{summary}{content}{extra}")).expect("rewrite");
             }
         }
@@ -426,7 +437,11 @@ fn rewrites_while_down_re_alert_nothing_and_alert_new_turns() {
         }
         assert_eq!(count(&events, "turn_completed", &probe), 1, "{how}");
         let want_new = usize::from(how == "longer");
-        assert_eq!(count(&events, "turn_completed", &new_turn), want_new, "{how}");
+        assert_eq!(
+            count(&events, "turn_completed", &new_turn),
+            want_new,
+            "{how}"
+        );
     }
 }
 
@@ -459,7 +474,9 @@ fn a_pending_event_never_marked_done_is_replayed_once() {
         format!("{}\n", serde_json::json!({ "pending": delivered })).as_bytes(),
     );
     d.restart(&[]);
-    d.wait_for("replay", |e| e["id"] == delivered["id"] && e["replay"] == true);
+    d.wait_for("replay", |e| {
+        e["id"] == delivered["id"] && e["replay"] == true
+    });
     d.terminate();
     d.restart(&[]);
     let events = d.stop();

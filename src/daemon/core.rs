@@ -482,8 +482,7 @@ impl Core {
     /// `force`. It queues behind the events already sent, so the sink writes it only
     /// once they are delivered.
     fn save(&mut self, force: bool) {
-        if !force
-            && (!self.state_dirty || self.saved_at.is_some_and(|t| t.elapsed() < SAVE_EVERY))
+        if !force && (!self.state_dirty || self.saved_at.is_some_and(|t| t.elapsed() < SAVE_EVERY))
         {
             return;
         }

@@ -162,7 +162,10 @@ impl Reducer {
 
     /// The ids decided since the last call.
     pub fn take_decided(&mut self) -> Vec<Decided> {
-        self.decided.as_mut().map(std::mem::take).unwrap_or_default()
+        self.decided
+            .as_mut()
+            .map(std::mem::take)
+            .unwrap_or_default()
     }
 
     /// Treats `id` as already decided (restored from durable state).

@@ -123,7 +123,13 @@ mod tests {
     fn old_records_are_not_kept_and_entries_expire() {
         let mut l = Ledger::default();
         let now = 10_000_000_000;
-        l.record("s", "old".into(), Some(now - CATCH_UP - MARGIN_MS - 1), now, CATCH_UP);
+        l.record(
+            "s",
+            "old".into(),
+            Some(now - CATCH_UP - MARGIN_MS - 1),
+            now,
+            CATCH_UP,
+        );
         l.record("s", "new".into(), Some(now), now, CATCH_UP);
         l.record("s", "new".into(), Some(now), now, CATCH_UP);
         l.record("s", "untimed".into(), None, now, CATCH_UP);
@@ -145,9 +151,18 @@ mod tests {
         assert_eq!(l.len(), PER_SESSION);
         assert!(!l.contains("a0"), "the oldest goes first");
         for i in 0..(TOTAL * 2) {
-            l.record(&format!("s{i}"), format!("b{i}"), Some(now + i as i64), now, CATCH_UP);
+            l.record(
+                &format!("s{i}"),
+                format!("b{i}"),
+                Some(now + i as i64),
+                now,
+                CATCH_UP,
+            );
             assert!(l.len() <= TOTAL);
         }
-        assert!(l.contains(&format!("b{}", TOTAL * 2 - 1)), "the newest stays");
+        assert!(
+            l.contains(&format!("b{}", TOTAL * 2 - 1)),
+            "the newest stays"
+        );
     }
 }

@@ -130,12 +130,8 @@ pub fn open(dir: &Path) -> Result<(Persist, Loaded), Error> {
             journal::Replay::default()
         }
     };
-    let journal = Journal::open(dir, max_gen).map_err(|e| {
-        Error::State(format!(
-            "cannot open the journal in {}: {e}",
-            dir.display()
-        ))
-    })?;
+    let journal = Journal::open(dir, max_gen)
+        .map_err(|e| Error::State(format!("cannot open the journal in {}: {e}", dir.display())))?;
     let persist = Persist {
         dir: dir.to_path_buf(),
         _lock: lock,
@@ -207,7 +203,9 @@ impl Persist {
         }
         let res = match self.journal.as_mut() {
             Some(j) => j.pending(&durable),
-            None => Err(io::Error::other("the journal is not open (an earlier write failed)")),
+            None => Err(io::Error::other(
+                "the journal is not open (an earlier write failed)",
+            )),
         };
         self.check("record pending events", res)
     }
@@ -272,7 +270,10 @@ impl Persist {
     fn check(&mut self, what: &str, res: io::Result<()>) -> Option<Event> {
         let e = res.err()?;
         let now = Instant::now();
-        if self.logged_at.is_none_or(|t| now.duration_since(t) >= LOG_EVERY) {
+        if self
+            .logged_at
+            .is_none_or(|t| now.duration_since(t) >= LOG_EVERY)
+        {
             self.logged_at = Some(now);
             tracing::warn!(dir = %self.dir.display(), error = %e, "Cannot {what}; still delivering events, retrying.");
         } else {

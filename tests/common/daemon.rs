@@ -61,7 +61,10 @@ impl Daemon {
             .args(if extra.contains(&"--state-dir") {
                 Vec::new()
             } else {
-                vec!["--state-dir".to_owned(), self.state_dir().display().to_string()]
+                vec![
+                    "--state-dir".to_owned(),
+                    self.state_dir().display().to_string(),
+                ]
             })
             .env("BATON_LOG", "baton=debug")
             .stdin(Stdio::null())
@@ -76,7 +79,11 @@ impl Daemon {
             .append(true)
             .open(&self.log)
             .expect("log file");
-        let child = self.command(extra).stderr(log).spawn().expect("start baton");
+        let child = self
+            .command(extra)
+            .stderr(log)
+            .spawn()
+            .expect("start baton");
         self.child = Some(child);
     }
 
