@@ -76,7 +76,7 @@ impl Stream {
                     append(&c.path_in(&claude), bytes.as_bytes());
                     turns.push(turn);
                 }
-                std::thread::sleep(Duration::from_millis(4));
+                std::thread::sleep(Duration::from_millis(10));
             }
             turns
         });

@@ -120,3 +120,37 @@ impl Journal {
         self.file.write_all(&buf)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::{EventKind, ProviderKind};
+
+    fn ev(id: &str) -> Event {
+        let mut e = Event::lifecycle(EventKind::TurnCompleted, "t".to_owned(), id.to_owned());
+        e.provider = Some(ProviderKind::Claude);
+        e.initiator = Some("human");
+        e
+    }
+
+    #[test]
+    fn undone_events_replay_once_and_a_torn_line_is_ignored() {
+        let tmp = tempfile::tempdir().unwrap();
+        let mut j = Journal::open(tmp.path(), 1).unwrap();
+        j.pending(&[&ev("a"), &ev("b")]).unwrap();
+        j.done("a").unwrap();
+        let mut j2 = Journal::open(tmp.path(), 2).unwrap();
+        j2.pending(&[&ev("c"), &ev("b")]).unwrap();
+        let path = tmp.path().join(name(2));
+        let mut text = fs::read(&path).unwrap();
+        text.extend_from_slice(b"{\"pending\":{\"v\":1,\"ev");
+        fs::write(&path, text).unwrap();
+        let paths: Vec<PathBuf> = list(tmp.path()).unwrap().into_iter().map(|x| x.1).collect();
+        let r = read(&paths);
+        let ids: Vec<&str> = r.undone.iter().map(|e| e.id.as_str()).collect();
+        assert_eq!(ids, ["b", "c"]);
+        assert!(r.undone.iter().all(|e| e.replay));
+        assert_eq!(r.undone[0].initiator, Some("human"));
+        assert_eq!(r.ids.len(), 3);
+    }
+}
