@@ -70,10 +70,17 @@ class Events:
 
 
 def start(roots, extra):
-    args = [BIN, "run", "--no-default-roots", "--events", "-"]
+    # No desktop notifications, and private config/state/runtime dirs (the status
+    # socket stays on: it is part of the daemon as shipped).
+    args = [BIN, "run", "--no-default-roots", "--no-desktop", "--events", "-"]
     for prov, d in roots:
         args += ["--watch", f"{prov}={d}"]
-    proc = subprocess.Popen(args + extra, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
+    home = tempfile.mkdtemp(prefix="baton-bench-home-")
+    env = dict(os.environ, XDG_CONFIG_HOME=os.path.join(home, "config"),
+               XDG_STATE_HOME=os.path.join(home, "state"), XDG_RUNTIME_DIR=os.path.join(home, "run"),
+               DBUS_SESSION_BUS_ADDRESS="unix:path=" + os.path.join(home, "no-bus"))
+    os.makedirs(env["XDG_RUNTIME_DIR"], mode=0o700)
+    proc = subprocess.Popen(args + extra, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, env=env)
     ev = Events(proc)
     t0 = time.monotonic()
     ev.until(lambda e: e["event"] == "daemon_ready", timeout=600)

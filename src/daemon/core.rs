@@ -54,6 +54,9 @@ const MAX_WARM: usize = 64;
 const HISTORY_WARM: usize = 16;
 /// At most this many files are polled as live; beyond it, the sweep bounds the delay.
 const MAX_LIVE: usize = 1024;
+/// Session views for `status` are rebuilt (about 1 µs per session) at most this often;
+/// a batch after a quiet spell publishes at once.
+const VIEWS_EVERY: Duration = Duration::from_millis(100);
 /// Most hints handled in one batch before events are flushed.
 const MAX_BATCH: usize = 8192;
 /// Snapshots are sent at most this often (the sink writes each with two fsyncs).
@@ -192,6 +195,9 @@ pub struct Core {
     /// History was read: from now on the state may be saved (a stop during the read
     /// keeps the previous state, which the next run redoes from).
     ready: bool,
+    /// When the views were last published, and whether events went out since.
+    views_at: Option<Instant>,
+    views_dirty: bool,
 }
 
 fn mono_i(now: Now) -> i64 {
@@ -285,6 +291,8 @@ impl Core {
             stop_requested: false,
             views: None,
             ready: false,
+            views_at: None,
+            views_dirty: false,
         })
     }
 
@@ -354,6 +362,8 @@ impl Core {
         self.ready = true;
         self.flush();
         self.save(true);
+        // The first live batch publishes at once, however soon it comes.
+        self.views_at = None;
         while !self.sink_gone {
             let settle = self
                 .reducer
@@ -366,6 +376,7 @@ impl Core {
                 (false, _) => settle,
             };
             let deadline = settle.min(save);
+            let deadline = self.views_due().map_or(deadline, |v| v.min(deadline));
             let first = select! {
                 recv(self.hints.rx) -> h => match h {
                     Ok(h) => Some(h),
@@ -429,6 +440,7 @@ impl Core {
             self.reducer.tick(now, &mut self.out);
         }
         self.flush();
+        self.publish_views(false);
     }
 
     fn catch_up(&self) -> i64 {
@@ -445,9 +457,6 @@ impl Core {
             return;
         }
         let mut batch = std::mem::take(&mut self.out);
-        if let Some(tx) = &self.views {
-            tx.send_replace(std::sync::Arc::new(self.reducer.sessions()));
-        }
         if !self.preloaded.is_empty() {
             batch.retain(|e| !self.preloaded.contains(&e.id));
         }
@@ -467,6 +476,29 @@ impl Core {
             }
             Err(mpsc::error::TrySendError::Closed(_)) => self.sink_gone = true,
         }
+        // After the events are on their way, so the rebuild never delays them.
+        self.views_dirty = true;
+        self.publish_views(false);
+    }
+
+    /// Publishes the sessions' state if events went out since the last time, unless that
+    /// was less than [`VIEWS_EVERY`] ago (then the core wakes up for it when it is due).
+    fn publish_views(&mut self, force: bool) {
+        let Some(tx) = &self.views else { return };
+        if !self.views_dirty || (!force && self.views_due().is_some_and(|t| t > Instant::now())) {
+            return;
+        }
+        tx.send_replace(std::sync::Arc::new(self.reducer.sessions()));
+        self.views_at = Some(Instant::now());
+        self.views_dirty = false;
+    }
+
+    /// When pending views are due.
+    fn views_due(&self) -> Option<Instant> {
+        if !self.views_dirty {
+            return None;
+        }
+        Some(self.views_at.map_or_else(Instant::now, |t| t + VIEWS_EVERY))
     }
 
     /// Moves the ids the reducer decided into the ledger.
@@ -549,6 +581,7 @@ impl Core {
         }
         self.lifecycle(EventKind::DaemonStopping);
         self.flush();
+        self.publish_views(true);
         if self.ready {
             self.save(true);
         }
