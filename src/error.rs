@@ -26,6 +26,15 @@ pub enum Error {
         #[source]
         source: std::io::Error,
     },
+    /// Another `baton run` holds the state directory.
+    #[error(
+        "another baton is already running on the state directory {0} (stop it, or give this \
+         one its own --state-dir)"
+    )]
+    StateLocked(PathBuf),
+    /// The state directory cannot be used (see README, "State directory").
+    #[error("{0}")]
+    State(String),
     /// `check` found problems (already printed).
     #[error("problems found")]
     ProblemsFound,
@@ -39,6 +48,8 @@ impl Error {
             Error::Usage(_) => 2,
             Error::Missing(_) | Error::Read { .. } | Error::NotRunning { .. } => 3,
             Error::Output(_) => 4,
+            Error::StateLocked(_) => 5,
+            Error::State(_) => 6,
         }
     }
 }

@@ -27,6 +27,7 @@ pub mod replay;
 pub mod scan_view;
 pub mod sink;
 pub mod socket;
+pub mod state;
 pub mod tail;
 pub mod text;
 pub mod unit;

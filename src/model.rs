@@ -1,11 +1,11 @@
 //! Boundary types: what leaves the process (the v1 event) and the provider-neutral
 //! vocabulary the reducer speaks.
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use std::fmt;
 
 /// Which agent wrote a transcript.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum ProviderKind {
     Claude,
@@ -38,7 +38,7 @@ impl fmt::Display for ProviderKind {
 }
 
 /// The `event` field of the v1 schema.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum EventKind {
     TurnStarted,
@@ -72,6 +72,8 @@ impl EventKind {
 /// One line of the event stream (schema v1). Every listed field is always present
 /// (null when it does not apply) so consumers never need `has_key` checks; fields added
 /// later are omitted when empty.
+/// Deserializable (through [`EventWire`]) so the state journal can deliver an event
+/// again after a crash.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Event {
     pub v: u8,
@@ -98,8 +100,71 @@ pub struct Event {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub pre_tokens: Option<u64>,
     /// Additive: set on a re-delivery after a crash (same `id`).
-    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub replay: bool,
+}
+
+/// [`Event`] as read back: the same fields, owned.
+#[derive(Deserialize)]
+struct EventWire {
+    v: u8,
+    event: EventKind,
+    provider: Option<ProviderKind>,
+    session: Option<String>,
+    agent: Option<String>,
+    turn: Option<String>,
+    path: Option<String>,
+    line: Option<u64>,
+    ts: String,
+    record_ts: Option<String>,
+    reason: Option<String>,
+    message: Option<String>,
+    evidence: Option<String>,
+    id: String,
+    #[serde(default)]
+    resets_at: Option<String>,
+    #[serde(default)]
+    initiator: Option<String>,
+    #[serde(default)]
+    pre_tokens: Option<u64>,
+    #[serde(default)]
+    replay: bool,
+}
+
+impl<'de> Deserialize<'de> for Event {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        EventWire::deserialize(d).map(Event::from)
+    }
+}
+
+impl From<EventWire> for Event {
+    fn from(w: EventWire) -> Self {
+        Event {
+            v: w.v,
+            event: w.event,
+            provider: w.provider,
+            session: w.session,
+            agent: w.agent,
+            turn: w.turn,
+            path: w.path,
+            line: w.line,
+            ts: w.ts,
+            record_ts: w.record_ts,
+            reason: w.reason,
+            message: w.message,
+            evidence: w.evidence,
+            id: w.id,
+            resets_at: w.resets_at,
+            // The initiators the reducer writes; anything else reads back as unknown.
+            initiator: w.initiator.map(|s| match s.as_str() {
+                "human" => "human",
+                "system" => "system",
+                _ => "unknown",
+            }),
+            pre_tokens: w.pre_tokens,
+            replay: w.replay,
+        }
+    }
 }
 
 impl Event {

@@ -31,8 +31,10 @@ use tokio::sync::watch;
 
 /// Recent events kept for `tail --since`.
 pub const RING: usize = 1024;
-/// Events waiting for one client before it counts as too slow and is dropped.
-pub const CLIENT_QUEUE: usize = 256;
+/// Events waiting for one client before it counts as too slow and is dropped. The
+/// queue holds shared lines, so its cost is pointers; it is sized above the ring and
+/// above any one batch, so that a client that keeps up is never dropped by a burst.
+pub const CLIENT_QUEUE: usize = 4096;
 /// Clients served at once; more are refused with a notice.
 pub const MAX_CLIENTS: usize = 64;
 /// Longest request line.

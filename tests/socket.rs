@@ -183,7 +183,7 @@ fn a_slow_client_is_dropped_and_others_keep_receiving() {
     let c = Claude::new();
     let path = c.path_in(&d.claude());
     let mut last = String::new();
-    for _ in 0..40 {
+    for _ in 0..110 {
         let mut chunk = String::new();
         for _ in 0..30 {
             let (bytes, turn) = c.turn("go on", &"x".repeat(250));
@@ -215,7 +215,7 @@ fn a_slow_client_is_dropped_and_others_keep_receiving() {
         "no drop notice; last line: {:?}",
         lines.last()
     );
-    assert!(lines.len() < 2400, "got {} lines", lines.len());
+    assert!(lines.len() < 6600, "got {} lines", lines.len());
 
     // The daemon is still serving.
     let out = d.baton().args(["status", "--json"]).output().unwrap();

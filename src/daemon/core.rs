@@ -4,7 +4,15 @@
 //! from the committed position, or re-derive the file from its first byte when it was
 //! truncated, replaced or rewritten. Reads feed the reducer; its events go to the sink
 //! in one batch per wake-up.
+//!
+//! With durable state (issue 5) it also restores where each file was committed: on a
+//! restart every known file is read again from its first byte (the projectors need the
+//! whole file, SGME front matter and block numbers included), silently up to its
+//! checkpoint and live after it; the restored ledger keeps ids already decided silent.
+//! After each batch it sends a snapshot (checkpoints + ledger), at most every
+//! [`SAVE_EVERY`], behind the events it produced.
 
+use super::sink::Out;
 use super::{Settings, WatcherMode};
 use crate::clock::{Now, format_rfc3339, wall_now};
 use crate::error::Error;
@@ -12,6 +20,7 @@ use crate::feed::FileFeed;
 use crate::model::{Event, EventKind, ProviderKind};
 use crate::provider::content_hash;
 use crate::reduce::{Reducer, dedup_capacity};
+use crate::state::{self, Checkpoint, Ledger, Loaded, Snapshot, Status};
 use crate::tail::{Change, Stat, TailState};
 use crate::watch::discover::{classify, is_candidate, skip_dir};
 use crate::watch::native::{Native, WatchError};
@@ -50,6 +59,8 @@ const MAX_LIVE: usize = 1024;
 const VIEWS_EVERY: Duration = Duration::from_millis(100);
 /// Most hints handled in one batch before events are flushed.
 const MAX_BATCH: usize = 8192;
+/// Snapshots are sent at most this often (the sink writes each with two fsyncs).
+const SAVE_EVERY: Duration = Duration::from_millis(250);
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Mode {
@@ -162,8 +173,19 @@ pub struct Core {
     ignored: HashMap<PathBuf, u64>,
     native: Option<Native>,
     hints: HintRx,
-    events: mpsc::Sender<Vec<Event>>,
+    events: mpsc::Sender<Out>,
     out: Vec<Event>,
+    /// Checkpoints of the last run, while the files present at start are read; `None`
+    /// on a first run (or after the state was lost): history is silent then.
+    resume: Option<HashMap<PathBuf, Checkpoint>>,
+    status: Status,
+    ledger: Ledger,
+    /// Ids decided by an earlier run (ledger and journal): never emitted again, even if
+    /// the reducer's bounded seen-set forgot them.
+    preloaded: HashSet<String>,
+    /// Something changed since the last snapshot.
+    state_dirty: bool,
+    saved_at: Option<Instant>,
     sink_gone: bool,
     counters: Counters,
     run_id: String,
@@ -173,6 +195,9 @@ pub struct Core {
     views: Option<tokio::sync::watch::Sender<crate::socket::Views>>,
     /// Tells the poll ticker whether any file needs polling.
     poll_gate: Option<tokio::sync::watch::Sender<bool>>,
+    /// History was read: from now on the state may be saved (a stop during the read
+    /// keeps the previous state, which the next run redoes from).
+    ready: bool,
     /// When the views were last published, and whether events went out since.
     views_at: Option<Instant>,
     views_dirty: bool,
@@ -191,7 +216,8 @@ impl Core {
         settings: &Settings,
         hint_tx: HintTx,
         hints: HintRx,
-        events: mpsc::Sender<Vec<Event>>,
+        events: mpsc::Sender<Out>,
+        loaded: Loaded,
     ) -> Result<Self, Error> {
         let native = match settings.watcher {
             WatcherMode::Poll => None,
@@ -220,12 +246,31 @@ impl Core {
             .collect();
         let start = wall_now();
         let run_id = format!("{}:{start}", std::process::id());
+        let mut reducer = Reducer::new(settings.settle_ms, dedup_capacity());
+        reducer.record_decided();
+        let (resume, mut ledger) = match loaded.snapshot {
+            Some(snap) => {
+                let files = snap
+                    .files
+                    .into_iter()
+                    .map(|c| (PathBuf::from(&c.path), c))
+                    .collect();
+                (Some(files), snap.ledger.loaded())
+            }
+            None => (None, Ledger::default()),
+        };
+        ledger.prune(start);
+        let mut preloaded: HashSet<String> = ledger.ids().map(str::to_owned).collect();
+        preloaded.extend(loaded.journal.ids);
+        for id in &preloaded {
+            reducer.mark_seen(id);
+        }
         Ok(Core {
             settings: settings.clone(),
             clock: Clock {
                 start: Instant::now(),
             },
-            reducer: Reducer::new(settings.settle_ms, dedup_capacity()),
+            reducer,
             roots,
             dirs: HashMap::new(),
             files: HashMap::new(),
@@ -238,11 +283,18 @@ impl Core {
             events,
             out: Vec::new(),
             sink_gone: false,
+            resume,
+            status: loaded.status,
+            ledger,
+            preloaded,
+            state_dirty: true,
+            saved_at: None,
             counters: Counters::default(),
             run_id,
             stop_requested: false,
             views: None,
             poll_gate: None,
+            ready: false,
             views_at: None,
             views_dirty: false,
         })
@@ -279,7 +331,15 @@ impl Core {
                 return self.stopping();
             }
         }
-        self.out.clear();
+        // On a restart, what the files gained while we were down (within the catch-up
+        // window) comes out after daemon_ready; on a first run history is silent.
+        let caught_up = match self.resume.take() {
+            Some(_) => std::mem::take(&mut self.out),
+            None => {
+                self.out.clear();
+                Vec::new()
+            }
+        };
         let mut warm = std::mem::take(&mut self.history_warm);
         warm.sort_by_key(|w| std::cmp::Reverse(w.0));
         for (_, p) in warm.into_iter().skip(HISTORY_WARM) {
@@ -298,7 +358,28 @@ impl Core {
             "History read; going live."
         );
         self.lifecycle(EventKind::DaemonReady);
+        match &self.status {
+            Status::FirstRun | Status::Restored => {}
+            Status::FellBack(why) => {
+                tracing::warn!(reason = %why, "The current state generation is unusable; using the previous one.");
+            }
+            Status::Lost(why) => {
+                tracing::warn!(reason = %why, "No usable state: starting from a first-run baseline (history is silent).");
+                self.out.push(state::anomaly(
+                    "state_lost",
+                    format!(
+                        "no usable state in {} ({why}); history was treated as already \
+                         seen, so a turn that ended while baton was down may go unreported",
+                        self.settings.state_dir.display()
+                    ),
+                    &self.run_id,
+                ));
+            }
+        }
+        self.out.extend(caught_up);
+        self.ready = true;
         self.flush();
+        self.save(true);
         // The first live batch publishes at once, however soon it comes.
         self.views_at = None;
         self.update_poll_gate();
@@ -308,7 +389,13 @@ impl Core {
                 .next_deadline()
                 .map(|d| self.clock.instant(d))
                 .unwrap_or_else(|| Instant::now() + Duration::from_secs(3600));
-            let deadline = self.views_due().map_or(settle, |v| v.min(settle));
+            let save = match (self.state_dirty, self.saved_at) {
+                (true, Some(at)) => at + SAVE_EVERY,
+                (true, None) => Instant::now(),
+                (false, _) => settle,
+            };
+            let deadline = settle.min(save);
+            let deadline = self.views_due().map_or(deadline, |v| v.min(deadline));
             let first = select! {
                 recv(self.hints.rx) -> h => match h {
                     Ok(h) => Some(h),
@@ -318,6 +405,7 @@ impl Core {
                 default(deadline.saturating_duration_since(Instant::now())) => None,
             };
             self.batch(first, settle);
+            self.save(false);
         }
         self.stopping()
     }
@@ -384,12 +472,19 @@ impl Core {
     }
 
     fn flush(&mut self) {
+        self.record_decided();
         if self.out.is_empty() {
             return;
         }
-        let batch = std::mem::take(&mut self.out);
+        let mut batch = std::mem::take(&mut self.out);
+        if !self.preloaded.is_empty() {
+            batch.retain(|e| !self.preloaded.contains(&e.id));
+        }
+        if batch.is_empty() {
+            return;
+        }
         let n = batch.len() as u64;
-        match self.events.try_send(batch) {
+        match self.events.try_send(Out::Batch(batch)) {
             Ok(()) => {}
             Err(mpsc::error::TrySendError::Full(_)) => {
                 self.counters.dropped_events += n;
@@ -426,6 +521,66 @@ impl Core {
         Some(self.views_at.map_or_else(Instant::now, |t| t + VIEWS_EVERY))
     }
 
+    /// Moves the ids the reducer decided into the ledger.
+    fn record_decided(&mut self) {
+        let decided = self.reducer.take_decided();
+        if decided.is_empty() {
+            return;
+        }
+        let (now, catch_up) = (wall_now(), self.catch_up());
+        for d in decided {
+            let k = &d.session;
+            let session = format!(
+                "{}/{}/{}",
+                k.provider,
+                k.session,
+                k.agent.as_deref().unwrap_or_default()
+            );
+            self.ledger
+                .record(&session, d.id, d.record_ts, now, catch_up);
+        }
+        self.state_dirty = true;
+    }
+
+    /// Sends a snapshot if something changed, at most every [`SAVE_EVERY`] unless
+    /// `force`. It queues behind the events already sent, so the sink writes it only
+    /// once they are delivered.
+    fn save(&mut self, force: bool) {
+        if !force && (!self.state_dirty || self.saved_at.is_some_and(|t| t.elapsed() < SAVE_EVERY))
+        {
+            return;
+        }
+        self.record_decided();
+        self.ledger.prune(wall_now());
+        let files = self
+            .files
+            .iter()
+            .map(|(path, t)| Checkpoint {
+                path: path_str(path).into_owned(),
+                dev: t.tail.id().dev,
+                ino: t.tail.id().ino,
+                offset: t.tail.offset(),
+                line: t.tail.line_no(),
+                marker: t.tail.marker(),
+            })
+            .collect();
+        let snap = Snapshot {
+            generation: 0,
+            written_at: 0,
+            files,
+            ledger: self.ledger.clone(),
+        };
+        match self.events.try_send(Out::Save(Box::new(snap))) {
+            Ok(()) => {
+                self.state_dirty = false;
+                self.saved_at = Some(Instant::now());
+            }
+            // Still dirty: tried again after the next batch.
+            Err(mpsc::error::TrySendError::Full(_)) => {}
+            Err(mpsc::error::TrySendError::Closed(_)) => self.sink_gone = true,
+        }
+    }
+
     fn lifecycle(&mut self, kind: EventKind) {
         let now = wall_now();
         let id = content_hash(&[
@@ -438,11 +593,18 @@ impl Core {
     }
 
     fn stopping(mut self) -> Result<(), Error> {
-        let now = self.clock.now();
-        self.reducer.tick(now, &mut self.out);
+        if self.ready {
+            let now = self.clock.now();
+            self.reducer.tick(now, &mut self.out);
+        } else {
+            self.out.clear();
+        }
         self.lifecycle(EventKind::DaemonStopping);
         self.flush();
         self.publish_views(true);
+        if self.ready {
+            self.save(true);
+        }
         let c = &self.counters;
         tracing::info!(
             files = self.files.len(),
@@ -593,7 +755,7 @@ impl Core {
                 if !self.files.contains_key(&path) {
                     self.track_new(&path, &meta, mode);
                 }
-                if mode == Mode::History {
+                if mode == Mode::History && self.resume.is_none() {
                     self.out.clear();
                 }
             }
@@ -751,7 +913,10 @@ impl Core {
                 warned_at: i64::MIN,
             },
         );
-        self.read_on(path, mode);
+        match self.resume.as_mut().map(|r| r.remove(path)) {
+            Some(cp) if mode == Mode::History => self.read_resumed(path, meta, cp),
+            _ => self.read_on(path, mode),
+        }
         let cold = self.cold_ms();
         if mode == Mode::History
             && let Some(t) = self.files.get_mut(path)
@@ -804,8 +969,48 @@ impl Core {
         self.read_on(path, mode);
     }
 
+    /// A file present at a restart. Known and only appended to since its checkpoint:
+    /// silent up to the checkpoint, live after it. Rewritten while we were down, or
+    /// new since the last run: live from its first byte. Live means within the
+    /// catch-up window and not already in the ledger.
+    fn read_resumed(&mut self, path: &Path, meta: &fs::Metadata, cp: Option<Checkpoint>) {
+        let now = self.clock.now();
+        let live_before = now.wall.saturating_sub(self.catch_up());
+        let appended = cp.filter(|cp| {
+            let stat = Stat::of(meta);
+            let id = crate::tail::FileId {
+                dev: cp.dev,
+                ino: cp.ino,
+            };
+            stat.id == id
+                && stat.size >= cp.offset
+                && TailState::resumed(id, cp.offset, cp.line, cp.marker)
+                    .marker_matches(path)
+                    .unwrap_or(false)
+        });
+        match appended {
+            Some(cp) => {
+                let keep = self.out.len();
+                self.reducer.set_history_before(Some(i64::MAX));
+                self.read_upto(path, Mode::History, Some(cp.offset));
+                self.out.truncate(keep);
+            }
+            None => {
+                tracing::debug!(path = %path.display(), "Changed or new while baton was down: read from its start.");
+            }
+        }
+        self.reducer.set_history_before(Some(live_before));
+        self.read_upto(path, Mode::History, None);
+        self.reducer.set_history_before(Some(i64::MAX));
+    }
+
     /// Reads from the committed position to the end of the file.
     fn read_on(&mut self, path: &Path, mode: Mode) {
+        self.read_upto(path, mode, None);
+    }
+
+    /// Reads from the committed position to the end of the file, or to `limit`.
+    fn read_upto(&mut self, path: &Path, mode: Mode, limit: Option<u64>) {
         let now = self.clock.now();
         let Some(t) = self.files.get_mut(path) else {
             return;
@@ -821,10 +1026,19 @@ impl Core {
         };
         let reducer = &mut self.reducer;
         let out = &mut self.out;
-        let res = file
-            .seek(SeekFrom::Start(feed.reader().pos()))
-            .and_then(|_| feed.read_to_end(file, |src, obs| reducer.apply(src, obs, now, out)));
+        let pos = feed.reader().pos();
+        let res = file.seek(SeekFrom::Start(pos)).and_then(|_| match limit {
+            Some(end) => feed.read_to_end(
+                &mut io::Read::take(&mut *file, end.saturating_sub(pos)),
+                |src, obs| reducer.apply(src, obs, now, out),
+            ),
+            None => feed.read_to_end(file, |src, obs| reducer.apply(src, obs, now, out)),
+        });
+        let before = (t.tail.offset(), t.tail.id());
         let res = res.and_then(|_| t.tail.commit(feed.reader()));
+        if (t.tail.offset(), t.tail.id()) != before {
+            self.state_dirty = true;
+        }
         if mode == Mode::Live {
             t.last_change = mono_i(now);
             if !self.live.contains(path) {
@@ -880,6 +1094,7 @@ impl Core {
         self.live.remove(path);
         self.reducer.forget_path(&path_str(path));
         self.counters.deleted += 1;
+        self.state_dirty = true;
         tracing::debug!(path = %path.display(), "Transcript gone.");
     }
 

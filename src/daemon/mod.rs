@@ -52,7 +52,14 @@ Examples:
   baton run --no-default-roots --watch claude=/mnt/box/.claude/projects --watcher poll
                                               a network mount, where inotify is blind
 
-Stop with SIGTERM or Ctrl-C: baton emits daemon_stopping, flushes and exits 0.";
+  State (--state-dir) makes restarts exact: each turn is alerted once across restarts,
+  crashes and rewrites. The first run ever treats what exists as history; later runs
+  read what files gained while baton was down and alert what is within --catch-up.
+  After a crash (SIGKILL, power loss), an event that may not have been delivered is
+  delivered again with \"replay\": true and the same id.
+
+Stop with SIGTERM or Ctrl-C: baton emits daemon_stopping, flushes and exits 0. A second
+baton on the same state directory exits with code 5.";
 
 /// How changes are noticed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -83,6 +90,11 @@ pub struct RunArgs {
     /// ~/.claude/projects, and $CODEX_HOME/sessions or ~/.codex/sessions).
     #[arg(long)]
     pub no_default_roots: bool,
+    /// Where baton keeps its state (checkpoints, the ledger of alerted turns, the
+    /// journal, the lock). Default: $XDG_STATE_HOME/baton or ~/.local/state/baton.
+    /// One daemon per state directory.
+    #[arg(long, value_name = "DIR")]
+    pub state_dir: Option<PathBuf>,
     /// Where events go: a file to append to, or - for stdout [default: -].
     #[arg(long, value_name = "FILE|-")]
     pub events: Option<PathBuf>,
@@ -142,6 +154,7 @@ pub struct Settings {
     pub roots: Vec<Root>,
     /// `None`: stdout.
     pub events: Option<PathBuf>,
+    pub state_dir: PathBuf,
     pub watcher: WatcherMode,
     pub poll_interval: Duration,
     pub sweep_interval: Duration,
@@ -190,9 +203,20 @@ impl Settings {
             None => config.events,
         };
         let desktop = (config.desktop.enabled && !args.no_desktop).then_some(config.desktop.sink);
+        let state_dir = args
+            .state_dir
+            .or_else(crate::state::default_dir)
+            .ok_or_else(|| {
+                Error::Usage(
+                    "no state directory: set --state-dir, XDG_STATE_HOME or HOME".to_owned(),
+                )
+            })?;
+        let state_dir = std::path::absolute(&state_dir)
+            .map_err(|e| Error::Usage(format!("--state-dir {}: {e}", state_dir.display())))?;
         Ok(Settings {
             roots,
             events,
+            state_dir,
             watcher: args.watcher.unwrap_or(config.watcher),
             poll_interval: Duration::from_millis(
                 args.poll_interval.unwrap_or(config.poll_interval_ms),
@@ -290,6 +314,10 @@ fn build_sinks(settings: &Settings) -> Result<Vec<sink::Delivery>, Error> {
 /// Wires the tasks together and runs until `shutdown` resolves (or the event stream
 /// cannot be written).
 pub async fn run(settings: Settings, shutdown: impl Future<Output = ()>) -> Result<(), Error> {
+    // First: a second daemon on the same state directory must stop before it does
+    // anything else.
+    let (persist, mut loaded) = crate::state::open(&settings.state_dir)?;
+    let replay = std::mem::take(&mut loaded.journal.undone);
     let out = open_events(settings.events.as_ref())?;
     let sinks = build_sinks(&settings)?;
     let (views_tx, views_rx) = tokio::sync::watch::channel(crate::socket::Views::default());
@@ -308,7 +336,7 @@ pub async fn run(settings: Settings, shutdown: impl Future<Output = ()>) -> Resu
     // Whether any file needs the poll (live files, or directories with no native watch):
     // when none does, the poll ticker sleeps instead of waking everyone for nothing.
     let (poll_tx, poll_rx) = tokio::sync::watch::channel(true);
-    let core = core::Core::new(&settings, hint_tx.clone(), hint_rx, event_tx)?
+    let core = core::Core::new(&settings, hint_tx.clone(), hint_rx, event_tx, loaded)?
         .with_views(views_tx)
         .with_poll_gate(poll_tx);
     let core = std::thread::Builder::new()
@@ -327,7 +355,7 @@ pub async fn run(settings: Settings, shutdown: impl Future<Output = ()>) -> Resu
         hub: Some(hub),
         ready: Some(ready_tx),
     };
-    let mut sink = tokio::spawn(sink::run(event_rx, out, fan));
+    let mut sink = tokio::spawn(sink::run(event_rx, out, persist, replay, fan));
     tokio::pin!(shutdown);
     let sink_result = tokio::select! {
         () = &mut shutdown => {

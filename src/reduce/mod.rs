@@ -125,10 +125,21 @@ fn draft(
     }
 }
 
+/// An event id the reducer decided (emitted, or absorbed as history): what the daemon's
+/// durable ledger remembers.
+#[derive(Debug, Clone)]
+pub struct Decided {
+    pub id: String,
+    pub session: SessionKey,
+    pub record_ts: Option<i64>,
+}
+
 pub struct Reducer {
     settle_ms: u64,
     sessions: HashMap<SessionKey, Session>,
     seen: Seen,
+    /// `Some` when the caller wants every decided id (see [`Reducer::take_decided`]).
+    decided: Option<Vec<Decided>>,
     /// Events about records older than this (Unix ms) are history: absorbed, not emitted.
     history_before: Option<i64>,
 }
@@ -139,8 +150,27 @@ impl Reducer {
             settle_ms,
             sessions: HashMap::new(),
             seen: Seen::new(seen_capacity),
+            decided: None,
             history_before: None,
         }
+    }
+
+    /// From now on, keep every decided id for [`Reducer::take_decided`].
+    pub fn record_decided(&mut self) {
+        self.decided.get_or_insert_with(Vec::new);
+    }
+
+    /// The ids decided since the last call.
+    pub fn take_decided(&mut self) -> Vec<Decided> {
+        self.decided
+            .as_mut()
+            .map(std::mem::take)
+            .unwrap_or_default()
+    }
+
+    /// Treats `id` as already decided (restored from durable state).
+    pub fn mark_seen(&mut self, id: &str) {
+        self.seen.insert(id);
     }
 
     /// Records older than `wall` (Unix ms) update state silently from now on.
@@ -295,6 +325,13 @@ impl Reducer {
         ]);
         if !self.seen.insert(&id) {
             return None;
+        }
+        if let Some(decided) = self.decided.as_mut() {
+            decided.push(Decided {
+                id: id.clone(),
+                session: key.clone(),
+                record_ts: d.record_ts,
+            });
         }
         if let (Some(before), Some(rts)) = (self.history_before, d.record_ts)
             && rts < before

@@ -88,6 +88,24 @@ impl TailState {
         }
     }
 
+    /// A file committed up to `offset` by an earlier run (restored from a checkpoint):
+    /// [`TailState::marker_matches`] then tells whether it was only appended to since.
+    pub fn resumed(id: FileId, offset: u64, line_no: u64, marker: u64) -> Self {
+        TailState {
+            id,
+            size: offset,
+            mtime_ns: i128::MIN,
+            offset,
+            line_no,
+            marker,
+            handle: None,
+        }
+    }
+
+    pub fn marker(&self) -> u64 {
+        self.marker
+    }
+
     pub fn id(&self) -> FileId {
         self.id
     }

@@ -72,15 +72,21 @@ impl Daemon {
 
     /// Starts the daemon with extra flags and waits for `daemon_ready`.
     pub fn start(mut self, extra: &[&str]) -> Daemon {
+        self.spawn(extra);
+        self.wait_for("daemon_ready", |e| e["event"] == "daemon_ready");
+        self
+    }
+
+    /// `baton run` on this tree (roots, `--events`, and this tree's `--state-dir`
+    /// unless `extra` names one).
+    pub fn command(&self, extra: &[&str]) -> Command {
         let root = self.dir.path();
-        let log = fs::File::create(&self.log).expect("log file");
         fs::create_dir_all(self.runtime_dir()).expect("mkdir run");
         let mut cmd = self.baton();
         for (k, v) in &self.env {
             cmd.env(k, v);
         }
-        let child = cmd
-            .arg("run")
+        cmd.arg("run")
             .arg("--no-default-roots")
             .arg("--watch")
             .arg(format!("claude={}", root.join("claude").display()))
@@ -89,15 +95,84 @@ impl Daemon {
             .arg("--events")
             .arg(&self.events)
             .args(extra)
+            // Each tree has its own state (tests run in parallel; one daemon per state
+            // directory).
+            .args(if extra.contains(&"--state-dir") {
+                Vec::new()
+            } else {
+                vec![
+                    "--state-dir".to_owned(),
+                    self.state_dir().display().to_string(),
+                ]
+            })
             .env("BATON_LOG", "baton=debug")
             .stdin(Stdio::null())
-            .stdout(Stdio::null())
+            .stdout(Stdio::null());
+        cmd
+    }
+
+    /// Starts the daemon without waiting (its stderr appends to the log).
+    pub fn spawn(&mut self, extra: &[&str]) {
+        let log = fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(&self.log)
+            .expect("log file");
+        let child = self
+            .command(extra)
             .stderr(log)
             .spawn()
             .expect("start baton");
         self.child = Some(child);
-        self.wait_for("daemon_ready", |e| e["event"] == "daemon_ready");
-        self
+    }
+
+    /// Starts the daemon again on the same tree and state, and waits for its
+    /// `daemon_ready`.
+    pub fn restart(&mut self, extra: &[&str]) {
+        let before = self
+            .events()
+            .iter()
+            .filter(|e| e["event"] == "daemon_ready")
+            .count();
+        self.spawn(extra);
+        self.wait_count("daemon_ready", before + 1, |e| e["event"] == "daemon_ready");
+    }
+
+    /// SIGTERM and wait; asserts a clean exit. The tree and state stay.
+    pub fn terminate(&mut self) {
+        let mut child = self.child.take().expect("running");
+        let status = Command::new("kill")
+            .arg("-TERM")
+            .arg(child.id().to_string())
+            .status()
+            .expect("kill");
+        assert!(status.success());
+        let start = Instant::now();
+        let status = loop {
+            if let Some(s) = child.try_wait().expect("wait") {
+                break s;
+            }
+            if start.elapsed() > DEADLINE {
+                let _ = child.kill();
+                self.fail("baton did not stop on SIGTERM");
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        };
+        if !status.success() {
+            self.fail(&format!("baton exited with {status}"));
+        }
+    }
+
+    /// SIGKILL and wait. The tree and state stay.
+    pub fn kill(&mut self) {
+        let mut child = self.child.take().expect("running");
+        let _ = child.kill();
+        let _ = child.wait();
+    }
+
+    /// The default `--state-dir` of this tree.
+    pub fn state_dir(&self) -> PathBuf {
+        self.dir.path().join("state")
     }
 
     pub fn claude(&self) -> PathBuf {

@@ -1,0 +1,156 @@
+//! The emission journal: `pending` lines (fsync'ed) before events are delivered, a
+//! `done` line after each one. Journal `N` holds what happened after state generation
+//! `N` was written; a generation's journals are kept until the generation after the
+//! next one, so falling back to the previous generation still finds them.
+//!
+//! A torn last line (a crash mid-write) fails to parse and is ignored: a `pending`
+//! line is only torn if its fsync never finished, and then nothing was delivered.
+
+use crate::model::Event;
+use serde::{Deserialize, Serialize};
+use std::collections::HashSet;
+use std::fs::{self, File, OpenOptions};
+use std::io::{self, Write};
+use std::os::unix::fs::OpenOptionsExt;
+use std::path::{Path, PathBuf};
+
+#[derive(Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+enum Line {
+    Pending(Box<Event>),
+    Done(String),
+}
+
+pub fn name(generation: u64) -> String {
+    format!("journal-{generation}.jsonl")
+}
+
+/// Every journal in `dir`, by generation.
+pub fn list(dir: &Path) -> io::Result<Vec<(u64, PathBuf)>> {
+    let mut out = Vec::new();
+    for entry in fs::read_dir(dir)? {
+        let entry = entry?;
+        let name = entry.file_name();
+        let Some(n) = name
+            .to_str()
+            .and_then(|n| n.strip_prefix("journal-"))
+            .and_then(|n| n.strip_suffix(".jsonl"))
+            .and_then(|n| n.parse::<u64>().ok())
+        else {
+            continue;
+        };
+        out.push((n, entry.path()));
+    }
+    out.sort();
+    Ok(out)
+}
+
+/// What the journals since a generation say.
+#[derive(Debug, Default)]
+pub struct Replay {
+    /// Pending but never done: to be delivered again, in order, flagged `replay`.
+    pub undone: Vec<Event>,
+    /// Every id journaled (pending or done): already decided.
+    pub ids: HashSet<String>,
+}
+
+pub fn read(paths: &[PathBuf]) -> Replay {
+    let mut pending: Vec<Event> = Vec::new();
+    let mut done = HashSet::new();
+    for p in paths {
+        let Ok(text) = fs::read_to_string(p) else {
+            continue;
+        };
+        for line in text.lines() {
+            match serde_json::from_str::<Line>(line) {
+                Ok(Line::Pending(ev)) => pending.push(*ev),
+                Ok(Line::Done(id)) => {
+                    done.insert(id);
+                }
+                Err(_) => {}
+            }
+        }
+    }
+    let mut ids: HashSet<String> = done.clone();
+    let mut undone = Vec::new();
+    for mut ev in pending {
+        if done.contains(&ev.id) || !ids.insert(ev.id.clone()) {
+            continue;
+        }
+        ev.replay = true;
+        undone.push(ev);
+    }
+    Replay { undone, ids }
+}
+
+pub struct Journal {
+    file: File,
+}
+
+impl Journal {
+    /// Opens (creating) journal `generation` for appending.
+    pub fn open(dir: &Path, generation: u64) -> io::Result<Journal> {
+        let path = dir.join(name(generation));
+        super::lock::check_owned(&path).map_err(io::Error::other)?;
+        let file = OpenOptions::new()
+            .append(true)
+            .create(true)
+            .mode(0o600)
+            .open(path)?;
+        Ok(Journal { file })
+    }
+
+    /// Records `events` as pending, durably.
+    pub fn pending(&mut self, events: &[&Event]) -> io::Result<()> {
+        let mut buf = Vec::new();
+        for ev in events {
+            let line = Line::Pending(Box::new((*ev).clone()));
+            serde_json::to_writer(&mut buf, &line).map_err(io::Error::other)?;
+            buf.push(b'\n');
+        }
+        self.file.write_all(&buf)?;
+        self.file.sync_data()
+    }
+
+    /// Records that an event was delivered. Not fsync'ed: only a power loss can lose it,
+    /// and then the event is delivered again, flagged as a replay.
+    pub fn done(&mut self, id: &str) -> io::Result<()> {
+        let mut buf = serde_json::to_vec(&Line::Done(id.to_owned())).map_err(io::Error::other)?;
+        buf.push(b'\n');
+        self.file.write_all(&buf)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::{EventKind, ProviderKind};
+
+    fn ev(id: &str) -> Event {
+        let mut e = Event::lifecycle(EventKind::TurnCompleted, "t".to_owned(), id.to_owned());
+        e.provider = Some(ProviderKind::Claude);
+        e.initiator = Some("human");
+        e
+    }
+
+    #[test]
+    fn undone_events_replay_once_and_a_torn_line_is_ignored() {
+        let tmp = tempfile::tempdir().unwrap();
+        let mut j = Journal::open(tmp.path(), 1).unwrap();
+        j.pending(&[&ev("a"), &ev("b")]).unwrap();
+        j.done("a").unwrap();
+        let mut j2 = Journal::open(tmp.path(), 2).unwrap();
+        j2.pending(&[&ev("c"), &ev("b")]).unwrap();
+        let path = tmp.path().join(name(2));
+        let mut text = fs::read(&path).unwrap();
+        text.extend_from_slice(b"{\"pending\":{\"v\":1,\"ev");
+        fs::write(&path, text).unwrap();
+        let paths: Vec<PathBuf> = list(tmp.path()).unwrap().into_iter().map(|x| x.1).collect();
+        let r = read(&paths);
+        let ids: Vec<&str> = r.undone.iter().map(|e| e.id.as_str()).collect();
+        assert_eq!(ids, ["b", "c"]);
+        assert!(r.undone.iter().all(|e| e.replay));
+        assert_eq!(r.undone[0].initiator, Some("human"));
+        assert_eq!(r.ids.len(), 3);
+    }
+}

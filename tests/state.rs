@@ -1,0 +1,530 @@
+//! Durable state end to end (issue 5): the real binary, restarted, killed and fed
+//! corrupt state, on a temporary tree with its own `--state-dir`.
+//!
+//! Waits have deadlines; nothing asserts how fast anything happened.
+
+mod common;
+
+use common::{Claude, Codex, DEADLINE, Daemon, append, count, is, ts_ago};
+use serde_json::Value;
+use std::collections::{HashMap, HashSet};
+use std::fs;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+/// xorshift64*: random moments without a dependency; the seed is printed.
+struct Rng(u64);
+
+impl Rng {
+    fn seeded() -> Rng {
+        let seed = std::env::var("BATON_TEST_SEED")
+            .ok()
+            .and_then(|s| s.parse().ok())
+            .unwrap_or_else(|| {
+                SystemTime::now()
+                    .duration_since(UNIX_EPOCH)
+                    .expect("clock")
+                    .as_nanos() as u64
+                    | 1
+            });
+        eprintln!("seed: {seed} (BATON_TEST_SEED to repeat)");
+        Rng(seed)
+    }
+
+    fn below(&mut self, n: u64) -> u64 {
+        self.0 ^= self.0 >> 12;
+        self.0 ^= self.0 << 25;
+        self.0 ^= self.0 >> 27;
+        self.0.wrapping_mul(0x2545_f491_4f6c_dd1d) % n.max(1)
+    }
+}
+
+/// A writer appending whole turns to a few Claude and Codex files (and now and then
+/// starting a new Claude file) until stopped. Returns every turn id it wrote.
+struct Stream {
+    stop: Arc<AtomicBool>,
+    handle: JoinHandle<Vec<String>>,
+}
+
+impl Stream {
+    fn start(claude: PathBuf, codex: PathBuf) -> Stream {
+        let stop = Arc::new(AtomicBool::new(false));
+        let flag = stop.clone();
+        let handle = std::thread::spawn(move || {
+            let mut turns = Vec::new();
+            let mut claudes = vec![Claude::new(), Claude::new()];
+            let x = Codex::new();
+            let xpath = x.path_in(&codex);
+            append(&xpath, x.meta().as_bytes());
+            let mut i = 0u64;
+            while !flag.load(Ordering::Relaxed) {
+                i += 1;
+                if i.is_multiple_of(3) {
+                    let (bytes, turn) = x.turn(&format!("codex answer {i}"));
+                    append(&xpath, bytes.as_bytes());
+                    turns.push(turn);
+                } else {
+                    if i.is_multiple_of(40) {
+                        claudes.remove(0);
+                        claudes.push(Claude::new());
+                    }
+                    let c = &claudes[(i % 2) as usize];
+                    let (bytes, turn) = c.turn(&format!("prompt {i}"), &format!("answer {i}"));
+                    append(&c.path_in(&claude), bytes.as_bytes());
+                    turns.push(turn);
+                }
+                std::thread::sleep(Duration::from_millis(10));
+            }
+            turns
+        });
+        Stream { stop, handle }
+    }
+
+    fn finish(self) -> Vec<String> {
+        self.stop.store(true, Ordering::Relaxed);
+        self.handle.join().expect("writer thread")
+    }
+}
+
+/// Waits until every turn has a `turn_completed`.
+fn wait_all_completed(d: &Daemon, turns: &[String]) {
+    let start = Instant::now();
+    loop {
+        let done: HashSet<String> = d
+            .events()
+            .iter()
+            .filter(|e| e["event"] == "turn_completed")
+            .filter_map(|e| e["turn"].as_str().map(str::to_owned))
+            .collect();
+        let missing: Vec<&String> = turns.iter().filter(|t| !done.contains(*t)).collect();
+        if missing.is_empty() {
+            return;
+        }
+        if start.elapsed() > DEADLINE * 2 {
+            d.fail(&format!(
+                "{} of {} turns never completed, e.g. {:?}",
+                missing.len(),
+                turns.len(),
+                &missing[..missing.len().min(5)]
+            ));
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+#[derive(Debug, Default, PartialEq)]
+struct Tally {
+    turns: usize,
+    lost: usize,
+    /// Deliveries of an id beyond its first.
+    duplicates: usize,
+    /// Of those, deliveries without `replay: true`.
+    plain_duplicates: usize,
+    replays: usize,
+}
+
+fn tally(events: &[Value], turns: &[String]) -> Tally {
+    let mut t = Tally {
+        turns: turns.len(),
+        ..Tally::default()
+    };
+    let completed: HashSet<&str> = events
+        .iter()
+        .filter(|e| e["event"] == "turn_completed")
+        .filter_map(|e| e["turn"].as_str())
+        .collect();
+    t.lost = turns
+        .iter()
+        .filter(|x| !completed.contains(x.as_str()))
+        .count();
+    let mut by_id: HashMap<&str, (usize, usize)> = HashMap::new();
+    for e in events.iter().filter(|e| !e["provider"].is_null()) {
+        let replay = e["replay"] == true;
+        let entry = by_id
+            .entry(e["id"].as_str().unwrap_or_default())
+            .or_default();
+        if replay {
+            entry.1 += 1;
+            t.replays += 1;
+        } else {
+            entry.0 += 1;
+        }
+    }
+    for (plain, replay) in by_id.values() {
+        t.duplicates += (plain + replay).saturating_sub(1);
+        t.plain_duplicates += plain.saturating_sub(1);
+    }
+    t
+}
+
+#[test]
+fn clean_restarts_under_a_stream_lose_and_repeat_nothing() {
+    let mut d = Daemon::tree().start(&[]);
+    let stream = Stream::start(d.claude(), d.codex());
+    let mut rng = Rng::seeded();
+    let cycles = 50;
+    for _ in 0..cycles {
+        std::thread::sleep(Duration::from_millis(20 + rng.below(60)));
+        d.terminate();
+        // Turns keep coming while baton is down.
+        std::thread::sleep(Duration::from_millis(rng.below(30)));
+        d.restart(&[]);
+    }
+    let turns = stream.finish();
+    wait_all_completed(&d, &turns);
+    let events = d.stop();
+    let t = tally(&events, &turns);
+    eprintln!("clean restarts: {cycles} cycles, {t:?}");
+    assert!(t.turns > 100, "the stream wrote too little: {t:?}");
+    assert_eq!((t.lost, t.duplicates, t.replays), (0, 0, 0), "{t:?}");
+}
+
+/// SIGKILL at random moments for `cycles` cycles; returns the tally and the kills.
+fn kill_cycles(cycles: usize) -> Tally {
+    let mut d = Daemon::tree().start(&[]);
+    let stream = Stream::start(d.claude(), d.codex());
+    let mut rng = Rng::seeded();
+    for i in 0..cycles {
+        std::thread::sleep(Duration::from_millis(rng.below(80)));
+        d.kill();
+        std::thread::sleep(Duration::from_millis(rng.below(20)));
+        d.restart(&[]);
+        if cycles >= 100 && i % 100 == 99 {
+            eprintln!("{} kills", i + 1);
+        }
+    }
+    let turns = stream.finish();
+    wait_all_completed(&d, &turns);
+    let events = d.stop();
+    let t = tally(&events, &turns);
+    eprintln!("kills: {cycles} cycles, {t:?}");
+    assert!(t.turns > 100, "the stream wrote too little: {t:?}");
+    assert_eq!(t.lost, 0, "{t:?}");
+    assert_eq!(t.plain_duplicates, 0, "a duplicate must say replay: {t:?}");
+    assert!(
+        t.duplicates <= cycles,
+        "at most one duplicate per kill: {t:?}"
+    );
+    t
+}
+
+#[test]
+fn sigkill_at_random_moments_loses_nothing_and_only_replays() {
+    kill_cycles(50);
+}
+
+/// The long run: `BATON_KILL_CYCLES=1000 cargo test --release --test state -- --ignored`
+/// (see tests/soak/kill_soak.sh).
+#[test]
+#[ignore = "soak test; run tests/soak/kill_soak.sh"]
+fn kill_soak() {
+    let cycles = std::env::var("BATON_KILL_CYCLES")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(1000);
+    kill_cycles(cycles);
+}
+
+/// A tree with one Claude session whose two turns were alerted, stopped cleanly.
+fn alerted_then_stopped() -> (Daemon, Claude, PathBuf, String, Vec<String>) {
+    let mut d = Daemon::tree().start(&[]);
+    let c = Claude::new();
+    let path = c.path_in(&d.claude());
+    let (a, ta) = c.turn("one", "answer one");
+    let (b, tb) = c.turn("two", "answer two");
+    append(&path, a.as_bytes());
+    d.wait_for("A", is("turn_completed", ta.clone()));
+    append(&path, b.as_bytes());
+    d.wait_for("B", is("turn_completed", tb.clone()));
+    d.terminate();
+    (d, c, path, a + &b, vec![ta, tb])
+}
+
+/// Restarts, writes one more turn, waits for it and stops; returns the events.
+fn restart_and_probe(mut d: Daemon, c: &Claude, path: &Path) -> (Vec<Value>, String) {
+    d.restart(&[]);
+    let (bytes, probe) = c.turn("probe", "probe answer");
+    append(path, bytes.as_bytes());
+    d.wait_for("probe", is("turn_completed", probe.clone()));
+    (d.stop(), probe)
+}
+
+fn reasons(events: &[Value], reason: &str) -> usize {
+    events
+        .iter()
+        .filter(|e| e["event"] == "anomaly" && e["reason"] == reason)
+        .count()
+}
+
+#[test]
+fn corrupt_current_generation_falls_back_to_the_previous_one() {
+    let mut rng = Rng::seeded();
+    for how in ["truncated", "empty", "garbage"] {
+        let (d, c, path, _, old) = alerted_then_stopped();
+        let cur = d.state_dir().join("state.json");
+        assert!(d.state_dir().join("state.json.prev").exists());
+        let bytes = fs::read(&cur).expect("state.json");
+        let bad: Vec<u8> = match how {
+            "truncated" => bytes[..rng.below(bytes.len() as u64) as usize].to_vec(),
+            "empty" => Vec::new(),
+            _ => b"\x00\xffnot state at all\n{\"files\":[]}".to_vec(),
+        };
+        fs::write(&cur, bad).expect("corrupt");
+        // A turn while down: the previous generation's checkpoint still finds it.
+        let (bytes, down) = c.turn("while down", "down answer");
+        append(&path, bytes.as_bytes());
+        let (events, probe) = restart_and_probe(d, &c, &path);
+        for t in &old {
+            assert_eq!(
+                count(&events, "turn_completed", t),
+                1,
+                "{how}: {t} re-alerted"
+            );
+        }
+        assert_eq!(count(&events, "turn_completed", &down), 1, "{how}");
+        assert_eq!(count(&events, "turn_completed", &probe), 1, "{how}");
+        assert_eq!(reasons(&events, "state_lost"), 0, "{how}");
+    }
+}
+
+#[test]
+fn no_usable_generation_is_a_silent_baseline_with_state_lost() {
+    let mut rng = Rng::seeded();
+    for how in ["truncated", "empty", "garbage", "both missing"] {
+        let (d, c, path, _, old) = alerted_then_stopped();
+        let cur = d.state_dir().join("state.json");
+        let prev = d.state_dir().join("state.json.prev");
+        let bytes = fs::read(&cur).expect("state.json");
+        match how {
+            "truncated" => {
+                let cut = rng.below(bytes.len() as u64) as usize;
+                fs::write(&cur, &bytes[..cut]).expect("truncate");
+                fs::write(&prev, &bytes[..cut / 2]).expect("truncate");
+            }
+            "empty" => {
+                fs::write(&cur, b"").expect("empty");
+                fs::remove_file(&prev).expect("rm prev");
+            }
+            "garbage" => {
+                fs::write(&cur, b"garbage").expect("garbage");
+                fs::write(&prev, b"baton-state 1 00000000 2\n{}").expect("garbage");
+            }
+            _ => {
+                fs::remove_file(&cur).expect("rm");
+                fs::remove_file(&prev).expect("rm prev");
+            }
+        }
+        let (events, probe) = restart_and_probe(d, &c, &path);
+        for t in &old {
+            assert_eq!(
+                count(&events, "turn_completed", t),
+                1,
+                "{how}: {t} re-alerted"
+            );
+        }
+        assert_eq!(count(&events, "turn_completed", &probe), 1, "{how}");
+        assert_eq!(reasons(&events, "state_lost"), 1, "{how}");
+    }
+}
+
+#[test]
+fn a_second_instance_on_the_same_state_dir_exits_with_code_5() {
+    let mut d = Daemon::tree().start(&[]);
+    let other = d
+        .command(&[])
+        .stderr(std::process::Stdio::piped())
+        .output()
+        .expect("second baton");
+    assert_eq!(other.status.code(), Some(5), "{other:?}");
+    let err = String::from_utf8_lossy(&other.stderr);
+    assert!(err.contains("already running"), "{err}");
+    // The first one is unharmed.
+    let c = Claude::new();
+    let (bytes, turn) = c.turn("still there?", "yes");
+    append(&c.path_in(&d.claude()), bytes.as_bytes());
+    d.wait_for("turn", is("turn_completed", turn.clone()));
+    let events = d.stop();
+    assert_eq!(count(&events, "turn_completed", &turn), 1);
+}
+
+#[test]
+fn a_symlinked_state_file_is_refused() {
+    let (d, _, _, _, _) = alerted_then_stopped();
+    let cur = d.state_dir().join("state.json");
+    let elsewhere = d.dir.path().join("elsewhere.json");
+    fs::rename(&cur, &elsewhere).expect("move");
+    std::os::unix::fs::symlink(&elsewhere, &cur).expect("symlink");
+    let out = d
+        .command(&[])
+        .stderr(std::process::Stdio::piped())
+        .output()
+        .expect("baton");
+    assert_eq!(out.status.code(), Some(6), "{out:?}");
+    assert!(String::from_utf8_lossy(&out.stderr).contains("symbolic link"));
+}
+
+#[test]
+fn completions_while_down_inside_and_outside_the_catch_up_window() {
+    let (mut d, c, path, _, old) = alerted_then_stopped();
+    // Inside the window: reported once. Outside (record time 30 min ago): absorbed.
+    let (p, inside) = c.prompt_at("inside", &ts_ago(Duration::from_secs(60)));
+    let a = c.answer_at("inside answer", &ts_ago(Duration::from_secs(50)));
+    let (p2, outside) = c.prompt_at("outside", &ts_ago(Duration::from_secs(1900)));
+    let a2 = c.answer_at("outside answer", &ts_ago(Duration::from_secs(1800)));
+    // A new file while down, with one turn inside the window.
+    let n = Claude::new();
+    let (nb, fresh) = n.turn("new file", "new answer");
+    append(&path, (p + &a).as_bytes());
+    let other = Claude::new();
+    let opath = other.path_in(&d.claude());
+    append(&opath, (p2 + &a2).as_bytes());
+    append(&n.path_in(&d.claude()), nb.as_bytes());
+    d.restart(&[]);
+    d.wait_for("inside", is("turn_completed", inside.clone()));
+    d.wait_for("new file", is("turn_completed", fresh.clone()));
+    // The state is still right: the session goes on.
+    let (bytes, next) = other.turn("after", "after answer");
+    append(&opath, bytes.as_bytes());
+    d.wait_for("next", is("turn_completed", next.clone()));
+    d.terminate();
+    // And a second restart repeats none of it.
+    d.restart(&[]);
+    let events = d.stop();
+    for t in old.iter().chain([&inside, &fresh, &next]) {
+        assert_eq!(count(&events, "turn_completed", t), 1, "turn {t}");
+    }
+    assert_eq!(count(&events, "turn_completed", &outside), 0);
+    assert_eq!(count(&events, "turn_started", &outside), 0);
+}
+
+#[test]
+fn rewrites_while_down_re_alert_nothing_and_alert_new_turns() {
+    for how in ["same in place", "same new inode", "shorter", "longer"] {
+        let (mut d, c, path, content, old) = alerted_then_stopped();
+        let (extra, new_turn) = c.turn("added", "added answer");
+        match how {
+            "same in place" => fs::write(&path, &content).expect("rewrite"),
+            "same new inode" => {
+                let tmp = path.with_extension("tmp");
+                fs::write(&tmp, &content).expect("write");
+                fs::rename(&tmp, &path).expect("rename");
+            }
+            "shorter" => {
+                // Only the first turn (its two lines) is left.
+                let cut: usize = content.lines().take(2).map(|l| l.len() + 1).sum();
+                fs::write(&path, &content[..cut]).expect("rewrite");
+            }
+            _ => {
+                let summary =
+                    "{\"type\":\"summary\",\"summary\":\"compacted\",\"leafUuid\":\"x\"}\n";
+                fs::write(&path, format!("{summary}{content}{extra}")).expect("rewrite");
+            }
+        }
+        d.restart(&[]);
+        if how == "longer" {
+            d.wait_for("new turn", is("turn_completed", new_turn.clone()));
+        }
+        let (bytes, probe) = c.turn("probe", "probe answer");
+        append(&path, bytes.as_bytes());
+        d.wait_for("probe", is("turn_completed", probe.clone()));
+        let events = d.stop();
+        for t in &old {
+            assert_eq!(count(&events, "turn_completed", t), 1, "{how}: {t}");
+            assert_eq!(count(&events, "turn_started", t), 1, "{how}: {t}");
+        }
+        assert_eq!(count(&events, "turn_completed", &probe), 1, "{how}");
+        let want_new = usize::from(how == "longer");
+        assert_eq!(
+            count(&events, "turn_completed", &new_turn),
+            want_new,
+            "{how}"
+        );
+    }
+}
+
+#[test]
+fn a_pending_event_never_marked_done_is_replayed_once() {
+    let (mut d, _, _, _, old) = alerted_then_stopped();
+    // What a SIGKILL between delivery and the `done` record leaves: the event pending
+    // in the newest journal.
+    let events = d.events();
+    let delivered = events
+        .iter()
+        .find(|e| e["event"] == "turn_completed" && e["turn"] == old[1].as_str())
+        .expect("B")
+        .clone();
+    let mut journals: Vec<PathBuf> = fs::read_dir(d.state_dir())
+        .expect("state dir")
+        .flatten()
+        .map(|e| e.path())
+        .filter(|p| p.to_string_lossy().contains("journal-"))
+        .collect();
+    journals.sort_by_key(|p| {
+        p.file_stem()
+            .and_then(|s| s.to_str())
+            .and_then(|s| s.strip_prefix("journal-"))
+            .and_then(|n| n.parse::<u64>().ok())
+    });
+    let newest = journals.last().expect("a journal");
+    append(
+        newest,
+        format!("{}\n", serde_json::json!({ "pending": delivered })).as_bytes(),
+    );
+    d.restart(&[]);
+    d.wait_for("replay", |e| {
+        e["id"] == delivered["id"] && e["replay"] == true
+    });
+    d.terminate();
+    d.restart(&[]);
+    let events = d.stop();
+    let copies: Vec<&Value> = events
+        .iter()
+        .filter(|e| e["id"] == delivered["id"])
+        .collect();
+    assert_eq!(copies.len(), 2, "{copies:?}");
+    assert_eq!(copies[1]["replay"], true);
+    assert_eq!(copies[1]["turn"], delivered["turn"]);
+}
+
+#[test]
+fn unwritable_state_keeps_delivering_raises_one_anomaly_and_recovers() {
+    let mut d = Daemon::tree().start(&[]);
+    // A directory where the temporary state file goes: every save fails (even as root).
+    let blocker = d.state_dir().join("state.json.tmp");
+    fs::create_dir(&blocker).expect("blocker");
+    let c = Claude::new();
+    let path = c.path_in(&d.claude());
+    let mut turns = Vec::new();
+    for i in 0..3 {
+        let (bytes, t) = c.turn(&format!("p{i}"), &format!("a{i}"));
+        append(&path, bytes.as_bytes());
+        d.wait_for("turn", is("turn_completed", t.clone()));
+        turns.push(t);
+        std::thread::sleep(Duration::from_millis(300));
+    }
+    d.wait_for("state_unwritable", |e| e["reason"] == "state_unwritable");
+    fs::remove_dir(&blocker).expect("unblock");
+    let gen_before = fs::read(d.state_dir().join("state.json")).expect("state");
+    let (bytes, t) = c.turn("after", "after");
+    append(&path, bytes.as_bytes());
+    d.wait_for("turn", is("turn_completed", t.clone()));
+    turns.push(t);
+    // Saved again: the state file changes.
+    let start = Instant::now();
+    while fs::read(d.state_dir().join("state.json")).expect("state") == gen_before {
+        if start.elapsed() > DEADLINE {
+            d.fail("the state was never saved again");
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    d.terminate();
+    d.restart(&[]);
+    let events = d.stop();
+    assert_eq!(reasons(&events, "state_unwritable"), 1);
+    for t in &turns {
+        assert_eq!(count(&events, "turn_completed", t), 1, "turn {t}");
+    }
+}
