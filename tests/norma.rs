@@ -1,6 +1,8 @@
 //! Norma transcripts through `baton replay` and `baton scan`: hand-written fixtures from
 //! seeds 000/001 (tests/fixtures/norma), one scenario each.
 
+mod common;
+
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
@@ -10,50 +12,8 @@ fn fixture(rel: &str) -> PathBuf {
         .join(rel)
 }
 
-fn text(v: &serde_json::Value, key: &str) -> String {
-    match &v[key] {
-        serde_json::Value::Null => "-".to_owned(),
-        serde_json::Value::String(s) => s.clone(),
-        other => other.to_string(),
-    }
-}
-
-/// `baton replay` over `paths`, each event reduced to the fields that decide it.
 fn replay(args: &[&str], paths: &[PathBuf]) -> Vec<String> {
-    let out = Command::new(env!("CARGO_BIN_EXE_baton"))
-        .arg("replay")
-        .args(args)
-        .args(paths)
-        .output()
-        .expect("runs baton");
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8(out.stdout)
-        .expect("utf-8")
-        .lines()
-        .map(|l| {
-            let v: serde_json::Value = serde_json::from_str(l).expect("JSON event");
-            assert_eq!(v["provider"], "norma");
-            let mut s = format!(
-                "{} {}/{} turn={} line={} rts={}",
-                text(&v, "event"),
-                text(&v, "session"),
-                text(&v, "agent"),
-                text(&v, "turn"),
-                text(&v, "line"),
-                text(&v, "record_ts"),
-            );
-            for key in ["evidence", "reason", "pre_tokens", "message"] {
-                if !v[key].is_null() {
-                    s.push_str(&format!(" {key}={}", text(&v, key)));
-                }
-            }
-            s
-        })
-        .collect()
+    common::replay_summary("norma", true, args, paths)
 }
 
 fn id(n: u32) -> String {
@@ -215,11 +175,11 @@ fn scan_reports_each_session_and_agent() {
             let v: serde_json::Value = serde_json::from_str(l).expect("JSON");
             format!(
                 "{} {}/{} {} {}",
-                text(&v, "provider"),
-                text(&v, "session"),
-                text(&v, "agent"),
-                text(&v, "state"),
-                text(&v, "evidence")
+                common::field_text(&v, "provider"),
+                common::field_text(&v, "session"),
+                common::field_text(&v, "agent"),
+                common::field_text(&v, "state"),
+                common::field_text(&v, "evidence")
             )
         })
         .collect();

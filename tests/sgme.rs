@@ -2,12 +2,13 @@
 //! reducer on the machine clock, as the daemon runs it). Fixtures: tests/fixtures/sgme,
 //! written by hand from seed 002.
 
+mod common;
+
 use baton::clock::Now;
 use baton::feed::FileFeed;
 use baton::model::{Event, EventKind, ProviderKind};
 use baton::reduce::Reducer;
 use std::path::{Path, PathBuf};
-use std::process::Command;
 
 const SESSION: &str = "sessions/0f8e2c1a-5b7d-4e3f-9a2b-1c3d5e7f9a0b.md";
 const FID: &str = "0f8e2c1a-5b7d-4e3f-9a2b-1c3d5e7f9a0b";
@@ -18,48 +19,8 @@ fn raw(rel: &str) -> PathBuf {
         .join(rel)
 }
 
-fn text(v: &serde_json::Value, key: &str) -> String {
-    match &v[key] {
-        serde_json::Value::Null => "-".to_owned(),
-        serde_json::Value::String(s) => s.clone(),
-        other => other.to_string(),
-    }
-}
-
 fn replay(args: &[&str], paths: &[PathBuf]) -> Vec<String> {
-    let out = Command::new(env!("CARGO_BIN_EXE_baton"))
-        .arg("replay")
-        .args(args)
-        .args(paths)
-        .output()
-        .expect("runs baton");
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8(out.stdout)
-        .expect("utf-8")
-        .lines()
-        .map(|l| {
-            let v: serde_json::Value = serde_json::from_str(l).expect("JSON event");
-            assert_eq!(v["provider"], "sgme");
-            let mut s = format!(
-                "{} {} turn={} line={} rts={}",
-                text(&v, "event"),
-                text(&v, "session"),
-                text(&v, "turn"),
-                text(&v, "line"),
-                text(&v, "record_ts"),
-            );
-            for key in ["evidence", "reason", "message"] {
-                if !v[key].is_null() {
-                    s.push_str(&format!(" {key}={}", text(&v, key)));
-                }
-            }
-            s
-        })
-        .collect()
+    common::replay_summary("sgme", false, args, paths)
 }
 
 #[test]

@@ -181,3 +181,58 @@ pub fn lines(records: &[String]) -> Vec<u8> {
     }
     out
 }
+
+pub fn field_text(v: &serde_json::Value, key: &str) -> String {
+    match &v[key] {
+        serde_json::Value::Null => "-".to_owned(),
+        serde_json::Value::String(s) => s.clone(),
+        other => other.to_string(),
+    }
+}
+
+/// `baton replay ARGS PATHS`, each event of `provider` reduced to one line with the
+/// fields that decide it (`session/agent` when `with_agent`).
+pub fn replay_summary(
+    provider: &str,
+    with_agent: bool,
+    args: &[&str],
+    paths: &[PathBuf],
+) -> Vec<String> {
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_baton"))
+        .arg("replay")
+        .args(args)
+        .args(paths)
+        .output()
+        .expect("runs baton");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8(out.stdout)
+        .expect("utf-8")
+        .lines()
+        .map(|l| {
+            let v: serde_json::Value = serde_json::from_str(l).expect("JSON event");
+            assert_eq!(v["provider"], provider);
+            let who = if with_agent {
+                format!("{}/{}", field_text(&v, "session"), field_text(&v, "agent"))
+            } else {
+                field_text(&v, "session")
+            };
+            let mut s = format!(
+                "{} {who} turn={} line={} rts={}",
+                field_text(&v, "event"),
+                field_text(&v, "turn"),
+                field_text(&v, "line"),
+                field_text(&v, "record_ts")
+            );
+            for key in ["evidence", "reason", "pre_tokens", "message"] {
+                if !v[key].is_null() {
+                    s.push_str(&format!(" {key}={}", field_text(&v, key)));
+                }
+            }
+            s
+        })
+        .collect()
+}
