@@ -2,7 +2,9 @@
 //! from the transcript in argv or the environment; shell metacharacters in a message run
 //! nothing; a program past its timeout is killed; concurrency and the queue are bounded.
 
-use baton::model::{Event, EventKind, ProviderKind};
+mod common;
+
+use baton::model::{Event, EventKind};
 use baton::sink::Sink;
 use baton::sink::exec::{ExecConfig, ExecSink};
 use std::path::Path;
@@ -11,26 +13,7 @@ use std::time::{Duration, Instant};
 const GRACE: Duration = Duration::from_secs(30);
 
 fn event(kind: EventKind, n: u32, message: &str) -> Event {
-    Event {
-        v: 1,
-        event: kind,
-        provider: Some(ProviderKind::Claude),
-        session: Some("5f1c8a2e-0000-4000-8000-00000000abcd".to_owned()),
-        agent: None,
-        turn: Some(format!("t{n}")),
-        path: Some("/home/me/.claude/projects/-home-me-src-web/s.jsonl".to_owned()),
-        line: Some(u64::from(n)),
-        ts: "2026-01-01T00:00:00.000Z".to_owned(),
-        record_ts: None,
-        reason: None,
-        message: Some(message.to_owned()),
-        evidence: None,
-        id: format!("id{n}"),
-        resets_at: None,
-        initiator: None,
-        pre_tokens: None,
-        replay: false,
-    }
+    common::sample_event(kind, n, message)
 }
 
 fn sh(script: &str, args: &[&Path]) -> Vec<String> {

@@ -2,7 +2,9 @@
 //! retry after a 500, no retry after a 400, and a bounded drop-oldest queue while the
 //! server is down.
 
-use baton::model::{Event, EventKind, ProviderKind};
+mod common;
+
+use baton::model::{Event, EventKind};
 use baton::sink::Sink;
 use baton::sink::webhook::{Endpoint, Format, WebhookConfig, WebhookSink};
 use std::collections::VecDeque;
@@ -15,26 +17,7 @@ use std::time::{Duration, Instant};
 const PATIENCE: Duration = Duration::from_secs(30);
 
 fn event(kind: EventKind, n: u32, message: &str) -> Event {
-    Event {
-        v: 1,
-        event: kind,
-        provider: Some(ProviderKind::Claude),
-        session: Some("5f1c8a2e-0000-4000-8000-00000000abcd".to_owned()),
-        agent: None,
-        turn: Some(format!("t{n}")),
-        path: Some("/home/me/.claude/projects/-home-me-src-web/s.jsonl".to_owned()),
-        line: Some(u64::from(n)),
-        ts: "2026-01-01T00:00:00.000Z".to_owned(),
-        record_ts: None,
-        reason: None,
-        message: Some(message.to_owned()),
-        evidence: None,
-        id: format!("id{n}"),
-        resets_at: None,
-        initiator: None,
-        pre_tokens: None,
-        replay: false,
-    }
+    common::sample_event(kind, n, message)
 }
 
 #[derive(Debug, Clone)]

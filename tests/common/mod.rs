@@ -236,3 +236,19 @@ pub fn replay_summary(
         })
         .collect()
 }
+
+/// A main-conversation Claude event for sink tests: turn `t<n>`, id `id<n>`.
+pub fn sample_event(kind: baton::model::EventKind, n: u32, message: &str) -> Event {
+    let mut e = Event::lifecycle(
+        kind,
+        "2026-01-01T00:00:00.000Z".to_owned(),
+        format!("id{n}"),
+    );
+    e.provider = Some(ProviderKind::Claude);
+    e.session = Some("5f1c8a2e-0000-4000-8000-00000000abcd".to_owned());
+    e.turn = Some(format!("t{n}"));
+    e.path = Some("/home/me/.claude/projects/-home-me-src-web/s.jsonl".to_owned());
+    e.line = Some(u64::from(n));
+    e.message = Some(message.to_owned());
+    e
+}
