@@ -111,6 +111,11 @@ struct Question<'a> {
     question: Option<Cow<'a, str>>,
 }
 
+/// Inline sidechain records remembered for chain lookups. A record's parent is almost
+/// always a recent record, and `LruCache` allocates its capacity up front for every
+/// warm file, so this stays small.
+const SIDE_ROOTS: usize = 512;
+
 /// Tools that park the turn until the person answers.
 const NEEDS_INPUT_TOOLS: [&str; 2] = ["AskUserQuestion", "ExitPlanMode"];
 /// Stop reasons that end a response for good (max_tokens and refusal: done, but degraded).
@@ -157,7 +162,7 @@ impl ClaudeProjector {
             session_fixed,
             file_agent,
             helper,
-            side_roots: LruCache::new(NonZeroUsize::new(4096).unwrap_or(NonZeroUsize::MIN)),
+            side_roots: LruCache::new(NonZeroUsize::new(SIDE_ROOTS).unwrap_or(NonZeroUsize::MIN)),
             last_caveat: None,
         }
     }
