@@ -254,27 +254,7 @@ impl Daemon {
 
     /// [`Daemon::stop`], also returning the daemon's stderr.
     pub fn stop_with_log(mut self) -> (Vec<Value>, String) {
-        let mut child = self.child.take().expect("running");
-        let status = Command::new("kill")
-            .arg("-TERM")
-            .arg(child.id().to_string())
-            .status()
-            .expect("kill");
-        assert!(status.success());
-        let start = Instant::now();
-        let status = loop {
-            if let Some(s) = child.try_wait().expect("wait") {
-                break s;
-            }
-            if start.elapsed() > DEADLINE {
-                let _ = child.kill();
-                self.fail("baton did not stop on SIGTERM");
-            }
-            std::thread::sleep(Duration::from_millis(20));
-        };
-        if !status.success() {
-            self.fail(&format!("baton exited with {status}"));
-        }
+        self.terminate();
         let events = self.events();
         assert_eq!(
             events.last().map(|e| e["event"].clone()),
