@@ -45,6 +45,25 @@ impl FileFeed {
         }
     }
 
+    /// A feed that continues at a saved line-start offset with the projector context
+    /// [`FileFeed::save`] gave there; `None` if that context cannot be taken back.
+    pub fn restore(
+        path: &Path,
+        provider: ProviderKind,
+        max_line: usize,
+        at: (u64, u64),
+        saved: &str,
+    ) -> Option<Self> {
+        let mut feed = Self::resume(path, provider, max_line, at.0, at.1);
+        feed.projector.restore(saved).then_some(feed)
+    }
+
+    /// The projector's context after the last complete line, i.e. at
+    /// `reader().offset()`: a line still in progress has not reached the projector.
+    pub fn save(&self) -> String {
+        self.projector.save()
+    }
+
     pub fn reader(&self) -> &LineReader {
         &self.reader
     }

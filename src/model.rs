@@ -200,7 +200,7 @@ impl Event {
 }
 
 /// Where a conversation lives: one reducer state per key.
-#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
 pub struct SessionKey {
     pub provider: ProviderKind,
     pub session: String,
@@ -208,7 +208,7 @@ pub struct SessionKey {
 }
 
 /// The state `scan` and `status` report for a session.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum SessionState {
     Working,

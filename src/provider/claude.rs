@@ -7,8 +7,8 @@ use super::{
 };
 use crate::clock::parse_rfc3339;
 use lru::LruCache;
-use serde::Deserialize;
 use serde::de::IgnoredAny;
+use serde::{Deserialize, Serialize};
 use std::borrow::Cow;
 use std::num::NonZeroUsize;
 use std::path::Path;
@@ -129,8 +129,25 @@ pub struct ClaudeProjector {
     file_agent: Option<String>,
     helper: bool,
     /// Inline sidechains (≤1.0.x) carry no agent id: follow the parent chain to its root.
-    side_roots: LruCache<String, String>,
+    /// Made on the first inline sidechain record: newer files never need it.
+    side_roots: Option<LruCache<String, String>>,
     last_caveat: Option<String>,
+}
+
+/// What [`ClaudeProjector`] keeps between lines (the rest comes from the path).
+#[derive(Serialize, Deserialize)]
+struct Saved {
+    session: String,
+    fixed: bool,
+    /// Oldest first.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    side: Vec<(String, String)>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    caveat: Option<String>,
+}
+
+fn side_roots() -> LruCache<String, String> {
+    LruCache::new(NonZeroUsize::new(SIDE_ROOTS).unwrap_or(NonZeroUsize::MIN))
 }
 
 impl ClaudeProjector {
@@ -162,7 +179,7 @@ impl ClaudeProjector {
             session_fixed,
             file_agent,
             helper,
-            side_roots: LruCache::new(NonZeroUsize::new(SIDE_ROOTS).unwrap_or(NonZeroUsize::MIN)),
+            side_roots: None,
             last_caveat: None,
         }
     }
@@ -180,7 +197,7 @@ impl ClaudeProjector {
             let inherited = rec
                 .parent
                 .as_deref()
-                .and_then(|p| self.side_roots.get(p).cloned());
+                .and_then(|p| self.side_roots.as_mut()?.get(p).cloned());
             match (inherited, rec.uuid.as_deref()) {
                 (Some(a), _) => a,
                 (None, Some(u)) => format!("side-{}", u.get(..8).unwrap_or(u)),
@@ -188,7 +205,9 @@ impl ClaudeProjector {
             }
         };
         if let Some(u) = &rec.uuid {
-            self.side_roots.put(u.to_string(), agent.clone());
+            self.side_roots
+                .get_or_insert_with(side_roots)
+                .put(u.to_string(), agent.clone());
         }
         Some(agent)
     }
@@ -477,5 +496,37 @@ impl Projector for ClaudeProjector {
 
     fn is_conversation(&self) -> bool {
         !self.helper
+    }
+
+    fn save(&self) -> String {
+        let side = self.side_roots.as_ref().map_or_else(Vec::new, |l| {
+            l.iter()
+                .rev()
+                .map(|(k, v)| (k.clone(), v.clone()))
+                .collect()
+        });
+        super::save_json(&Saved {
+            session: self.session.clone(),
+            fixed: self.session_fixed,
+            side,
+            caveat: self.last_caveat.clone(),
+        })
+    }
+
+    fn restore(&mut self, saved: &str) -> bool {
+        let Some(s) = super::load_json::<Saved>(saved) else {
+            return false;
+        };
+        self.session = s.session;
+        self.session_fixed = s.fixed;
+        self.last_caveat = s.caveat;
+        self.side_roots = (!s.side.is_empty()).then(|| {
+            let mut l = side_roots();
+            for (k, v) in s.side {
+                l.put(k, v);
+            }
+            l
+        });
+        true
     }
 }

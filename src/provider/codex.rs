@@ -7,7 +7,7 @@ use super::{
 };
 use crate::clock::{format_rfc3339, parse_rfc3339};
 use crate::model::clip_message;
-use serde::Deserialize;
+use serde::{Deserialize, Serialize};
 use std::borrow::Cow;
 use std::path::Path;
 
@@ -113,6 +113,8 @@ struct Spawn<'a> {
     agent_nickname: Option<Cow<'a, str>>,
 }
 
+/// Saved whole: every field is per-file context.
+#[derive(Serialize, Deserialize)]
 pub struct CodexProjector {
     session: String,
     agent: Option<String>,
@@ -386,6 +388,20 @@ impl Projector for CodexProjector {
             record_ts,
             key,
             kind,
+        }
+    }
+
+    fn save(&self) -> String {
+        super::save_json(self)
+    }
+
+    fn restore(&mut self, saved: &str) -> bool {
+        match super::load_json::<Self>(saved) {
+            Some(s) => {
+                *self = s;
+                true
+            }
+            None => false,
         }
     }
 }

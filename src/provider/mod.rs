@@ -12,7 +12,8 @@ use crate::model::ProviderKind;
 use std::path::Path;
 
 /// Evidence that decided a completion (the `evidence` field).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "snake_case")]
 pub enum Evidence {
     /// A terminal `stop_reason` on the final assistant record.
     StopReason,
@@ -156,6 +157,25 @@ pub trait Projector: Send {
     fn is_conversation(&self) -> bool {
         true
     }
+
+    /// The per-file context as compact JSON: with a line-start offset, what lets the file
+    /// be continued later (after a restart, or after its projector went cold) without
+    /// re-reading what came before.
+    fn save(&self) -> String;
+
+    /// Takes back what [`Projector::save`] gave for the same path. False if it cannot
+    /// (another version's format): the caller re-reads the file from its first byte.
+    fn restore(&mut self, saved: &str) -> bool;
+}
+
+/// Serializes a projector's saved context (plain fields: cannot fail).
+pub(crate) fn save_json<T: serde::Serialize>(v: &T) -> String {
+    serde_json::to_string(v).unwrap_or_default()
+}
+
+/// Parses a projector's saved context.
+pub(crate) fn load_json<T: serde::de::DeserializeOwned>(saved: &str) -> Option<T> {
+    serde_json::from_str(saved).ok()
 }
 
 /// A projector for the file at `path`.

@@ -11,8 +11,8 @@ use super::{
 };
 use crate::clock::parse_rfc3339;
 use crate::model::clip_message;
-use serde::Deserialize;
 use serde::de::{self, Deserializer, IgnoredAny, MapAccess, SeqAccess, Visitor};
+use serde::{Deserialize, Serialize};
 use std::borrow::Cow;
 use std::fmt;
 use std::path::Path;
@@ -126,6 +126,8 @@ impl<'de> Deserialize<'de> for PreTokens {
 /// How many distinct disagreeing `session_id` values one file reports before going quiet.
 const MISMATCH_REPORTS: usize = 8;
 
+/// Saved whole: every field is per-file context.
+#[derive(Serialize, Deserialize)]
 pub struct NormaProjector {
     /// From the file name: record contents never decide identity (seed 000: `session_id`
     /// is the writer's unvalidated claim).
@@ -342,6 +344,20 @@ impl Projector for NormaProjector {
             record_ts,
             key,
             kind,
+        }
+    }
+
+    fn save(&self) -> String {
+        super::save_json(self)
+    }
+
+    fn restore(&mut self, saved: &str) -> bool {
+        match super::load_json::<Self>(saved) {
+            Some(s) => {
+                *self = s;
+                true
+            }
+            None => false,
         }
     }
 }

@@ -7,6 +7,7 @@
 use super::{Initiator, Malformed, Obs, ObsKind, Projector, content_hash, file_stem};
 use crate::clock::parse_rfc3339;
 use crate::model::clip_message;
+use serde::{Deserialize, Serialize};
 use std::path::Path;
 
 /// `source_type` values (seed 002 §2).
@@ -23,7 +24,7 @@ const ROLES: [&str; 4] = ["user", "assistant", "tool", "system"];
 /// A front matter longer than this is taken to be unterminated.
 pub(crate) const MAX_FRONTMATTER_LINES: usize = 200;
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub(crate) enum Role {
     User,
     Assistant,
@@ -81,7 +82,7 @@ pub(crate) fn heading_like(line: &str) -> bool {
 
 /// Tracks CommonMark fenced code blocks (``` or ~~~), so heading-like lines inside them
 /// are not taken for blocks.
-#[derive(Debug, Default, Clone)]
+#[derive(Debug, Default, Clone, Serialize, Deserialize)]
 pub(crate) struct Fence {
     open: Option<(u8, usize)>,
 }
@@ -121,7 +122,7 @@ impl Fence {
 
 /// The front matter's top-level `key: value` pairs, in order. SGME writes flat YAML with
 /// one nested `metadata` map, so no YAML library is needed: nested lines are skipped.
-#[derive(Debug, Default, Clone)]
+#[derive(Debug, Default, Clone, Serialize, Deserialize)]
 pub(crate) struct FrontMatter {
     pub fields: Vec<(String, String)>,
 }
@@ -228,7 +229,7 @@ pub(crate) fn text(line: &[u8]) -> std::borrow::Cow<'_, str> {
     String::from_utf8_lossy(line)
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 enum Phase {
     /// Nothing seen yet.
     Start,
@@ -237,6 +238,8 @@ enum Phase {
     Body,
 }
 
+/// Saved whole: every field is per-file context.
+#[derive(Serialize, Deserialize)]
 pub struct SgmeProjector {
     stem: String,
     phase: Phase,
@@ -407,6 +410,20 @@ impl Projector for SgmeProjector {
             record_ts,
             key,
             kind,
+        }
+    }
+
+    fn save(&self) -> String {
+        super::save_json(self)
+    }
+
+    fn restore(&mut self, saved: &str) -> bool {
+        match super::load_json::<Self>(saved) {
+            Some(s) => {
+                *self = s;
+                true
+            }
+            None => false,
         }
     }
 }

@@ -14,6 +14,7 @@ pub fn dedup_capacity() -> usize {
 use crate::clock::{Now, format_rfc3339};
 use crate::model::{Event, EventKind, ProviderKind, SessionKey, SessionState};
 use crate::provider::{Evidence, Obs, ObsKind};
+use serde::{Deserialize, Serialize};
 use std::collections::HashMap;
 use std::sync::Arc;
 
@@ -30,16 +31,18 @@ pub struct Src {
     pub line: u64,
 }
 
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 struct Candidate {
     line: u64,
     record_ts: Option<i64>,
     key: String,
     message: Option<String>,
+    /// Monotonic ms in memory; Unix ms in a [`SavedSession`] (monotonic time does not
+    /// survive a restart).
     deadline: u64,
 }
 
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 struct Turn {
     id: String,
     open: bool,
@@ -75,8 +78,10 @@ pub struct SessionView {
     pub evidence: Option<&'static str>,
 }
 
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 struct Session {
+    /// Not saved: a saved session is restored with the file it belongs to.
+    #[serde(skip)]
     path: Arc<str>,
     state: SessionState,
     turn: Option<Turn>,
@@ -123,6 +128,14 @@ fn draft(
         ts,
         ..Draft::default()
     }
+}
+
+/// One session's state, saved with the checkpoint of the file that feeds it, so the
+/// file can be continued from there instead of re-read (see [`Reducer::save_path`]).
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct SavedSession {
+    key: SessionKey,
+    state: Session,
 }
 
 /// An event id the reducer decided (emitted, or absorbed as history): what the daemon's
@@ -304,6 +317,43 @@ impl Reducer {
     /// re-read from its first byte (the seen-set keeps that re-read silent).
     pub fn forget_path(&mut self, path: &str) {
         self.sessions.retain(|_, s| &*s.path != path);
+    }
+
+    /// The state of every session last fed from `path`, as of `now`.
+    pub fn save_path(&self, path: &str, now: Now) -> Vec<SavedSession> {
+        let mut out: Vec<SavedSession> = self
+            .sessions
+            .iter()
+            .filter(|(_, s)| &*s.path == path)
+            .map(|(k, s)| {
+                let mut state = s.clone();
+                if let Some(c) = state.turn.as_mut().and_then(|t| t.cand.as_mut()) {
+                    let left = i64::try_from(c.deadline.saturating_sub(now.mono)).unwrap_or(0);
+                    c.deadline = u64::try_from(now.wall.saturating_add(left)).unwrap_or(0);
+                }
+                SavedSession {
+                    key: k.clone(),
+                    state,
+                }
+            })
+            .collect();
+        out.sort_by(|a, b| a.key.cmp(&b.key));
+        out
+    }
+
+    /// Takes back sessions [`Reducer::save_path`] gave for `path`. A pending completion
+    /// keeps its deadline on the wall clock: one that fell due while nobody was
+    /// watching fires on the next tick.
+    pub fn restore_path(&mut self, path: &Arc<str>, saved: Vec<SavedSession>, now: Now) {
+        for SavedSession { key, mut state } in saved {
+            state.path = path.clone();
+            if let Some(c) = state.turn.as_mut().and_then(|t| t.cand.as_mut()) {
+                let due = i64::try_from(c.deadline).unwrap_or(i64::MAX);
+                let left = u64::try_from(due.saturating_sub(now.wall)).unwrap_or(0);
+                c.deadline = now.mono.saturating_add(left);
+            }
+            self.sessions.insert(key, state);
+        }
     }
 
     /// Paths of the sessions whose turn is still open (working or waiting for input).

@@ -1,0 +1,180 @@
+//! Continuing a file from a checkpoint gives the events a straight read gives.
+//!
+//! The daemon saves, with each file's checkpoint, the projector's context and the
+//! reducer's sessions for that file, and after a restart (or when a cold file wakes up)
+//! goes on from the checkpoint instead of re-reading the file. For every real
+//! transcript and every Norma/SGME fixture, this cuts the file at many line starts,
+//! saves there, restores into a fresh projector and reducer — through the state file's
+//! JSON, as the daemon would — and checks that the events before the cut plus the
+//! events after it are exactly the events of one uninterrupted read.
+#![allow(clippy::unwrap_used)]
+
+mod common;
+
+use baton::clock::Now;
+use baton::feed::FileFeed;
+use baton::model::{Event, ProviderKind};
+use baton::reduce::{Reducer, SavedSession};
+use baton::watch::{self, Found, Root};
+use std::path::{Path, PathBuf};
+
+const END: i64 = i64::MAX / 4;
+const MAX_LINE: usize = 8 << 20;
+/// Cuts per file: every line start for short files, this many spread evenly otherwise.
+const CUTS: usize = 60;
+
+/// Feeds `bytes` (whole lines) on the replay clock: the newest record time so far.
+fn feed(
+    feed: &mut FileFeed,
+    reducer: &mut Reducer,
+    clock: &mut i64,
+    bytes: &[u8],
+    out: &mut Vec<Event>,
+) {
+    feed.feed(bytes, |src, obs| {
+        if let Some(t) = obs.record_ts {
+            *clock = (*clock).max(t);
+        }
+        let now = Now::virtual_at(*clock);
+        reducer.tick(now, out);
+        reducer.apply(src, obs, now, out);
+    });
+}
+
+fn straight(f: &Found, bytes: &[u8]) -> Vec<Event> {
+    let mut fd = FileFeed::new(&f.path, f.provider, MAX_LINE);
+    let mut r = Reducer::new(common::SETTLE_MS, 65_536);
+    let (mut clock, mut out) = (0, Vec::new());
+    feed(&mut fd, &mut r, &mut clock, bytes, &mut out);
+    r.tick(Now::virtual_at(END), &mut out);
+    out
+}
+
+/// Reads up to `cut`, saves, restores into fresh state, reads the rest.
+fn resumed(f: &Found, bytes: &[u8], cut: usize) -> Vec<Event> {
+    let mut fd = FileFeed::new(&f.path, f.provider, MAX_LINE);
+    let mut r = Reducer::new(common::SETTLE_MS, 65_536);
+    let (mut clock, mut out) = (0, Vec::new());
+    feed(&mut fd, &mut r, &mut clock, &bytes[..cut], &mut out);
+    assert_eq!(fd.reader().offset(), cut as u64, "cut at a line start");
+    let now = Now::virtual_at(clock);
+    let at = (fd.reader().offset(), fd.reader().line_no());
+    let saved = fd.save();
+    let sessions = serde_json::to_string(&r.save_path(&fd.path, now)).unwrap();
+    drop((fd, r));
+
+    let mut fd =
+        FileFeed::restore(&f.path, f.provider, MAX_LINE, at, &saved).unwrap_or_else(|| {
+            panic!(
+                "{}: saved context does not restore: {saved}",
+                f.path.display()
+            )
+        });
+    let mut r = Reducer::new(common::SETTLE_MS, 65_536);
+    // What the daemon's ledger does: ids decided before the cut stay decided.
+    for e in &out {
+        r.mark_seen(&e.id);
+    }
+    let sessions: Vec<SavedSession> = serde_json::from_str(&sessions).unwrap();
+    r.restore_path(&fd.path, sessions, now);
+    feed(&mut fd, &mut r, &mut clock, &bytes[cut..], &mut out);
+    r.tick(Now::virtual_at(END), &mut out);
+    out
+}
+
+fn line_starts(bytes: &[u8]) -> Vec<usize> {
+    // Cuts before the file's end only: a trailing unfinished line is never committed.
+    (0..bytes.len().saturating_sub(1))
+        .filter(|&i| bytes[i] == b'\n')
+        .map(|i| i + 1)
+        .collect()
+}
+
+fn files_under(dir: &Path, provider: Option<ProviderKind>) -> Vec<Found> {
+    let mut v = watch::find(&Root {
+        path: dir.to_path_buf(),
+        provider,
+    });
+    v.sort_by(|a, b| a.path.cmp(&b.path));
+    v
+}
+
+fn check(files: &[Found]) -> usize {
+    let mut cuts_checked = 0;
+    for f in files {
+        let bytes = std::fs::read(&f.path).unwrap();
+        let whole = straight(f, &bytes);
+        let starts = line_starts(&bytes);
+        let step = starts.len().div_ceil(CUTS).max(1);
+        for &cut in starts.iter().step_by(step) {
+            let got = resumed(f, &bytes, cut);
+            if got != whole {
+                let show = |v: &[Event]| {
+                    v.iter()
+                        .map(|e| format!("{} {:?} {:?}", e.event.as_str(), e.turn, e.line))
+                        .collect::<Vec<_>>()
+                };
+                panic!(
+                    "{}: resumed at byte {cut} differs\nstraight: {:#?}\nresumed:  {:#?}",
+                    f.path.display(),
+                    show(&whole),
+                    show(&got)
+                );
+            }
+            cuts_checked += 1;
+        }
+    }
+    cuts_checked
+}
+
+#[test]
+fn every_corpus_file_resumes_at_any_line_like_a_straight_read() {
+    let Some(corpus) = common::corpus() else {
+        return;
+    };
+    let files = files_under(&corpus, None);
+    assert!(files.len() >= 20, "corpus files found: {}", files.len());
+    let n = check(&files);
+    assert!(n > 500, "cuts checked: {n}");
+}
+
+#[test]
+fn norma_and_sgme_fixtures_resume_at_any_line_like_a_straight_read() {
+    let root = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures");
+    let mut files = files_under(&root.join("norma"), Some(ProviderKind::Norma));
+    files.extend(files_under(&root.join("sgme"), Some(ProviderKind::Sgme)));
+    assert!(files.len() >= 8, "fixtures found: {}", files.len());
+    assert!(check(&files) > 50);
+}
+
+/// Inline sidechains (Claude ≤ 1.0.x) find their agent through the parent chain, which
+/// the projector remembers: a cut between a sidechain's records must keep that memory.
+#[test]
+fn inline_sidechain_chain_survives_a_cut() {
+    use common::claude;
+    let records = [
+        claude::prompt("p1", 0, "go"),
+        claude::sidechain_prompt("s1", 1, "sub task"),
+        claude::sidechain_text("s2", Some("s1"), 2, "halfway", None),
+        claude::sidechain_text("s3", Some("s2"), 3, "sub done", Some("end_turn")),
+        claude::text("a1", 4, "m3", "all done", Some("end_turn")),
+    ];
+    let bytes = common::lines(&records);
+    let tmp = tempfile::tempdir().unwrap();
+    let path = tmp.path().join(format!("{}.jsonl", claude::SESSION));
+    std::fs::write(&path, &bytes).unwrap();
+    let f = Found {
+        path,
+        provider: ProviderKind::Claude,
+    };
+    let whole = straight(&f, &bytes);
+    let agents: Vec<_> = whole.iter().filter_map(|e| e.agent.clone()).collect();
+    assert!(
+        agents.iter().all(|a| a == "side-s1"),
+        "one sidechain agent: {agents:?}"
+    );
+    assert!(!agents.is_empty());
+    for cut in line_starts(&bytes) {
+        assert_eq!(resumed(&f, &bytes, cut), whole, "cut at {cut}");
+    }
+}
