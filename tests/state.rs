@@ -449,30 +449,32 @@ fn rewrites_while_down_re_alert_nothing_and_alert_new_turns() {
 fn a_pending_event_never_marked_done_is_replayed_once() {
     let (mut d, _, _, _, old) = alerted_then_stopped();
     // What a SIGKILL between delivery and the `done` record leaves: the event pending
-    // in the newest journal.
+    // in a journal, never marked done.
     let events = d.events();
     let delivered = events
         .iter()
         .find(|e| e["event"] == "turn_completed" && e["turn"] == old[1].as_str())
         .expect("B")
         .clone();
-    let mut journals: Vec<PathBuf> = fs::read_dir(d.state_dir())
-        .expect("state dir")
-        .flatten()
-        .map(|e| e.path())
-        .filter(|p| p.to_string_lossy().contains("journal-"))
-        .collect();
-    journals.sort_by_key(|p| {
-        p.file_stem()
-            .and_then(|s| s.to_str())
-            .and_then(|s| s.strip_prefix("journal-"))
-            .and_then(|n| n.parse::<u64>().ok())
-    });
-    let newest = journals.last().expect("a journal");
-    append(
-        newest,
-        format!("{}\n", serde_json::json!({ "pending": delivered })).as_bytes(),
-    );
+    let done = serde_json::json!({ "done": delivered["id"] }).to_string();
+    let mut pending_seen = false;
+    for entry in fs::read_dir(d.state_dir()).expect("state dir").flatten() {
+        let p = entry.path();
+        if !p.to_string_lossy().contains("journal-") {
+            continue;
+        }
+        let text = fs::read_to_string(&p).expect("journal");
+        pending_seen |= text.lines().any(|l| {
+            serde_json::from_str::<Value>(l).is_ok_and(|v| v["pending"]["id"] == delivered["id"])
+        });
+        let kept: String = text
+            .lines()
+            .filter(|l| *l != done)
+            .map(|l| format!("{l}\n"))
+            .collect();
+        fs::write(&p, kept).expect("rewrite journal");
+    }
+    assert!(pending_seen, "B was journaled as pending");
     d.restart(&[]);
     d.wait_for("replay", |e| {
         e["id"] == delivered["id"] && e["replay"] == true

@@ -5,12 +5,13 @@
 //! truncated, replaced or rewritten. Reads feed the reducer; its events go to the sink
 //! in one batch per wake-up.
 //!
-//! With durable state (issue 5) it also restores where each file was committed: on a
-//! restart every known file is read again from its first byte (the projectors need the
-//! whole file, SGME front matter and block numbers included), silently up to its
-//! checkpoint and live after it; the restored ledger keeps ids already decided silent.
-//! After each batch it sends a snapshot (checkpoints + ledger), at most every
-//! [`SAVE_EVERY`], behind the events it produced.
+//! With durable state (issue 5) it also restores where each file was committed, with
+//! the projector's context and the reducer's sessions there: on a restart a file only
+//! appended to since its checkpoint is read on from the checkpoint, never from its
+//! first byte; the restored ledger keeps ids already decided silent. After each batch
+//! it sends a delta (the checkpoints it changed, the ids it decided) behind the events
+//! it produced. A file idle for long keeps its context in the same saved form
+//! ("cold"), so waking it up costs what was appended, not the whole file.
 
 use super::sink::Out;
 use super::{Settings, WatcherMode};
@@ -20,7 +21,7 @@ use crate::feed::FileFeed;
 use crate::model::{Event, EventKind, ProviderKind};
 use crate::provider::content_hash;
 use crate::reduce::{Reducer, dedup_capacity};
-use crate::state::{self, Checkpoint, Ledger, Loaded, Snapshot, Status};
+use crate::state::{self, Checkpoint, Decision, Delta, Loaded, Resume, Status};
 use crate::tail::{Change, Stat, TailState};
 use crate::watch::discover::{classify, is_candidate, skip_dir};
 use crate::watch::native::{Native, WatchError};
@@ -59,8 +60,6 @@ const MAX_LIVE: usize = 1024;
 const VIEWS_EVERY: Duration = Duration::from_millis(100);
 /// Most hints handled in one batch before events are flushed.
 const MAX_BATCH: usize = 8192;
-/// Snapshots are sent at most this often (the sink writes each with two fsyncs).
-const SAVE_EVERY: Duration = Duration::from_millis(250);
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Mode {
@@ -96,20 +95,51 @@ struct Counters {
     deleted: u64,
     watch_limit: u64,
     sweeps: u64,
-    dropped_events: u64,
+    sink_waits: u64,
+    /// Files present at start continued from their checkpoint, and read from their
+    /// first byte (new, changed while down, or no saved context).
+    resumed: u64,
+    reread: u64,
+    /// Bytes read while going through the files present at start.
+    history_bytes: u64,
     read_errors: u64,
 }
 
 struct Tracked {
     provider: ProviderKind,
     tail: TailState,
-    /// `None` while cold: the projector's context was dropped. Boxed: most files are
-    /// cold, and a `None` should cost a pointer, not a whole feed.
+    /// `None` while cold. Boxed: most files are cold, and a `None` should cost a
+    /// pointer, not a whole feed.
     feed: Option<Box<FileFeed>>,
+    /// While cold: the projector's context at the committed offset, as saved.
+    cold: Option<Box<str>>,
     /// Monotonic ms of the last change seen; negative for changes before the start.
     last_change: i64,
     /// When a read error was last logged as a warning (at most one a minute per file).
     warned_at: i64,
+}
+
+impl Tracked {
+    /// Drops the projector, keeping its context in saved form.
+    fn go_cold(&mut self) {
+        if let Some(f) = self.feed.take() {
+            self.cold = Some(f.save().into_boxed_str());
+        }
+    }
+
+    /// Takes the projector back from its saved context at the committed offset; false if
+    /// there is none (the file is then re-read from its first byte).
+    fn warm_up(&mut self, path: &Path, max_line: usize) -> bool {
+        if self.feed.is_some() {
+            return true;
+        }
+        let Some(saved) = self.cold.take() else {
+            return false;
+        };
+        let at = (self.tail.offset(), self.tail.line_no());
+        self.feed = FileFeed::restore(path, self.provider, max_line, at, &saved).map(Box::new);
+        self.feed.is_some()
+    }
 }
 
 struct DirState {
@@ -179,13 +209,15 @@ pub struct Core {
     /// on a first run (or after the state was lost): history is silent then.
     resume: Option<HashMap<PathBuf, Checkpoint>>,
     status: Status,
-    ledger: Ledger,
+    /// Ids decided since the last delta, for the ledger.
+    decided: Vec<Decision>,
     /// Ids decided by an earlier run (ledger and journal): never emitted again, even if
     /// the reducer's bounded seen-set forgot them.
     preloaded: HashSet<String>,
-    /// Something changed since the last snapshot.
-    state_dirty: bool,
-    saved_at: Option<Instant>,
+    /// Files whose checkpoint or sessions changed since the last delta.
+    dirty: HashSet<PathBuf>,
+    /// Files no longer tracked since the last delta.
+    removed: Vec<String>,
     sink_gone: bool,
     counters: Counters,
     run_id: String,
@@ -248,19 +280,20 @@ impl Core {
         let run_id = format!("{}:{start}", std::process::id());
         let mut reducer = Reducer::new(settings.settle_ms, dedup_capacity());
         reducer.record_decided();
-        let (resume, mut ledger) = match loaded.snapshot {
+        let (resume, mut preloaded) = match loaded.snapshot {
             Some(snap) => {
+                let mut ledger = snap.ledger.loaded();
+                ledger.prune(start);
+                let ids: HashSet<String> = ledger.ids().map(str::to_owned).collect();
                 let files = snap
                     .files
                     .into_iter()
                     .map(|c| (PathBuf::from(&c.path), c))
                     .collect();
-                (Some(files), snap.ledger.loaded())
+                (Some(files), ids)
             }
-            None => (None, Ledger::default()),
+            None => (None, HashSet::new()),
         };
-        ledger.prune(start);
-        let mut preloaded: HashSet<String> = ledger.ids().map(str::to_owned).collect();
         preloaded.extend(loaded.journal.ids);
         for id in &preloaded {
             reducer.mark_seen(id);
@@ -285,10 +318,11 @@ impl Core {
             sink_gone: false,
             resume,
             status: loaded.status,
-            ledger,
+            // What the journals recorded is decided too, until a later state has it.
+            decided: loaded.journal.decided,
             preloaded,
-            state_dirty: true,
-            saved_at: None,
+            dirty: HashSet::new(),
+            removed: Vec::new(),
             counters: Counters::default(),
             run_id,
             stop_requested: false,
@@ -344,7 +378,7 @@ impl Core {
         warm.sort_by_key(|w| std::cmp::Reverse(w.0));
         for (_, p) in warm.into_iter().skip(HISTORY_WARM) {
             if let Some(t) = self.files.get_mut(&p) {
-                t.feed = None;
+                t.go_cold();
             }
         }
         let now = self.clock.now();
@@ -354,6 +388,9 @@ impl Core {
             files = self.files.len(),
             dirs = self.dirs.len(),
             sessions = self.reducer.sessions().len(),
+            resumed = self.counters.resumed,
+            reread = self.counters.reread,
+            bytes = self.counters.history_bytes,
             ms = started.elapsed().as_millis(),
             "History read; going live."
         );
@@ -389,13 +426,7 @@ impl Core {
                 .next_deadline()
                 .map(|d| self.clock.instant(d))
                 .unwrap_or_else(|| Instant::now() + Duration::from_secs(3600));
-            let save = match (self.state_dirty, self.saved_at) {
-                (true, Some(at)) => at + SAVE_EVERY,
-                (true, None) => Instant::now(),
-                (false, _) => settle,
-            };
-            let deadline = settle.min(save);
-            let deadline = self.views_due().map_or(deadline, |v| v.min(deadline));
+            let deadline = self.views_due().map_or(settle, |v| v.min(settle));
             let first = select! {
                 recv(self.hints.rx) -> h => match h {
                     Ok(h) => Some(h),
@@ -483,19 +514,16 @@ impl Core {
         if batch.is_empty() {
             return;
         }
-        let n = batch.len() as u64;
-        match self.events.try_send(Out::Batch(batch)) {
-            Ok(()) => {}
-            Err(mpsc::error::TrySendError::Full(_)) => {
-                self.counters.dropped_events += n;
-                tracing::warn!(
-                    events = n,
-                    dropped_total = self.counters.dropped_events,
-                    "Event sink is not keeping up; events dropped."
-                );
+        // A quiet completion changes a session with no read: its file's state is due.
+        for ev in &batch {
+            if let Some(p) = &ev.path
+                && let Some((path, _)) = self.files.get_key_value(Path::new(p))
+                && !self.dirty.contains(path)
+            {
+                self.dirty.insert(path.clone());
             }
-            Err(mpsc::error::TrySendError::Closed(_)) => self.sink_gone = true,
         }
+        self.send(Out::Batch(batch));
         // After the events are on their way, so the rebuild never delays them.
         self.views_dirty = true;
         self.publish_views(false);
@@ -521,64 +549,88 @@ impl Core {
         Some(self.views_at.map_or_else(Instant::now, |t| t + VIEWS_EVERY))
     }
 
-    /// Moves the ids the reducer decided into the ledger.
-    fn record_decided(&mut self) {
-        let decided = self.reducer.take_decided();
-        if decided.is_empty() {
-            return;
-        }
-        let (now, catch_up) = (wall_now(), self.catch_up());
-        for d in decided {
-            let k = &d.session;
-            let session = format!(
-                "{}/{}/{}",
-                k.provider,
-                k.session,
-                k.agent.as_deref().unwrap_or_default()
+    /// Waits for room in the sink's queue rather than drop anything: the stream is the
+    /// product, and durable state must never run ahead of it.
+    fn send(&mut self, msg: Out) {
+        let msg = match self.events.try_send(msg) {
+            Ok(()) => return,
+            Err(mpsc::error::TrySendError::Closed(_)) => {
+                self.sink_gone = true;
+                return;
+            }
+            Err(mpsc::error::TrySendError::Full(msg)) => msg,
+        };
+        self.counters.sink_waits += 1;
+        if self.counters.sink_waits.is_power_of_two() {
+            tracing::warn!(
+                waits = self.counters.sink_waits,
+                "Event sink is not keeping up; waiting for it."
             );
-            self.ledger
-                .record(&session, d.id, d.record_ts, now, catch_up);
         }
-        self.state_dirty = true;
+        if self.events.blocking_send(msg).is_err() {
+            self.sink_gone = true;
+        }
     }
 
-    /// Sends a snapshot if something changed, at most every [`SAVE_EVERY`] unless
-    /// `force`. It queues behind the events already sent, so the sink writes it only
-    /// once they are delivered.
-    fn save(&mut self, force: bool) {
-        if !force && (!self.state_dirty || self.saved_at.is_some_and(|t| t.elapsed() < SAVE_EVERY))
-        {
+    /// Keeps the ids the reducer decided for the next delta (the ledger's).
+    fn record_decided(&mut self) {
+        for d in self.reducer.take_decided() {
+            self.decided
+                .push(Decision::new(&d.session, d.id, d.record_ts));
+        }
+    }
+
+    /// A file's checkpoint with its reading context, as of `now`.
+    fn checkpoint(&self, path: &Path, t: &Tracked, now: Now) -> Checkpoint {
+        let path_s = path_str(path);
+        let projector = match (&t.feed, &t.cold) {
+            (Some(f), _) => Some(f.save()),
+            (None, Some(c)) => Some(c.to_string()),
+            (None, None) => None,
+        };
+        Checkpoint {
+            path: path_s.clone().into_owned(),
+            dev: t.tail.id().dev,
+            ino: t.tail.id().ino,
+            offset: t.tail.offset(),
+            line: t.tail.line_no(),
+            marker: t.tail.marker(),
+            resume: projector.map(|projector| Resume {
+                provider: t.provider,
+                projector,
+                sessions: self.reducer.save_path(&path_s, now),
+            }),
+        }
+    }
+
+    /// Sends what changed since the last delta (everything when `full`). It queues
+    /// behind the events already sent, so the state writer gets it only once they are
+    /// delivered.
+    fn save(&mut self, full: bool) {
+        self.record_decided();
+        if !full && self.dirty.is_empty() && self.removed.is_empty() && self.decided.is_empty() {
             return;
         }
-        self.record_decided();
-        self.ledger.prune(wall_now());
-        let files = self
-            .files
-            .iter()
-            .map(|(path, t)| Checkpoint {
-                path: path_str(path).into_owned(),
-                dev: t.tail.id().dev,
-                ino: t.tail.id().ino,
-                offset: t.tail.offset(),
-                line: t.tail.line_no(),
-                marker: t.tail.marker(),
-            })
-            .collect();
-        let snap = Snapshot {
-            generation: 0,
-            written_at: 0,
-            files,
-            ledger: self.ledger.clone(),
+        let now = self.clock.now();
+        let dirty = std::mem::take(&mut self.dirty);
+        let files = if full {
+            self.files
+                .iter()
+                .map(|(p, t)| self.checkpoint(p, t, now))
+                .collect()
+        } else {
+            dirty
+                .iter()
+                .filter_map(|p| self.files.get(p).map(|t| self.checkpoint(p, t, now)))
+                .collect()
         };
-        match self.events.try_send(Out::Save(Box::new(snap))) {
-            Ok(()) => {
-                self.state_dirty = false;
-                self.saved_at = Some(Instant::now());
-            }
-            // Still dirty: tried again after the next batch.
-            Err(mpsc::error::TrySendError::Full(_)) => {}
-            Err(mpsc::error::TrySendError::Closed(_)) => self.sink_gone = true,
-        }
+        let delta = Delta {
+            full,
+            files,
+            removed: std::mem::take(&mut self.removed),
+            decided: std::mem::take(&mut self.decided),
+        };
+        self.send(Out::Save(Box::new(delta)));
     }
 
     fn lifecycle(&mut self, kind: EventKind) {
@@ -615,7 +667,7 @@ impl Core {
             hint_overflows = self.hints.stats.overflow.load(Ordering::Relaxed),
             watcher_rescans = self.hints.stats.rescans.load(Ordering::Relaxed),
             native_events_dropped_by_test_hook = self.hints.stats.dropped_by_hook.load(Ordering::Relaxed),
-            dropped_events = c.dropped_events,
+            sink_waits = c.sink_waits,
             read_errors = c.read_errors,
             "Stopped."
         );
@@ -862,7 +914,7 @@ impl Core {
             }
             Change::Truncated => self.rederive(path, Rederive::Truncated, mode),
             Change::Changed => {
-                if t.feed.is_none() {
+                if !t.warm_up(path, self.settings.max_line) {
                     return self.rederive(path, Rederive::Reactivated, mode);
                 }
                 match t.tail.marker_matches(path) {
@@ -909,13 +961,21 @@ impl Core {
                 provider,
                 tail: TailState::new(Stat::of(meta).id),
                 feed: Some(Box::new(feed)),
+                cold: None,
                 last_change,
                 warned_at: i64::MIN,
             },
         );
         match self.resume.as_mut().map(|r| r.remove(path)) {
             Some(cp) if mode == Mode::History => self.read_resumed(path, meta, cp),
-            _ => self.read_on(path, mode),
+            _ => {
+                self.read_on(path, mode);
+                if mode == Mode::History
+                    && let Some(t) = self.files.get(path)
+                {
+                    self.counters.history_bytes += t.tail.offset();
+                }
+            }
         }
         let cold = self.cold_ms();
         if mode == Mode::History
@@ -925,14 +985,14 @@ impl Core {
             // recently changed keep their projector.
             t.tail.close();
             if mono_i(now) - t.last_change > cold {
-                t.feed = None;
+                t.go_cold();
             } else {
                 self.history_warm.push((t.last_change, path.to_path_buf()));
                 if self.history_warm.len() > 2 * HISTORY_WARM {
                     self.history_warm.sort_by_key(|w| std::cmp::Reverse(w.0));
                     for (_, p) in self.history_warm.drain(HISTORY_WARM..) {
                         if let Some(t) = self.files.get_mut(&p) {
-                            t.feed = None;
+                            t.go_cold();
                         }
                     }
                 }
@@ -960,6 +1020,7 @@ impl Core {
             _ => return self.remove_file(path),
         };
         self.reducer.forget_path(&path_str(path));
+        t.cold = None;
         t.feed = Some(Box::new(FileFeed::new(
             path,
             t.provider,
@@ -988,20 +1049,57 @@ impl Core {
                     .marker_matches(path)
                     .unwrap_or(false)
         });
-        match appended {
+        let start = match appended {
+            Some(cp) if self.resume_at(path, &cp, now) => {
+                self.counters.resumed += 1;
+                cp.offset
+            }
             Some(cp) => {
+                // No reading context saved (an older state file): re-read up to the
+                // checkpoint, silently.
+                self.counters.reread += 1;
                 let keep = self.out.len();
                 self.reducer.set_history_before(Some(i64::MAX));
                 self.read_upto(path, Mode::History, Some(cp.offset));
                 self.out.truncate(keep);
+                0
             }
             None => {
+                self.counters.reread += 1;
                 tracing::debug!(path = %path.display(), "Changed or new while baton was down: read from its start.");
+                0
             }
-        }
+        };
         self.reducer.set_history_before(Some(live_before));
         self.read_upto(path, Mode::History, None);
         self.reducer.set_history_before(Some(i64::MAX));
+        if let Some(t) = self.files.get(path) {
+            self.counters.history_bytes += t.tail.offset().saturating_sub(start);
+        }
+    }
+
+    /// Continues `path` from its checkpoint with the saved projector context and
+    /// sessions; false if they cannot be taken back.
+    fn resume_at(&mut self, path: &Path, cp: &Checkpoint, now: Now) -> bool {
+        let Some(t) = self.files.get_mut(path) else {
+            return false;
+        };
+        let Some(r) = cp.resume.as_ref().filter(|r| r.provider == t.provider) else {
+            return false;
+        };
+        let at = (cp.offset, cp.line);
+        let Some(feed) =
+            FileFeed::restore(path, t.provider, self.settings.max_line, at, &r.projector)
+        else {
+            return false;
+        };
+        let id = t.tail.id();
+        t.tail = TailState::resumed(id, cp.offset, cp.line, cp.marker);
+        self.reducer
+            .restore_path(&feed.path, r.sessions.clone(), now);
+        t.feed = Some(Box::new(feed));
+        t.cold = None;
+        true
     }
 
     /// Reads from the committed position to the end of the file.
@@ -1015,8 +1113,11 @@ impl Core {
         let Some(t) = self.files.get_mut(path) else {
             return;
         };
-        let Some(feed) = t.feed.as_mut() else {
+        if !t.warm_up(path, self.settings.max_line) {
             return self.rederive(path, Rederive::Reactivated, mode);
+        }
+        let Some(feed) = t.feed.as_mut() else {
+            return;
         };
         let file = match t.tail.handle(path) {
             Ok(Some(f)) => f,
@@ -1036,8 +1137,8 @@ impl Core {
         });
         let before = (t.tail.offset(), t.tail.id());
         let res = res.and_then(|_| t.tail.commit(feed.reader()));
-        if (t.tail.offset(), t.tail.id()) != before {
-            self.state_dirty = true;
+        if (t.tail.offset(), t.tail.id()) != before && !self.dirty.contains(path) {
+            self.dirty.insert(path.to_path_buf());
         }
         if mode == Mode::Live {
             t.last_change = mono_i(now);
@@ -1094,7 +1195,8 @@ impl Core {
         self.live.remove(path);
         self.reducer.forget_path(&path_str(path));
         self.counters.deleted += 1;
-        self.state_dirty = true;
+        self.dirty.remove(path);
+        self.removed.push(path_str(path).into_owned());
         tracing::debug!(path = %path.display(), "Transcript gone.");
     }
 
@@ -1194,7 +1296,7 @@ impl Core {
         for (path, t) in &mut self.files {
             let idle = now - t.last_change;
             if t.feed.is_some() && idle > cold {
-                t.feed = None;
+                t.go_cold();
                 t.tail.close();
             }
             if t.tail.is_open() && idle > HANDLE_IDLE_MS {
@@ -1218,7 +1320,7 @@ impl Core {
                 if let Some(t) = self.files.get_mut(&path) {
                     t.tail.close();
                     if drop_feed {
-                        t.feed = None;
+                        t.go_cold();
                     }
                 }
             }

@@ -316,7 +316,7 @@ fn build_sinks(settings: &Settings) -> Result<Vec<sink::Delivery>, Error> {
 pub async fn run(settings: Settings, shutdown: impl Future<Output = ()>) -> Result<(), Error> {
     // First: a second daemon on the same state directory must stop before it does
     // anything else.
-    let (persist, mut loaded) = crate::state::open(&settings.state_dir)?;
+    let (persist, mut loaded) = crate::state::open(&settings.state_dir, settings.catch_up_ms)?;
     let replay = std::mem::take(&mut loaded.journal.undone);
     let out = open_events(settings.events.as_ref())?;
     let sinks = build_sinks(&settings)?;

@@ -4,33 +4,32 @@
 //! they happen in the order the core produced them. A stalled reader of `--events`
 //! delays neither notifications nor `tail`.
 //!
-//! Emission protocol (issue 5): a batch's transcript events are journaled as pending
-//! (fsync'ed), then each is written and flushed and journaled as done. After a SIGKILL,
-//! the pending-but-not-done ones are delivered again with `"replay": true` (see
-//! `state::journal`). A snapshot from the core is written only after every batch sent
-//! before it was delivered.
+//! Emission protocol (issue 5): a batch's transcript events are journaled as pending,
+//! then each is written and flushed and journaled as done. After a SIGKILL, the
+//! pending-but-not-done ones are delivered again with `"replay": true` (see
+//! `state::journal`). A state delta from the core goes to the state writer only after
+//! every batch sent before it was delivered.
+//!
+//! Nothing is dropped: when the event stream's reader stalls, this task waits, and so,
+//! once its queue is full, does the core.
 
 use crate::error::Error;
 use crate::model::{Event, EventKind};
 use crate::sink::{DesktopSink, ExecSink, JsonlSink, Sink, WebhookSink};
 use crate::socket::Hub;
-use crate::state::{Persist, Snapshot};
+use crate::state::{Delta, Persist};
 use std::io::{self, Write};
 use std::sync::Arc;
 use std::time::Duration;
 use tokio::sync::{mpsc, oneshot};
 
-/// How many messages may wait for the sink before the core starts dropping (and
-/// counting) batches rather than blocking.
+/// How many messages may wait for the sink before the core waits for it.
 pub const BATCH_CAPACITY: usize = 1024;
-
-/// How often a snapshot that could not be written is tried again.
-const RETRY_EVERY: Duration = Duration::from_secs(1);
 
 /// What the core sends.
 pub enum Out {
     Batch(Vec<Event>),
-    Save(Box<Snapshot>),
+    Save(Box<Delta>),
 }
 
 struct Stage {
@@ -40,38 +39,29 @@ struct Stage {
 
 impl Stage {
     fn deliver(&mut self, batch: &[Event]) -> io::Result<()> {
-        if let Some(a) = self.persist.pending(batch) {
-            self.sink.write(&a)?;
-        }
+        self.persist.pending(batch);
         for ev in batch {
             self.sink.write(ev)?;
             self.sink.flush()?;
-            if let Some(a) = self.persist.done(ev) {
-                self.sink.write(&a)?;
-            }
+            self.persist.done(ev);
         }
         self.sink.flush()
     }
 
     fn handle(&mut self, msgs: Vec<Out>) -> io::Result<()> {
-        // Only the newest snapshot matters; it still waits for the batches before it.
-        let last_save = msgs.iter().rposition(|m| matches!(m, Out::Save(_)));
-        for (i, m) in msgs.into_iter().enumerate() {
+        for m in msgs {
             match m {
                 Out::Batch(b) => self.deliver(&b)?,
-                Out::Save(s) if Some(i) == last_save => {
-                    if let Some(a) = self.persist.save(*s) {
-                        self.deliver(&[a])?;
-                    }
-                }
-                Out::Save(_) => {}
+                Out::Save(d) => self.persist.save(d),
             }
         }
-        Ok(())
+        self.persist.tidy();
+        self.anomalies()
     }
 
-    fn retry(&mut self) -> io::Result<()> {
-        match self.persist.retry() {
+    /// Delivers a `state_unwritable` anomaly if one is waiting.
+    fn anomalies(&mut self) -> io::Result<()> {
+        match self.persist.health.take_anomaly() {
             Some(a) => self.deliver(&[a]),
             None => Ok(()),
         }
@@ -159,7 +149,7 @@ pub async fn run(
     fan.deliver(&replay);
     let (stx, srx) = mpsc::channel::<Out>(BATCH_CAPACITY);
     let mut writer = tokio::spawn(stage(srx, out, persist, replay));
-    let mut dropped: u64 = 0;
+    let mut waits: u64 = 0;
     loop {
         tokio::select! {
             msg = rx.recv() => {
@@ -168,12 +158,20 @@ pub async fn run(
                     fan.deliver(batch);
                 }
                 match stx.try_send(msg) {
-                    Err(mpsc::error::TrySendError::Full(Out::Batch(b))) => {
-                        dropped += b.len() as u64;
-                        tracing::warn!(dropped_total = dropped, "Event stream is not keeping up; events dropped.");
+                    Ok(()) => {}
+                    Err(mpsc::error::TrySendError::Full(msg)) => {
+                        waits += 1;
+                        if waits.is_power_of_two() {
+                            tracing::warn!(waits, "Event stream is not keeping up; waiting for it.");
+                        }
+                        tokio::select! {
+                            sent = stx.send(msg) => if sent.is_err() { break },
+                            res = &mut writer => {
+                                res.map_err(|e| Error::Output(io::Error::other(e)))??;
+                                return Err(Error::Output(io::Error::other("the event writer stopped")));
+                            }
+                        }
                     }
-                    // A newer snapshot follows; this one can go.
-                    Err(mpsc::error::TrySendError::Full(Out::Save(_))) | Ok(()) => {}
                     Err(mpsc::error::TrySendError::Closed(_)) => break,
                 }
             }
@@ -200,44 +198,45 @@ async fn stage(
     persist: Persist,
     replay: Vec<Event>,
 ) -> Result<(), Error> {
+    let health = std::sync::Arc::clone(&persist.health);
     let mut stage = Some(Stage {
         sink: JsonlSink::new(out),
         persist,
     });
     let mut first = (!replay.is_empty()).then(|| vec![Out::Batch(replay)]);
     loop {
-        let retrying = stage.as_ref().is_some_and(|s| s.persist.needs_retry());
         let msgs = match first.take() {
-            Some(m) => Some(m),
-            None if retrying => match tokio::time::timeout(RETRY_EVERY, rx.recv()).await {
-                Ok(Some(m)) => Some(vec![m]),
-                Ok(None) => break,
-                Err(_) => None,
-            },
-            None => match rx.recv().await {
-                Some(m) => Some(vec![m]),
-                None => break,
+            Some(m) => m,
+            None => tokio::select! {
+                m = rx.recv() => match m {
+                    Some(m) => vec![m],
+                    None => break,
+                },
+                // A state_unwritable anomaly from the state writer.
+                () = health.wake.notified() => Vec::new(),
             },
         };
-        let mut msgs = msgs.unwrap_or_default();
+        let mut msgs = msgs;
         while let Ok(more) = rx.try_recv() {
             msgs.push(more);
         }
         let Some(mut s) = stage.take() else {
             break;
         };
-        // Writes and fsyncs block; keep them off the runtime thread.
+        // Writes block; keep them off the runtime thread.
         let done = tokio::task::spawn_blocking(move || {
-            if msgs.is_empty() {
-                s.retry()?;
-            } else {
-                s.handle(msgs)?;
-            }
+            s.handle(msgs)?;
             Ok::<_, io::Error>(s)
         })
         .await
         .map_err(|e| Error::Output(io::Error::other(e)))?;
         stage = Some(done.map_err(Error::Output)?);
+    }
+    // The state writer writes what it was given before it stops.
+    if let Some(mut s) = stage {
+        tokio::task::spawn_blocking(move || s.persist.finish())
+            .await
+            .map_err(|e| Error::Output(io::Error::other(e)))?;
     }
     Ok(())
 }

@@ -31,7 +31,7 @@ pub struct Src {
     pub line: u64,
 }
 
-#[derive(Debug, Clone, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 struct Candidate {
     line: u64,
     record_ts: Option<i64>,
@@ -42,7 +42,7 @@ struct Candidate {
     deadline: u64,
 }
 
-#[derive(Debug, Clone, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 struct Turn {
     id: String,
     open: bool,
@@ -78,7 +78,7 @@ pub struct SessionView {
     pub evidence: Option<&'static str>,
 }
 
-#[derive(Debug, Clone, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 struct Session {
     /// Not saved: a saved session is restored with the file it belongs to.
     #[serde(skip)]
@@ -132,7 +132,7 @@ fn draft(
 
 /// One session's state, saved with the checkpoint of the file that feeds it, so the
 /// file can be continued from there instead of re-read (see [`Reducer::save_path`]).
-#[derive(Debug, Clone, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct SavedSession {
     key: SessionKey,
     state: Session,

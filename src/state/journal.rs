@@ -1,10 +1,14 @@
-//! The emission journal: `pending` lines (fsync'ed) before events are delivered, a
-//! `done` line after each one. Journal `N` holds what happened after state generation
-//! `N` was written; a generation's journals are kept until the generation after the
-//! next one, so falling back to the previous generation still finds them.
+//! The emission journal: `pending` lines written before events are delivered, a `done`
+//! line after each one. Journals are numbered; the writer moves on to the next number
+//! when one grows large, and a full journal is deleted once both state generations on
+//! disk cover everything delivered while it was written (see `state::Persist`).
 //!
-//! A torn last line (a crash mid-write) fails to parse and is ignored: a `pending`
-//! line is only torn if its fsync never finished, and then nothing was delivered.
+//! Lines are written, not fsync'ed: a crash of baton (SIGKILL included) cannot lose
+//! what reached the kernel, and an fsync per event would sit between every turn's end
+//! and its alert. A power loss can lose the last lines; see README ("Durable state").
+//!
+//! A torn last line (a crash mid-write) fails to parse and is ignored: a `pending` line
+//! is only torn if its write never finished, and then nothing was delivered.
 
 use crate::model::Event;
 use serde::{Deserialize, Serialize};
@@ -45,13 +49,15 @@ pub fn list(dir: &Path) -> io::Result<Vec<(u64, PathBuf)>> {
     Ok(out)
 }
 
-/// What the journals since a generation say.
+/// What the journals say.
 #[derive(Debug, Default)]
 pub struct Replay {
     /// Pending but never done: to be delivered again, in order, flagged `replay`.
     pub undone: Vec<Event>,
     /// Every id journaled (pending or done): already decided.
     pub ids: HashSet<String>,
+    /// Every event journaled as pending, for the ledger.
+    pub decided: Vec<super::Decision>,
 }
 
 pub fn read(paths: &[PathBuf]) -> Replay {
@@ -73,6 +79,7 @@ pub fn read(paths: &[PathBuf]) -> Replay {
     }
     let mut ids: HashSet<String> = done.clone();
     let mut undone = Vec::new();
+    let decided = pending.iter().map(super::Decision::of).collect();
     for mut ev in pending {
         if done.contains(&ev.id) || !ids.insert(ev.id.clone()) {
             continue;
@@ -80,27 +87,38 @@ pub fn read(paths: &[PathBuf]) -> Replay {
         ev.replay = true;
         undone.push(ev);
     }
-    Replay { undone, ids }
+    Replay {
+        undone,
+        ids,
+        decided,
+    }
 }
 
 pub struct Journal {
     file: File,
+    pub number: u64,
+    /// Bytes written by this process.
+    pub written: u64,
 }
 
 impl Journal {
-    /// Opens (creating) journal `generation` for appending.
-    pub fn open(dir: &Path, generation: u64) -> io::Result<Journal> {
-        let path = dir.join(name(generation));
+    /// Opens (creating) journal `number` for appending.
+    pub fn open(dir: &Path, number: u64) -> io::Result<Journal> {
+        let path = dir.join(name(number));
         super::lock::check_owned(&path).map_err(io::Error::other)?;
         let file = OpenOptions::new()
             .append(true)
             .create(true)
             .mode(0o600)
             .open(path)?;
-        Ok(Journal { file })
+        Ok(Journal {
+            file,
+            number,
+            written: 0,
+        })
     }
 
-    /// Records `events` as pending, durably.
+    /// Records `events` as pending.
     pub fn pending(&mut self, events: &[&Event]) -> io::Result<()> {
         let mut buf = Vec::new();
         for ev in events {
@@ -109,15 +127,17 @@ impl Journal {
             buf.push(b'\n');
         }
         self.file.write_all(&buf)?;
-        self.file.sync_data()
+        self.written += buf.len() as u64;
+        Ok(())
     }
 
-    /// Records that an event was delivered. Not fsync'ed: only a power loss can lose it,
-    /// and then the event is delivered again, flagged as a replay.
+    /// Records that an event was delivered.
     pub fn done(&mut self, id: &str) -> io::Result<()> {
         let mut buf = serde_json::to_vec(&Line::Done(id.to_owned())).map_err(io::Error::other)?;
         buf.push(b'\n');
-        self.file.write_all(&buf)
+        self.file.write_all(&buf)?;
+        self.written += buf.len() as u64;
+        Ok(())
     }
 }
 

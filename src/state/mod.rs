@@ -2,32 +2,42 @@
 //!
 //! The state directory holds
 //! - `state.json` and `state.json.prev`: the current and previous generation of the
-//!   checkpoints (per file: identity, committed offset, line, marker) and the ledger of
-//!   decided event ids ([`store`], [`ledger`]);
-//! - `journal-N.jsonl`: events recorded as pending before delivery and done after, since
-//!   generation N ([`journal`]);
+//!   checkpoints (per file: identity, committed offset, line, marker, and the reading
+//!   context there: projector and sessions) and the ledger of decided event ids
+//!   ([`store`], [`ledger`]);
+//! - `journal-N.jsonl`: events recorded as pending before delivery and done after
+//!   ([`journal`]);
 //! - `lock`: held exclusively by the running daemon ([`lock`]).
 //!
-//! The core thread builds snapshots; the event sink task owns the directory and writes
-//! everything in order (a snapshot is written only after the events produced before it
-//! were delivered, so a checkpoint never runs ahead of an undelivered event).
+//! The core thread sends deltas (the checkpoints it changed, the ids it decided) behind
+//! the events they cover. The delivery task journals and delivers events and passes
+//! each delta on only after the events before it were delivered, so a checkpoint never
+//! runs ahead of an undelivered event; the state writer thread ([`saver`]) applies
+//! deltas and writes generations, off the delivery path.
 
 pub mod journal;
 pub mod ledger;
 pub mod lock;
+pub mod saver;
 pub mod store;
 
 pub use ledger::Ledger;
-pub use store::{Checkpoint, Snapshot};
+pub use saver::Delta;
+pub use store::{Checkpoint, Resume, Snapshot};
 
 use crate::clock::{format_rfc3339, wall_now};
 use crate::error::Error;
 use crate::model::{Event, EventKind};
 use journal::Journal;
+use saver::{Progress, Saver};
+use std::collections::HashMap;
 use std::fs::{self, File};
 use std::io;
 use std::os::unix::fs::DirBuilderExt;
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, PoisonError};
+use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 /// Failures to persist are logged at most this often.
@@ -80,7 +90,7 @@ pub fn anomaly(reason: &str, message: String, salt: &str) -> Event {
 
 /// Opens the state directory: creates it (0700), locks it, checks its files and loads
 /// the newest usable generation with its journals.
-pub fn open(dir: &Path) -> Result<(Persist, Loaded), Error> {
+pub fn open(dir: &Path, catch_up_ms: u64) -> Result<(Persist, Loaded), Error> {
     fs::DirBuilder::new()
         .recursive(true)
         .mode(0o700)
@@ -111,35 +121,51 @@ pub fn open(dir: &Path) -> Result<(Persist, Loaded), Error> {
         lock::check_owned(p)?;
     }
     let (status, snapshot) = load(dir, !journals.is_empty());
-    let mut max_gen = journals.last().map_or(0, |j| j.0);
-    let replay = match &snapshot {
-        Some(s) => {
-            max_gen = max_gen.max(s.generation);
-            let since: Vec<PathBuf> = journals
-                .iter()
-                .filter(|(g, _)| *g >= s.generation)
-                .map(|(_, p)| p.clone())
-                .collect();
-            journal::read(&since)
+    let (journals, replay) = match &snapshot {
+        Some(_) => {
+            let paths: Vec<PathBuf> = journals.iter().map(|(_, p)| p.clone()).collect();
+            let replay = journal::read(&paths);
+            (journals, replay)
         }
         None => {
             // No generation to apply them to: a first-run baseline starts afresh.
             for (_, p) in &journals {
                 let _ = fs::remove_file(p);
             }
-            journal::Replay::default()
+            (Vec::new(), journal::Replay::default())
         }
     };
-    let journal = Journal::open(dir, max_gen)
-        .map_err(|e| Error::State(format!("cannot open the journal in {}: {e}", dir.display())))?;
+    let health = Arc::new(Health::default());
+    let progress = Arc::new(Progress::default());
+    let saver = Saver {
+        dir: dir.to_path_buf(),
+        files: HashMap::new(),
+        ledger: snapshot
+            .as_ref()
+            .map(|s| s.ledger.clone().loaded())
+            .unwrap_or_default(),
+        catch_up: i64::try_from(catch_up_ms).unwrap_or(i64::MAX),
+        next_gen: snapshot.as_ref().map_or(1, |s| s.generation + 1),
+        health: Arc::clone(&health),
+        progress: Arc::clone(&progress),
+    };
+    let (tx, rx) = crossbeam_channel::unbounded();
+    let handle = std::thread::Builder::new()
+        .name("baton-state".to_owned())
+        .spawn(move || saver.run(&rx))
+        .map_err(|e| Error::State(format!("cannot start the state writer: {e}")))?;
+    let next_journal = journals.last().map_or(1, |j| j.0 + 1);
     let persist = Persist {
         dir: dir.to_path_buf(),
         _lock: lock,
-        journal: Some(journal),
-        next_gen: max_gen + 1,
-        unsaved: None,
-        failing: false,
-        logged_at: None,
+        journal: None,
+        next_journal,
+        // The last run's journals go once this run's first state is written twice.
+        closed: journals.iter().map(|(n, _)| (*n, 1)).collect(),
+        seq: 0,
+        saver: Some((tx, handle)),
+        progress,
+        health,
     };
     Ok((
         persist,
@@ -180,118 +206,208 @@ fn load(dir: &Path, journals: bool) -> (Status, Option<Snapshot>) {
     }
 }
 
-/// The writer of the state directory (owned by the event sink task).
-pub struct Persist {
-    dir: PathBuf,
-    _lock: File,
-    /// `None` after a write to it failed; reopened with the next generation.
-    journal: Option<Journal>,
-    next_gen: u64,
-    /// A snapshot that could not be written yet.
-    unsaved: Option<Snapshot>,
-    failing: bool,
-    logged_at: Option<Instant>,
+/// An event id the reducer decided, for the ledger.
+#[derive(Debug, Clone)]
+pub struct Decision {
+    /// `provider/session/agent`.
+    pub session: String,
+    pub id: String,
+    pub record_ts: Option<i64>,
 }
 
-impl Persist {
-    /// Records transcript events as pending before delivery. Returns a
-    /// `state_unwritable` anomaly to deliver if persistence just started failing.
-    pub fn pending(&mut self, events: &[Event]) -> Option<Event> {
-        let durable: Vec<&Event> = events.iter().filter(|e| journaled(e)).collect();
-        if durable.is_empty() {
-            return None;
+impl Decision {
+    pub fn new(key: &crate::model::SessionKey, id: String, record_ts: Option<i64>) -> Self {
+        Decision {
+            session: format!(
+                "{}/{}/{}",
+                key.provider,
+                key.session,
+                key.agent.as_deref().unwrap_or_default()
+            ),
+            id,
+            record_ts,
         }
-        let res = match self.journal.as_mut() {
-            Some(j) => j.pending(&durable),
-            None => Err(io::Error::other(
-                "the journal is not open (an earlier write failed)",
-            )),
+    }
+
+    /// A journaled event's decision.
+    pub fn of(ev: &Event) -> Self {
+        let key = crate::model::SessionKey {
+            provider: ev.provider.unwrap_or(crate::model::ProviderKind::Claude),
+            session: ev.session.clone().unwrap_or_default(),
+            agent: ev.agent.clone(),
         };
-        self.check("record pending events", res)
+        let ts = ev
+            .record_ts
+            .as_deref()
+            .and_then(crate::clock::parse_rfc3339);
+        Decision::new(&key, ev.id.clone(), ts)
     }
+}
 
-    /// Records that `ev` was delivered.
-    pub fn done(&mut self, ev: &Event) -> Option<Event> {
-        if !journaled(ev) {
-            return None;
-        }
-        let res = match self.journal.as_mut() {
-            Some(j) => j.done(&ev.id),
-            None => Ok(()),
-        };
-        self.check("record a delivered event", res)
-    }
+/// Whether the state directory can be written, shared by the journal writer and the
+/// state writer: one `state_unwritable` anomaly per spell of trouble, and a warning at
+/// most every [`LOG_EVERY`].
+#[derive(Default)]
+pub struct Health {
+    failing: AtomicBool,
+    logged_at: Mutex<Option<Instant>>,
+    anomaly: Mutex<Option<Event>>,
+    /// Wakes the delivery task when an anomaly is waiting.
+    pub wake: tokio::sync::Notify,
+}
 
-    /// Writes `snap` as the next generation (or keeps it for [`Persist::retry`]).
-    pub fn save(&mut self, snap: Snapshot) -> Option<Event> {
-        self.unsaved = Some(snap);
-        self.retry()
-    }
-
-    /// Whether a snapshot is waiting for the disk to come back.
-    pub fn needs_retry(&self) -> bool {
-        self.unsaved.is_some()
-    }
-
-    pub fn retry(&mut self) -> Option<Event> {
-        let mut snap = self.unsaved.take()?;
-        snap.generation = self.next_gen;
-        snap.written_at = wall_now();
-        let mut journal = None;
-        let res = store::write(&self.dir, &snap, || {
-            journal = Some(Journal::open(&self.dir, snap.generation)?);
-            Ok(())
-        });
-        match res {
-            Ok(()) => {
-                self.next_gen += 1;
-                self.journal = journal;
-                // Journals older than the previous generation are no longer needed.
-                if let Ok(list) = journal::list(&self.dir) {
-                    for (g, p) in list {
-                        if g + 1 < snap.generation {
-                            let _ = fs::remove_file(p);
-                        }
-                    }
-                }
-                if self.failing {
-                    self.failing = false;
-                    tracing::warn!(dir = %self.dir.display(), "State saved again.");
-                }
-                None
-            }
-            Err(e) => {
-                self.unsaved = Some(snap);
-                self.check("save the state", Err(e))
-            }
-        }
-    }
-
-    fn check(&mut self, what: &str, res: io::Result<()>) -> Option<Event> {
-        let e = res.err()?;
+impl Health {
+    pub fn failed(&self, dir: &Path, what: &str, e: &io::Error) {
         let now = Instant::now();
-        if self
-            .logged_at
-            .is_none_or(|t| now.duration_since(t) >= LOG_EVERY)
         {
-            self.logged_at = Some(now);
-            tracing::warn!(dir = %self.dir.display(), error = %e, "Cannot {what}; still delivering events, retrying.");
-        } else {
-            tracing::debug!(dir = %self.dir.display(), error = %e, "Cannot {what}.");
+            let mut at = self
+                .logged_at
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner);
+            if at.is_none_or(|t| now.duration_since(t) >= LOG_EVERY) {
+                *at = Some(now);
+                tracing::warn!(dir = %dir.display(), error = %e, "Cannot {what}; still delivering events, retrying.");
+            } else {
+                tracing::debug!(dir = %dir.display(), error = %e, "Cannot {what}.");
+            }
         }
-        if self.failing {
-            return None;
+        if self.failing.swap(true, Ordering::AcqRel) {
+            return;
         }
-        self.failing = true;
-        Some(anomaly(
+        let ev = anomaly(
             "state_unwritable",
             format!(
                 "cannot write the state directory {}: {e}; events are still delivered, but a \
                  restart may re-alert or miss turns until it is writable again",
-                self.dir.display()
+                dir.display()
             ),
-            &self.dir.to_string_lossy(),
-        ))
+            &dir.to_string_lossy(),
+        );
+        *self.anomaly.lock().unwrap_or_else(PoisonError::into_inner) = Some(ev);
+        self.wake.notify_one();
+    }
+
+    pub fn recovered(&self, dir: &Path) {
+        if self.failing.swap(false, Ordering::AcqRel) {
+            tracing::warn!(dir = %dir.display(), "State saved again.");
+        }
+    }
+
+    /// A `state_unwritable` anomaly to deliver, once.
+    pub fn take_anomaly(&self) -> Option<Event> {
+        self.anomaly
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .take()
+    }
+}
+
+/// A journal is left for the next one past this size.
+const JOURNAL_ROTATE: u64 = 1 << 20;
+
+/// The state directory seen from the delivery task: it journals events around their
+/// delivery and hands the core's deltas to the state writer thread.
+pub struct Persist {
+    dir: PathBuf,
+    _lock: File,
+    /// `None` after a write to it failed; the next one is opened on the next write.
+    journal: Option<Journal>,
+    next_journal: u64,
+    /// Full journals, each with the delta sequence number that covers it.
+    closed: Vec<(u64, u64)>,
+    /// Deltas handed to the writer so far.
+    seq: u64,
+    saver: Option<(crossbeam_channel::Sender<saver::Msg>, JoinHandle<()>)>,
+    progress: Arc<Progress>,
+    pub health: Arc<Health>,
+}
+
+impl Persist {
+    /// Records transcript events as pending before delivery.
+    pub fn pending(&mut self, events: &[Event]) {
+        let durable: Vec<&Event> = events.iter().filter(|e| journaled(e)).collect();
+        if durable.is_empty() {
+            return;
+        }
+        let res = self.journal().and_then(|j| j.pending(&durable));
+        self.check("record pending events", res);
+    }
+
+    /// Records that `ev` was delivered.
+    pub fn done(&mut self, ev: &Event) {
+        if !journaled(ev) {
+            return;
+        }
+        if let Some(j) = self.journal.as_mut() {
+            let res = j.done(&ev.id);
+            self.check("record a delivered event", res);
+        }
+    }
+
+    fn journal(&mut self) -> io::Result<&mut Journal> {
+        if self.journal.is_none() {
+            let j = Journal::open(&self.dir, self.next_journal)?;
+            self.next_journal += 1;
+            self.journal = Some(j);
+        }
+        self.journal
+            .as_mut()
+            .ok_or_else(|| io::Error::other("no journal"))
+    }
+
+    fn check(&mut self, what: &str, res: io::Result<()>) {
+        if let Err(e) = res {
+            if let Some(j) = self.journal.take() {
+                self.closed.push((j.number, self.seq + 1));
+            }
+            self.health.failed(&self.dir, what, &e);
+        }
+    }
+
+    /// Hands a delta to the state writer. It follows the events delivered before it,
+    /// so a generation never covers an event that was not delivered.
+    pub fn save(&mut self, delta: Box<Delta>) {
+        self.seq += 1;
+        if let Some((tx, _)) = &self.saver {
+            let _ = tx.send((self.seq, delta));
+        }
+    }
+
+    /// Moves on to a new journal when this one is full, and deletes full ones that both
+    /// generations on disk cover (the next delta covers what was delivered before it).
+    pub fn tidy(&mut self) {
+        if self
+            .journal
+            .as_ref()
+            .is_some_and(|j| j.written >= JOURNAL_ROTATE)
+            && let Some(j) = self.journal.take()
+        {
+            self.closed.push((j.number, self.seq + 1));
+        }
+        let covered = self.progress.covered.load(Ordering::Acquire);
+        self.closed.retain(|&(n, seq)| {
+            if seq > covered {
+                return true;
+            }
+            let _ = fs::remove_file(self.dir.join(journal::name(n)));
+            false
+        });
+    }
+
+    /// Stops the state writer after it wrote what it was given.
+    pub fn finish(&mut self) {
+        if let Some((tx, handle)) = self.saver.take() {
+            drop(tx);
+            if handle.join().is_err() {
+                tracing::error!("The state writer panicked.");
+            }
+        }
+    }
+}
+
+impl Drop for Persist {
+    fn drop(&mut self) {
+        self.finish();
     }
 }
 
