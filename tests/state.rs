@@ -530,3 +530,81 @@ fn unwritable_state_keeps_delivering_raises_one_anomaly_and_recovers() {
         assert_eq!(count(&events, "turn_completed", t), 1, "turn {t}");
     }
 }
+
+/// Overwrites the start of `path` in place, same length, leaving the last 64 bytes
+/// before `keep_from` (the checkpoint's marker) as they are: a re-read from the first
+/// byte would now find a malformed first line where the prompt was.
+fn clobber_head(path: &Path, upto: usize) {
+    let mut bytes = fs::read(path).expect("read");
+    for b in &mut bytes[..upto] {
+        *b = b'x';
+    }
+    let f = fs::OpenOptions::new().write(true).open(path).expect("open");
+    std::os::unix::fs::FileExt::write_all_at(&f, &bytes[..upto], 0).expect("write");
+}
+
+/// A restart goes on from each file's checkpoint with the reading context saved there:
+/// the open turn keeps its id although the prompt's bytes are no longer readable, and
+/// nothing before the checkpoint is read again.
+#[test]
+fn a_restart_continues_from_the_checkpoint_without_re_reading() {
+    let mut d = Daemon::tree().start(&[]);
+    let c = Claude::new();
+    let path = c.path_in(&d.claude());
+    let (done, t0) = c.turn("zero", "answer zero");
+    let (open, t1) = c.prompt("one");
+    append(&path, done.as_bytes());
+    d.wait_for("turn zero", is("turn_completed", t0.clone()));
+    append(&path, open.as_bytes());
+    d.wait_for("turn one started", is("turn_started", t1.clone()));
+    d.terminate();
+    // Everything but the last line's marker bytes.
+    let size = fs::metadata(&path).expect("stat").len() as usize;
+    clobber_head(&path, size - 64);
+    d.restart(&[]);
+    append(&path, c.answer("answer one").as_bytes());
+    d.wait_for("turn one completed", is("turn_completed", t1.clone()));
+    let (events, log) = d.stop_with_log();
+    assert_eq!(count(&events, "turn_completed", &t0), 1, "turn zero once");
+    assert_eq!(count(&events, "turn_completed", &t1), 1, "turn one once");
+    assert_eq!(reasons(&events, "malformed_line"), 0);
+    let went_live: Vec<&str> = log
+        .lines()
+        .filter(|l| l.contains("History read; going live."))
+        .collect();
+    assert_eq!(went_live.len(), 2, "{log}");
+    assert!(
+        went_live[1].contains("resumed=1") && went_live[1].contains("reread=0"),
+        "{}",
+        went_live[1]
+    );
+    assert!(went_live[1].contains("bytes=0 "), "{}", went_live[1]);
+}
+
+/// A file whose projector went cold (more files than may stay warm) wakes up from its
+/// saved context: its open turn keeps its id although a re-read would not find it.
+#[test]
+fn a_cold_file_wakes_up_from_its_saved_context() {
+    let mut d = Daemon::tree().start(&["--debug-max-warm", "1", "--debug-sweep-interval", "200ms"]);
+    let (a, b) = (Claude::new(), Claude::new());
+    let (pa, pb) = (a.path_in(&d.claude()), b.path_in(&d.claude()));
+    let (open, ta) = a.prompt("a");
+    append(&pa, open.as_bytes());
+    d.wait_for("a started", is("turn_started", ta.clone()));
+    // B is newer: after the next sweep A is the one that goes cold.
+    std::thread::sleep(Duration::from_millis(20));
+    let (open_b, tb) = b.prompt("b");
+    append(&pb, open_b.as_bytes());
+    d.wait_for("b started", is("turn_started", tb.clone()));
+    // Several sweeps.
+    std::thread::sleep(Duration::from_millis(1000));
+    let size = fs::metadata(&pa).expect("stat").len() as usize;
+    clobber_head(&pa, size - 64);
+    append(&pa, a.answer("answer a").as_bytes());
+    d.wait_for("a completed", is("turn_completed", ta.clone()));
+    append(&pb, b.answer("answer b").as_bytes());
+    d.wait_for("b completed", is("turn_completed", tb.clone()));
+    let events = d.stop();
+    assert_eq!(count(&events, "turn_completed", &ta), 1);
+    assert_eq!(reasons(&events, "malformed_line"), 0);
+}

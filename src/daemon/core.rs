@@ -1309,7 +1309,10 @@ impl Core {
                 warm.push((t.last_change, path.clone()));
             }
         }
-        for (list, cap, drop_feed) in [(open, MAX_OPEN, false), (warm, MAX_WARM, true)] {
+        for (list, cap, drop_feed) in [
+            (open, MAX_OPEN, false),
+            (warm, self.settings.max_warm.unwrap_or(MAX_WARM), true),
+        ] {
             if list.len() <= cap {
                 continue;
             }

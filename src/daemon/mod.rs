@@ -127,6 +127,9 @@ pub struct RunArgs {
     /// Test only: behave as if the OS allowed only N file watches.
     #[arg(long, hide = true, value_name = "N")]
     pub debug_max_watches: Option<usize>,
+    /// Test only: at most N files keep their projector warm (others keep it saved).
+    #[arg(long, hide = true, value_name = "N")]
+    pub debug_max_warm: Option<usize>,
     /// Test and benchmark only: how often the whole tree is re-listed.
     #[arg(long, hide = true, value_name = "DUR", default_value = "30s", value_parser = parse_positive_duration)]
     pub debug_sweep_interval: u64,
@@ -163,6 +166,8 @@ pub struct Settings {
     pub max_line: usize,
     pub drop_native_events: bool,
     pub max_watches: Option<usize>,
+    /// At most this many files keep a live projector.
+    pub max_warm: Option<usize>,
     /// `None`: no desktop notifications.
     pub desktop: Option<DesktopConfig>,
     pub on_event: Option<ExecConfig>,
@@ -227,6 +232,7 @@ impl Settings {
             max_line: args.max_line_bytes.unwrap_or(config.max_line_bytes),
             drop_native_events: args.debug_drop_native_events,
             max_watches: args.debug_max_watches,
+            max_warm: args.debug_max_warm,
             desktop,
             on_event: config.on_event,
             webhooks: config.webhooks,

@@ -240,3 +240,101 @@ async fn stage(
     }
     Ok(())
 }
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+    use crate::model::ProviderKind;
+    use std::sync::{Arc, Condvar, Mutex};
+
+    /// An event stream whose reader stalls until it is let go.
+    #[derive(Clone, Default)]
+    struct Stalled {
+        open: Arc<(Mutex<bool>, Condvar)>,
+        bytes: Arc<Mutex<Vec<u8>>>,
+    }
+
+    impl Stalled {
+        fn let_go(&self) {
+            *self.open.0.lock().unwrap() = true;
+            self.open.1.notify_all();
+        }
+    }
+
+    impl Write for Stalled {
+        fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+            let (lock, cv) = &*self.open;
+            let _open = cv.wait_while(lock.lock().unwrap(), |open| !*open).unwrap();
+            self.bytes.lock().unwrap().extend_from_slice(buf);
+            Ok(buf.len())
+        }
+
+        fn flush(&mut self) -> io::Result<()> {
+            Ok(())
+        }
+    }
+
+    /// More batches than every queue holds, while the stream's reader stalls: the
+    /// sender waits instead of anything being dropped, and every event comes out, in
+    /// order, once the reader reads again.
+    #[test]
+    fn a_stalled_stream_makes_the_core_wait_and_loses_nothing() {
+        const N: usize = 3 * BATCH_CAPACITY;
+        let tmp = tempfile::tempdir().unwrap();
+        let (persist, _) = crate::state::open(tmp.path(), 600_000).unwrap();
+        let out = Stalled::default();
+        let (tx, rx) = mpsc::channel(BATCH_CAPACITY);
+        let sent = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+        let counter = Arc::clone(&sent);
+        // The core is a plain thread that blocks on a full queue.
+        let core = std::thread::spawn(move || {
+            for i in 0..N {
+                let mut ev = Event::lifecycle(EventKind::TurnCompleted, "t".into(), format!("{i}"));
+                ev.provider = Some(ProviderKind::Claude);
+                tx.blocking_send(Out::Batch(vec![ev])).unwrap();
+                counter.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+            }
+        });
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        let fan = Fanout {
+            sinks: Vec::new(),
+            hub: None,
+            ready: None,
+        };
+        // The runtime runs on its own thread, as in the daemon.
+        let stream = Box::new(out.clone());
+        let task =
+            std::thread::spawn(move || rt.block_on(run(rx, stream, persist, Vec::new(), fan)));
+        // The sender gets stuck: both queues fill and nothing is thrown away.
+        let deadline = std::time::Instant::now() + Duration::from_secs(30);
+        let mut last = usize::MAX;
+        loop {
+            std::thread::sleep(Duration::from_millis(200));
+            let now = sent.load(std::sync::atomic::Ordering::SeqCst);
+            if now == last || std::time::Instant::now() > deadline {
+                break;
+            }
+            last = now;
+        }
+        assert!(last < N, "the sender was held back ({last} of {N} sent)");
+        out.let_go();
+        core.join().unwrap();
+        task.join().unwrap().map(|_| ()).unwrap();
+        let text = String::from_utf8(out.bytes.lock().unwrap().clone()).unwrap();
+        let ids: Vec<usize> = text
+            .lines()
+            .map(|l| {
+                serde_json::from_str::<serde_json::Value>(l).unwrap()["id"]
+                    .as_str()
+                    .unwrap()
+                    .parse()
+                    .unwrap()
+            })
+            .collect();
+        assert_eq!(ids, (0..N).collect::<Vec<_>>());
+    }
+}
