@@ -294,6 +294,9 @@ fn open_events(events: Option<&PathBuf>) -> Result<Box<dyn Write + Send>, Error>
 
 /// How long delivery sinks may take to finish their queues at shutdown.
 const SINK_GRACE: Duration = Duration::from_secs(3);
+/// After a stop request, how long the event stream may stay blocked (its reader stalled)
+/// before baton gives up flushing it and exits anyway.
+const STREAM_GRACE: Duration = Duration::from_secs(10);
 
 fn build_sinks(settings: &Settings) -> Result<Vec<sink::Delivery>, Error> {
     use crate::sink::{DesktopSink, ExecSink, WebhookSink};
@@ -368,7 +371,17 @@ pub async fn run(settings: Settings, shutdown: impl Future<Output = ()>) -> Resu
             tracing::info!("Stopping.");
             service::stopping();
             let _ = stop_tx.try_send(());
-            (&mut sink).await
+            match tokio::time::timeout(STREAM_GRACE, &mut sink).await {
+                Ok(res) => res,
+                Err(_) => {
+                    // Dropping the task drops its queue, which frees a core waiting on it.
+                    sink.abort();
+                    tracing::error!("The event stream is blocked (its reader stopped reading); exiting without flushing it; what was not written comes out on the next start (within --catch-up).");
+                    Ok(Err(Error::Output(io::Error::other(
+                        "the event stream was blocked at shutdown",
+                    ))))
+                }
+            }
         }
         res = &mut sink => res,
     };
