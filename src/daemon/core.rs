@@ -60,6 +60,8 @@ const MAX_LIVE: usize = 1024;
 const VIEWS_EVERY: Duration = Duration::from_millis(100);
 /// Most hints handled in one batch before events are flushed.
 const MAX_BATCH: usize = 8192;
+/// Most checkpoints in one delta, so a save of every file never builds them all at once.
+const SAVE_CHUNK: usize = 256;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Mode {
@@ -207,7 +209,8 @@ pub struct Core {
     out: Vec<Event>,
     /// Checkpoints of the last run, while the files present at start are read; `None`
     /// on a first run (or after the state was lost): history is silent then.
-    resume: Option<HashMap<PathBuf, Checkpoint>>,
+    /// Raw `file` lines, parsed when their file is found.
+    resume: Option<HashMap<PathBuf, Box<str>>>,
     status: Status,
     /// Ids decided since the last delta, for the ledger.
     decided: Vec<Decision>,
@@ -280,15 +283,16 @@ impl Core {
         let run_id = format!("{}:{start}", std::process::id());
         let mut reducer = Reducer::new(settings.settle_ms, dedup_capacity());
         reducer.record_decided();
-        let (resume, mut preloaded) = match loaded.snapshot {
-            Some(snap) => {
-                let mut ledger = snap.ledger.loaded();
+        let (resume, mut preloaded) = match loaded.base {
+            Some(base) => {
+                let mut ledger = base.ledger;
                 ledger.prune(start);
-                let ids: HashSet<String> = ledger.ids().map(str::to_owned).collect();
-                let files = snap
+                let mut ids: HashSet<String> = ledger.ids().map(str::to_owned).collect();
+                ids.extend(base.decided.into_iter().map(|d| d.id));
+                let files = base
                     .files
                     .into_iter()
-                    .map(|c| (PathBuf::from(&c.path), c))
+                    .map(|(p, line)| (PathBuf::from(p), line))
                     .collect();
                 (Some(files), ids)
             }
@@ -368,7 +372,12 @@ impl Core {
         // On a restart, what the files gained while we were down (within the catch-up
         // window) comes out after daemon_ready; on a first run history is silent.
         let caught_up = match self.resume.take() {
-            Some(_) => std::mem::take(&mut self.out),
+            Some(gone) => {
+                // Checkpoints of files no longer there.
+                self.removed
+                    .extend(gone.into_keys().map(|p| path_str(&p).into_owned()));
+                std::mem::take(&mut self.out)
+            }
             None => {
                 self.out.clear();
                 Vec::new()
@@ -416,7 +425,7 @@ impl Core {
         self.out.extend(caught_up);
         self.ready = true;
         self.flush();
-        self.save(true);
+        self.save();
         // The first live batch publishes at once, however soon it comes.
         self.views_at = None;
         self.update_poll_gate();
@@ -436,7 +445,7 @@ impl Core {
                 default(deadline.saturating_duration_since(Instant::now())) => None,
             };
             self.batch(first, settle);
-            self.save(false);
+            self.save();
         }
         self.stopping()
     }
@@ -603,34 +612,41 @@ impl Core {
         }
     }
 
-    /// Sends what changed since the last delta (everything when `full`). It queues
-    /// behind the events already sent, so the state writer gets it only once they are
+    /// Sends what changed since the last delta, in pieces of at most [`SAVE_CHUNK`]
+    /// files (after the first run's history read that is every file). It queues behind
+    /// the events already sent, so the state writer gets it only once they are
     /// delivered.
-    fn save(&mut self, full: bool) {
+    fn save(&mut self) {
         self.record_decided();
-        if !full && self.dirty.is_empty() && self.removed.is_empty() && self.decided.is_empty() {
+        if self.dirty.is_empty() && self.removed.is_empty() && self.decided.is_empty() {
             return;
         }
         let now = self.clock.now();
-        let dirty = std::mem::take(&mut self.dirty);
-        let files = if full {
-            self.files
-                .iter()
-                .map(|(p, t)| self.checkpoint(p, t, now))
-                .collect()
-        } else {
-            dirty
+        let dirty: Vec<PathBuf> = self.dirty.drain().collect();
+        let mut first = true;
+        for chunk in dirty.chunks(SAVE_CHUNK) {
+            let files = chunk
                 .iter()
                 .filter_map(|p| self.files.get(p).map(|t| self.checkpoint(p, t, now)))
-                .collect()
-        };
-        let delta = Delta {
-            full,
-            files,
-            removed: std::mem::take(&mut self.removed),
-            decided: std::mem::take(&mut self.decided),
-        };
-        self.send(Out::Save(Box::new(delta)));
+                .collect();
+            let mut delta = Delta {
+                files,
+                ..Delta::default()
+            };
+            if std::mem::take(&mut first) {
+                delta.removed = std::mem::take(&mut self.removed);
+                delta.decided = std::mem::take(&mut self.decided);
+            }
+            self.send(Out::Save(Box::new(delta)));
+        }
+        if first {
+            let delta = Delta {
+                removed: std::mem::take(&mut self.removed),
+                decided: std::mem::take(&mut self.decided),
+                ..Delta::default()
+            };
+            self.send(Out::Save(Box::new(delta)));
+        }
     }
 
     fn lifecycle(&mut self, kind: EventKind) {
@@ -655,7 +671,7 @@ impl Core {
         self.flush();
         self.publish_views(true);
         if self.ready {
-            self.save(true);
+            self.save();
         }
         let c = &self.counters;
         tracing::info!(
@@ -967,7 +983,13 @@ impl Core {
             },
         );
         match self.resume.as_mut().map(|r| r.remove(path)) {
-            Some(cp) if mode == Mode::History => self.read_resumed(path, meta, cp),
+            Some(line) if mode == Mode::History => {
+                let cp = line.and_then(|l| match serde_json::from_str(&l) {
+                    Ok(state::store::Line::File(cp)) => Some(cp),
+                    _ => None,
+                });
+                self.read_resumed(path, meta, cp);
+            }
             _ => {
                 self.read_on(path, mode);
                 if mode == Mode::History

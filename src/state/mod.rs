@@ -23,14 +23,13 @@ pub mod store;
 
 pub use ledger::Ledger;
 pub use saver::Delta;
-pub use store::{Checkpoint, Resume, Snapshot};
+pub use store::{Checkpoint, Resume};
 
 use crate::clock::{format_rfc3339, wall_now};
 use crate::error::Error;
 use crate::model::{Event, EventKind};
 use journal::Journal;
 use saver::{Progress, Saver};
-use std::collections::HashMap;
 use std::fs::{self, File};
 use std::io;
 use std::os::unix::fs::DirBuilderExt;
@@ -68,7 +67,8 @@ pub enum Status {
 
 pub struct Loaded {
     pub status: Status,
-    pub snapshot: Option<Snapshot>,
+    /// The newest usable base with the later logs applied.
+    pub base: Option<store::Base>,
     /// Pending events never marked done, and every journaled id.
     pub journal: journal::Replay,
 }
@@ -120,8 +120,17 @@ pub fn open(dir: &Path, catch_up_ms: u64) -> Result<(Persist, Loaded), Error> {
     for (_, p) in &journals {
         lock::check_owned(p)?;
     }
-    let (status, snapshot) = load(dir, !journals.is_empty());
-    let (journals, replay) = match &snapshot {
+    let logs = store::list_logs(dir).map_err(|e| {
+        Error::State(format!(
+            "cannot list the state directory {}: {e}",
+            dir.display()
+        ))
+    })?;
+    for (_, p) in &logs {
+        lock::check_owned(p)?;
+    }
+    let (status, base) = load(dir, !journals.is_empty() || !logs.is_empty());
+    let (journals, replay) = match &base {
         Some(_) => {
             let paths: Vec<PathBuf> = journals.iter().map(|(_, p)| p.clone()).collect();
             let replay = journal::read(&paths);
@@ -129,23 +138,31 @@ pub fn open(dir: &Path, catch_up_ms: u64) -> Result<(Persist, Loaded), Error> {
         }
         None => {
             // No generation to apply them to: a first-run baseline starts afresh.
-            for (_, p) in &journals {
+            for (_, p) in journals.iter().chain(&logs) {
                 let _ = fs::remove_file(p);
             }
             (Vec::new(), journal::Replay::default())
         }
     };
+    let base_log = base.as_ref().map_or(0, |b| b.meta.log);
     let health = Arc::new(Health::default());
     let progress = Arc::new(Progress::default());
+    let catch_up = i64::try_from(catch_up_ms).unwrap_or(i64::MAX);
+    let mut ledger = base.as_ref().map(|b| b.ledger.clone()).unwrap_or_default();
+    let now = wall_now();
+    for d in base.iter().flat_map(|b| &b.decided) {
+        ledger.record(&d.session, d.id.clone(), d.record_ts, now, catch_up);
+    }
     let saver = Saver {
         dir: dir.to_path_buf(),
-        files: HashMap::new(),
-        ledger: snapshot
-            .as_ref()
-            .map(|s| s.ledger.clone().loaded())
-            .unwrap_or_default(),
-        catch_up: i64::try_from(catch_up_ms).unwrap_or(i64::MAX),
-        next_gen: snapshot.as_ref().map_or(1, |s| s.generation + 1),
+        ledger,
+        catch_up,
+        next_gen: base.as_ref().map_or(1, |b| b.meta.generation + 1),
+        base_log,
+        prev_log: base_log,
+        next_log: logs.last().map_or(1, |l| l.0 + 1).max(base_log + 1),
+        // Unknown until the first merge: merging then is due soon anyway.
+        base_bytes: 0,
         health: Arc::clone(&health),
         progress: Arc::clone(&progress),
     };
@@ -171,13 +188,27 @@ pub fn open(dir: &Path, catch_up_ms: u64) -> Result<(Persist, Loaded), Error> {
         persist,
         Loaded {
             status,
-            snapshot,
+            base,
             journal: replay,
         },
     ))
 }
 
-fn load(dir: &Path, journals: bool) -> (Status, Option<Snapshot>) {
+fn load(dir: &Path, journals: bool) -> (Status, Option<store::Base>) {
+    let (status, base) = load_base(dir, journals);
+    let Some(mut base) = base else {
+        return (status, None);
+    };
+    match store::apply_logs(dir, &mut base) {
+        Ok(()) => (status, Some(base)),
+        Err(e) => (
+            Status::Lost(format!("cannot read the state logs: {e}")),
+            None,
+        ),
+    }
+}
+
+fn load_base(dir: &Path, journals: bool) -> (Status, Option<store::Base>) {
     let current = store::read(dir, store::CURRENT);
     let fallback = |why: String| match store::read(dir, store::PREVIOUS) {
         Ok(Some(s)) => (Status::FellBack(why), Some(s)),
@@ -194,7 +225,7 @@ fn load(dir: &Path, journals: bool) -> (Status, Option<Snapshot>) {
             // A crash between the two renames of a write: the previous one is whole.
             Ok(Some(s)) => (Status::Restored, Some(s)),
             Ok(None) if journals => (
-                Status::Lost("state files missing but journals present".to_owned()),
+                Status::Lost("state files missing but journals or logs present".to_owned()),
                 None,
             ),
             Ok(None) => (Status::FirstRun, None),
@@ -207,7 +238,7 @@ fn load(dir: &Path, journals: bool) -> (Status, Option<Snapshot>) {
 }
 
 /// An event id the reducer decided, for the ledger.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
 pub struct Decision {
     /// `provider/session/agent`.
     pub session: String,

@@ -1,30 +1,34 @@
-//! The state writer: a thread that owns the checkpoints and the ledger, takes changes
-//! as small deltas (in delivery order) and writes a new generation at most every
-//! [`SAVE_EVERY`]. Two fsyncs per generation, so never on the path from a turn's end to
-//! its alert.
+//! The state writer: a thread that takes the core's deltas (in delivery order), appends
+//! them to the state log at most every [`SAVE_EVERY`], and now and then merges the logs
+//! into a new base generation (see [`store`]). Its fsyncs are never on the path from a
+//! turn's end to its alert, and what it holds is what changed since the last write,
+//! plus the bounded ledger.
 
 use super::ledger::Ledger;
-use super::store::{self, Checkpoint};
+use super::store::{self, BaseWriter, Line, LogWriter, Meta};
 use super::{Decision, Health};
 use crate::clock::wall_now;
 use crossbeam_channel::{Receiver, RecvTimeoutError};
 use std::collections::HashMap;
+use std::fs;
+use std::io;
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
-/// At most this often a generation is written (the issue asks for a few per second).
+/// At most this often the log is appended to (the issue asks for a few per second).
 pub const SAVE_EVERY: Duration = Duration::from_millis(250);
 /// After a failed write, the next try comes this much later.
 const RETRY_EVERY: Duration = Duration::from_secs(1);
+/// Logs are merged into a new base once they hold this much, or half the base's size if
+/// that is more (so merging stays a small share of the writing).
+const MERGE_AT: u64 = 1 << 20;
 
 /// What changed since the last delta, in the order the core saw it.
 #[derive(Debug, Default)]
 pub struct Delta {
-    /// Every tracked file is in `files`; checkpoints not in it are dropped.
-    pub full: bool,
-    pub files: Vec<Checkpoint>,
+    pub files: Vec<super::Checkpoint>,
     /// Paths no longer tracked.
     pub removed: Vec<String>,
     pub decided: Vec<Decision>,
@@ -36,98 +40,223 @@ pub type Msg = (u64, Box<Delta>);
 /// What the writer tells the delivery side.
 #[derive(Debug, Default)]
 pub struct Progress {
-    /// Every delta up to this sequence number is in both generations on disk.
+    /// Every delta up to this sequence number is on disk.
     pub covered: AtomicU64,
 }
 
 pub struct Saver {
     pub dir: PathBuf,
-    pub files: HashMap<String, Checkpoint>,
     pub ledger: Ledger,
     pub catch_up: i64,
     pub next_gen: u64,
+    /// The last log merged into the current base, and into the previous one.
+    pub base_log: u64,
+    pub prev_log: u64,
+    pub next_log: u64,
+    /// Body bytes of the current base.
+    pub base_bytes: u64,
     pub health: Arc<Health>,
     pub progress: Arc<Progress>,
 }
 
+/// Lines waiting for the next write: one per file (the newest wins), then decisions.
+#[derive(Default)]
+struct Pending {
+    files: Vec<Vec<u8>>,
+    index: HashMap<String, usize>,
+    decided: Vec<Vec<u8>>,
+    seq: u64,
+}
+
+impl Pending {
+    fn add(&mut self, seq: u64, d: Delta) {
+        self.seq = seq;
+        let mut put = |path: String, line: Vec<u8>| match self.index.get(&path) {
+            Some(&i) => self.files[i] = line,
+            None => {
+                self.index.insert(path, self.files.len());
+                self.files.push(line);
+            }
+        };
+        for path in d.removed {
+            let line = Line::Removed(path.clone()).encode();
+            put(path, line);
+        }
+        for cp in d.files {
+            let path = cp.path.clone();
+            put(path, Line::File(cp).encode());
+        }
+        self.decided
+            .extend(d.decided.into_iter().map(|x| Line::Decided(x).encode()));
+    }
+
+    fn is_empty(&self) -> bool {
+        self.files.is_empty() && self.decided.is_empty()
+    }
+}
+
 impl Saver {
-    /// Runs until the sender is dropped, then writes what is left.
+    /// Runs until the sender is dropped, then writes what is left and merges the logs,
+    /// so a clean stop leaves one base and no log to replay.
     pub fn run(mut self, rx: &Receiver<Msg>) {
-        // Sequence numbers of the deltas in the newest generation on disk and the one
-        // before it.
-        let (mut current, mut applied) = (0u64, 0u64);
-        let mut dirty = false;
+        let mut log: Option<LogWriter> = None;
+        let mut pending = Pending::default();
+        // The first write of a run also merges, so there is a base early on.
+        let mut merged_this_run = false;
         let mut due = Instant::now();
         loop {
-            let msg = if dirty {
-                rx.recv_timeout(due.saturating_duration_since(Instant::now()))
-            } else {
+            let msg = if pending.is_empty() {
                 rx.recv().map_err(|_| RecvTimeoutError::Disconnected)
+            } else {
+                rx.recv_timeout(due.saturating_duration_since(Instant::now()))
             };
             let closed = match msg {
                 Ok((seq, d)) => {
-                    self.apply(*d);
-                    applied = seq;
+                    self.apply_ledger(&d);
+                    pending.add(seq, *d);
                     while let Ok((seq, d)) = rx.try_recv() {
-                        self.apply(*d);
-                        applied = seq;
+                        self.apply_ledger(&d);
+                        pending.add(seq, *d);
                     }
-                    dirty = true;
                     false
                 }
                 Err(RecvTimeoutError::Timeout) => false,
                 Err(RecvTimeoutError::Disconnected) => true,
             };
-            if dirty && (closed || Instant::now() >= due) {
-                if self.write() {
-                    self.progress.covered.store(current, Ordering::Release);
-                    current = applied;
-                    dirty = false;
-                    due = Instant::now() + SAVE_EVERY;
-                } else {
-                    due = Instant::now() + RETRY_EVERY;
+            if !pending.is_empty() && (closed || Instant::now() >= due) {
+                match self.append(&mut log, &pending) {
+                    Ok(()) => {
+                        self.progress.covered.store(pending.seq, Ordering::Release);
+                        pending = Pending::default();
+                        due = Instant::now() + SAVE_EVERY;
+                        let big = log
+                            .as_ref()
+                            .is_some_and(|l| l.written >= MERGE_AT.max(self.base_bytes / 2));
+                        if big || !merged_this_run {
+                            merged_this_run |= self.merge(&mut log);
+                        }
+                    }
+                    Err(e) => {
+                        self.health.failed(&self.dir, "save the state", &e);
+                        log = None;
+                        due = Instant::now() + RETRY_EVERY;
+                    }
                 }
             }
             if closed {
+                if pending.is_empty() && log.is_some() {
+                    self.merge(&mut log);
+                }
                 return;
             }
         }
     }
 
-    fn apply(&mut self, d: Delta) {
-        if d.full {
-            self.files.clear();
-        }
-        for path in d.removed {
-            self.files.remove(&path);
-        }
-        for cp in d.files {
-            self.files.insert(cp.path.clone(), cp);
-        }
+    fn apply_ledger(&mut self, d: &Delta) {
         let now = wall_now();
-        for x in d.decided {
+        for x in &d.decided {
             self.ledger
-                .record(&x.session, x.id, x.record_ts, now, self.catch_up);
+                .record(&x.session, x.id.clone(), x.record_ts, now, self.catch_up);
         }
     }
 
-    /// Writes the next generation; false if it could not.
-    fn write(&mut self) -> bool {
-        let now = wall_now();
-        self.ledger.prune(now);
-        let mut files: Vec<&Checkpoint> = self.files.values().collect();
-        files.sort_by(|a, b| a.path.cmp(&b.path));
-        let bytes = store::encode_parts(self.next_gen, now, files.into_iter(), &self.ledger);
-        match store::write(&self.dir, &bytes, || Ok(())) {
-            Ok(()) => {
+    fn append(&mut self, log: &mut Option<LogWriter>, p: &Pending) -> io::Result<()> {
+        if log.is_none() {
+            *log = Some(LogWriter::open(&self.dir, self.next_log)?);
+            self.next_log += 1;
+        }
+        let Some(l) = log.as_mut() else {
+            return Ok(());
+        };
+        let lines = p.files.iter().chain(&p.decided).map(Vec::as_slice);
+        l.append(lines)
+    }
+
+    /// Writes a new base: the current one with every later log applied. True on success.
+    fn merge(&mut self, log: &mut Option<LogWriter>) -> bool {
+        let upto = log.as_ref().map_or(self.next_log - 1, |l| l.number);
+        match self.write_base(upto) {
+            Ok(bytes) => {
+                *log = None;
                 self.next_gen += 1;
+                self.base_bytes = bytes;
+                self.prev_log = self.base_log;
+                self.base_log = upto;
+                // The previous base needs the logs after its own; older ones can go.
+                if let Ok(list) = store::list_logs(&self.dir) {
+                    for (n, p) in list {
+                        if n <= self.prev_log {
+                            let _ = fs::remove_file(p);
+                        }
+                    }
+                }
                 self.health.recovered(&self.dir);
                 true
             }
             Err(e) => {
+                // The log goes on; merging is tried again when it grows.
                 self.health.failed(&self.dir, "save the state", &e);
                 false
             }
         }
+    }
+
+    fn write_base(&mut self, upto: u64) -> io::Result<u64> {
+        // What the logs since the current base changed, newest last.
+        let mut changed: HashMap<String, (bool, Box<str>)> = HashMap::new();
+        for (n, path) in store::list_logs(&self.dir)? {
+            if n <= self.base_log || n > upto {
+                continue;
+            }
+            store::read_log(&path, |line| {
+                if let Some((p, gone)) = store::path_of(line) {
+                    changed.insert(p, (gone, line.into()));
+                }
+            })?;
+        }
+        let now = wall_now();
+        self.ledger.prune(now);
+        let mut w = BaseWriter::create(&self.dir)?;
+        let meta = Meta {
+            generation: self.next_gen,
+            written_at: now,
+            log: upto,
+        };
+        w.line(&Line::Meta(meta).encode())?;
+        let current = self.dir.join(store::CURRENT);
+        if current.exists() {
+            let res = store::for_each_line(&current, |line| {
+                if !line.starts_with("{\"file\":") {
+                    return Ok(());
+                }
+                let Some((p, _)) = store::path_of(line) else {
+                    return Ok(());
+                };
+                match changed.remove(&p) {
+                    Some((true, _)) => {}
+                    Some((false, newer)) => w.line(newer.as_bytes())?,
+                    None => w.line(line.as_bytes())?,
+                }
+                Ok(())
+            });
+            if let Err(e) = res {
+                // Only this process writes it; if it went bad under us, the logs and the
+                // previous generation still hold what is needed to load.
+                return Err(io::Error::other(format!(
+                    "cannot read the current state to merge into: {e}"
+                )));
+            }
+        }
+        let mut rest: Vec<(String, Box<str>)> = changed
+            .into_iter()
+            .filter(|(_, (gone, _))| !gone)
+            .map(|(p, (_, l))| (p, l))
+            .collect();
+        rest.sort();
+        for (_, line) in rest {
+            w.line(line.as_bytes())?;
+        }
+        w.line(&Line::Ledger(self.ledger.clone()).encode())?;
+        w.finish(&self.dir)
     }
 }

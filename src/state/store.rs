@@ -1,21 +1,33 @@
-//! The state file: two generations, each versioned and checksummed, replaced atomically.
+//! The state on disk: a base in two generations, plus logs of what changed since.
 //!
-//! A generation is one header line (`baton-state <version> <crc32> <length>`) and a JSON
-//! body. It is written to a temporary file, fsync'ed, renamed over the current file
-//! (the current one becoming the previous generation first) and the directory is
-//! fsync'ed, so a crash leaves either generation whole. Loading checks the header, the
-//! length and the checksum before trusting a byte of the body.
+//! A base generation (`state.json`) is one header line (`baton-state <version> <crc32>
+//! <length>`, fixed width) and a body of JSON lines: a `meta` line, one `file` line per
+//! transcript, and a `ledger` line. It is streamed to a temporary file (the header is
+//! patched in last), fsync'ed, renamed over the current file (the current one becoming
+//! the previous generation first) and the directory is fsync'ed, so a crash leaves
+//! either generation whole. Loading checks the length and the checksum before trusting
+//! a byte of the body.
+//!
+//! Between bases, changes are appended to numbered logs (`state-log-N.jsonl`), one line
+//! per changed file, removed file or decided id, each with its own checksum and fsync'ed
+//! per write. A base names the last log merged into it; loading applies the later ones.
+//! Each line stands alone (one file's checkpoint is consistent by itself), so a torn
+//! last write loses only its unfinished lines. Memory and writes are O(what changed),
+//! not O(files), except when a base is written, which streams.
 
+use super::Decision;
 use super::ledger::Ledger;
 use crate::model::ProviderKind;
 use crate::reduce::SavedSession;
 use serde::{Deserialize, Serialize};
+use std::borrow::Cow;
+use std::collections::HashMap;
 use std::fs::{self, File, OpenOptions};
-use std::io::{self, Write};
-use std::os::unix::fs::OpenOptionsExt;
-use std::path::Path;
+use std::io::{self, BufRead, BufReader, BufWriter, Read, Seek, SeekFrom, Write};
+use std::os::unix::fs::{FileExt, OpenOptionsExt};
+use std::path::{Path, PathBuf};
 
-pub const VERSION: u32 = 1;
+pub const VERSION: u32 = 2;
 const MAGIC: &str = "baton-state";
 pub const CURRENT: &str = "state.json";
 pub const PREVIOUS: &str = "state.json.prev";
@@ -51,17 +63,6 @@ pub struct Resume {
     pub sessions: Vec<SavedSession>,
 }
 
-/// One generation of the state.
-#[derive(Debug, Clone, Default, Serialize, Deserialize)]
-pub struct Snapshot {
-    /// Assigned when written; journals are numbered after the generation they follow.
-    pub generation: u64,
-    /// Unix ms.
-    pub written_at: i64,
-    pub files: Vec<Checkpoint>,
-    pub ledger: Ledger,
-}
-
 const CRC_TABLE: [u32; 256] = {
     let mut table = [0u32; 256];
     let mut i = 0;
@@ -82,48 +83,99 @@ const CRC_TABLE: [u32; 256] = {
     table
 };
 
-/// CRC-32 (IEEE), table-driven: with every file's reading context the state of 10,000
-/// transcripts is a few MiB.
-pub fn crc32(bytes: &[u8]) -> u32 {
-    let mut crc = !0u32;
-    for &b in bytes {
-        crc = (crc >> 8) ^ CRC_TABLE[((crc ^ u32::from(b)) & 0xff) as usize];
+/// CRC-32 (IEEE), table-driven, fed in pieces.
+#[derive(Debug, Clone, Copy)]
+pub struct Crc(u32);
+
+impl Default for Crc {
+    fn default() -> Self {
+        Crc(!0)
     }
-    !crc
 }
 
-pub fn encode(snap: &Snapshot) -> Vec<u8> {
-    encode_parts(
-        snap.generation,
-        snap.written_at,
-        snap.files.iter(),
-        &snap.ledger,
-    )
-}
-
-/// Encodes a generation from its parts, so the writer need not gather its checkpoints
-/// into one [`Snapshot`] (a copy of all of them) first.
-pub fn encode_parts<'a>(
-    generation: u64,
-    written_at: i64,
-    files: impl Iterator<Item = &'a Checkpoint>,
-    ledger: &Ledger,
-) -> Vec<u8> {
-    let mut body = format!("{{\"generation\":{generation},\"written_at\":{written_at},\"files\":[")
-        .into_bytes();
-    for (i, cp) in files.enumerate() {
-        if i > 0 {
-            body.push(b',');
+impl Crc {
+    pub fn update(&mut self, bytes: &[u8]) {
+        for &b in bytes {
+            self.0 = (self.0 >> 8) ^ CRC_TABLE[((self.0 ^ u32::from(b)) & 0xff) as usize];
         }
-        // Serializing plain numbers and strings cannot fail.
-        let _ = serde_json::to_writer(&mut body, cp);
     }
-    body.extend_from_slice(b"],\"ledger\":");
-    let _ = serde_json::to_writer(&mut body, ledger);
-    body.push(b'}');
-    let mut out = format!("{MAGIC} {VERSION} {:08x} {}\n", crc32(&body), body.len()).into_bytes();
-    out.extend_from_slice(&body);
-    out
+
+    pub fn finish(self) -> u32 {
+        !self.0
+    }
+}
+
+pub fn crc32(bytes: &[u8]) -> u32 {
+    let mut c = Crc::default();
+    c.update(bytes);
+    c.finish()
+}
+
+/// What a base generation says about itself.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Meta {
+    pub generation: u64,
+    /// Unix ms.
+    pub written_at: i64,
+    /// The last log merged into this generation.
+    pub log: u64,
+}
+
+/// One line of a base or a log.
+#[derive(Debug, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Line {
+    Meta(Meta),
+    File(Checkpoint),
+    /// A transcript no longer tracked (logs only).
+    Removed(String),
+    /// An event id decided (logs only; a base has the whole ledger).
+    Decided(Decision),
+    Ledger(Ledger),
+}
+
+impl Line {
+    pub fn encode(&self) -> Vec<u8> {
+        // Plain numbers and strings: serializing cannot fail.
+        serde_json::to_vec(self).unwrap_or_default()
+    }
+}
+
+/// Only what is needed to tell which file a line is about.
+#[derive(Deserialize)]
+struct PathOf<'a> {
+    #[serde(borrow)]
+    file: Option<FilePath<'a>>,
+    #[serde(borrow)]
+    removed: Option<Cow<'a, str>>,
+}
+
+#[derive(Deserialize)]
+struct FilePath<'a> {
+    #[serde(borrow)]
+    path: Cow<'a, str>,
+}
+
+/// The path a `file` or `removed` line is about, and whether the file is gone.
+pub fn path_of(line: &str) -> Option<(String, bool)> {
+    let p: PathOf<'_> = serde_json::from_str(line).ok()?;
+    match (p.file, p.removed) {
+        (Some(f), _) => Some((f.path.into_owned(), false)),
+        (None, Some(r)) => Some((r.into_owned(), true)),
+        (None, None) => None,
+    }
+}
+
+/// A loaded state: a base generation with the later logs applied. File lines stay raw
+/// (parsed when their transcript is found), so loading 10,000 checkpoints costs their
+/// bytes, not their parsed form.
+#[derive(Debug, Default)]
+pub struct Base {
+    pub meta: Meta,
+    pub files: HashMap<String, Box<str>>,
+    pub ledger: Ledger,
+    /// Decided lines from the logs, for the ledger (they need the catch-up window).
+    pub decided: Vec<Decision>,
 }
 
 /// Why a generation cannot be used.
@@ -136,18 +188,31 @@ pub enum DecodeError {
     #[error("state format version {0} is not supported (this baton reads {VERSION})")]
     Version(String),
     #[error("length mismatch: header says {want}, body has {got} bytes (truncated?)")]
-    Length { want: String, got: usize },
+    Length { want: String, got: u64 },
     #[error("checksum mismatch")]
     Checksum,
     #[error("body: {0}")]
-    Body(#[from] serde_json::Error),
+    Body(String),
+    #[error("{0}")]
+    Io(#[from] io::Error),
 }
 
-pub fn decode(bytes: &[u8]) -> Result<Snapshot, DecodeError> {
-    let nl = memchr::memchr(b'\n', bytes).ok_or(DecodeError::NoHeader)?;
-    let header = std::str::from_utf8(&bytes[..nl]).map_err(|_| DecodeError::Magic)?;
-    let body = &bytes[nl + 1..];
-    let mut parts = header.split(' ');
+const HEADER_LEN: usize = MAGIC.len() + 1 + 1 + 1 + 8 + 1 + 16 + 1;
+
+fn header(crc: u32, len: u64) -> String {
+    format!("{MAGIC} {VERSION} {crc:08x} {len:016}\n")
+}
+
+/// Checks a base's header, length and checksum, streaming; leaves `f` after the header.
+fn verify(f: &mut File) -> Result<(), DecodeError> {
+    let mut r = BufReader::new(&mut *f);
+    let mut head = Vec::new();
+    r.by_ref().take(256).read_until(b'\n', &mut head)?;
+    if head.last() != Some(&b'\n') {
+        return Err(DecodeError::NoHeader);
+    }
+    let head = std::str::from_utf8(&head[..head.len() - 1]).map_err(|_| DecodeError::Magic)?;
+    let mut parts = head.split(' ');
     if parts.next() != Some(MAGIC) {
         return Err(DecodeError::Magic);
     }
@@ -157,87 +222,282 @@ pub fn decode(bytes: &[u8]) -> Result<Snapshot, DecodeError> {
     }
     let crc = parts.next().unwrap_or_default();
     let len = parts.next().unwrap_or_default();
-    if len.parse::<usize>().ok() != Some(body.len()) {
+    let mut c = Crc::default();
+    let mut got = 0u64;
+    let mut buf = vec![0u8; 64 * 1024];
+    loop {
+        let n = r.read(&mut buf)?;
+        if n == 0 {
+            break;
+        }
+        c.update(&buf[..n]);
+        got += n as u64;
+    }
+    if len.parse::<u64>().ok() != Some(got) {
         return Err(DecodeError::Length {
             want: len.to_owned(),
-            got: body.len(),
+            got,
         });
     }
-    if u32::from_str_radix(crc, 16).ok() != Some(crc32(body)) {
+    if u32::from_str_radix(crc, 16).ok() != Some(c.finish()) {
         return Err(DecodeError::Checksum);
     }
-    Ok(serde_json::from_slice(body)?)
+    let body_at = (head.len() + 1) as u64;
+    f.seek(SeekFrom::Start(body_at))?;
+    Ok(())
 }
 
-/// Reads one generation. `Ok(None)`: the file does not exist.
-pub fn read(dir: &Path, name: &str) -> Result<Option<Snapshot>, String> {
-    match fs::read(dir.join(name)) {
-        Ok(bytes) => decode(&bytes).map(Some).map_err(|e| e.to_string()),
-        Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(None),
-        Err(e) => Err(e.to_string()),
+/// Calls `each` with every body line of a verified base.
+pub fn for_each_line(
+    path: &Path,
+    mut each: impl FnMut(&str) -> Result<(), DecodeError>,
+) -> Result<(), DecodeError> {
+    let mut f = File::open(path)?;
+    verify(&mut f)?;
+    for line in BufReader::new(f).lines() {
+        each(&line?)?;
     }
+    Ok(())
 }
 
-/// Writes `snap` as the new current generation, keeping the old one as the previous.
-/// `before_dir_sync` runs after the renames and before the directory fsync (the caller
-/// creates the next journal there, so one directory fsync covers both).
-pub fn write(
-    dir: &Path,
-    encoded: &[u8],
-    before_dir_sync: impl FnOnce() -> io::Result<()>,
-) -> io::Result<()> {
-    let tmp = dir.join(TMP);
-    // A leftover (or planted) temporary file or symlink goes; create_new never follows
-    // a symlink.
-    match fs::remove_file(&tmp) {
-        Ok(()) => {}
-        Err(e) if e.kind() == io::ErrorKind::NotFound => {}
-        Err(e) => return Err(e),
+/// Reads one base generation. `Ok(None)`: the file does not exist.
+pub fn read(dir: &Path, name: &str) -> Result<Option<Base>, String> {
+    let path = dir.join(name);
+    if !path.exists() {
+        return Ok(None);
     }
-    let mut f = OpenOptions::new()
-        .write(true)
-        .create_new(true)
-        .mode(0o600)
-        .open(&tmp)?;
-    f.write_all(encoded)?;
-    f.sync_all()?;
-    drop(f);
-    let current = dir.join(CURRENT);
-    match fs::rename(&current, dir.join(PREVIOUS)) {
-        Ok(()) => {}
-        Err(e) if e.kind() == io::ErrorKind::NotFound => {}
-        Err(e) => return Err(e),
+    let mut base = Base::default();
+    let mut seen_meta = false;
+    for_each_line(&path, |line| {
+        if line.starts_with("{\"file\":") {
+            let (p, _) = path_of(line)
+                .ok_or_else(|| DecodeError::Body("a file line without a path".into()))?;
+            base.files.insert(p, line.into());
+            return Ok(());
+        }
+        match serde_json::from_str::<Line>(line).map_err(|e| DecodeError::Body(e.to_string()))? {
+            Line::Meta(m) => {
+                base.meta = m;
+                seen_meta = true;
+            }
+            Line::Ledger(l) => base.ledger = l.loaded(),
+            _ => {}
+        }
+        Ok(())
+    })
+    .map_err(|e| e.to_string())?;
+    if !seen_meta {
+        return Err("no meta line".to_owned());
     }
-    fs::rename(&tmp, &current)?;
-    before_dir_sync()?;
-    sync_dir(dir)
+    Ok(Some(base))
+}
+
+/// Applies the logs after `base.meta.log`, in order. A line that fails its checksum
+/// ends that log (a torn write); the lines before it stand.
+pub fn apply_logs(dir: &Path, base: &mut Base) -> io::Result<()> {
+    for (n, path) in list_logs(dir)? {
+        if n <= base.meta.log {
+            continue;
+        }
+        read_log(&path, |line| {
+            if let Some((p, gone)) = path_of(line) {
+                if gone {
+                    base.files.remove(&p);
+                } else {
+                    base.files.insert(p, line.into());
+                }
+            } else if let Ok(Line::Decided(d)) = serde_json::from_str::<Line>(line) {
+                base.decided.push(d);
+            }
+        })?;
+    }
+    Ok(())
+}
+
+/// Streams a new base generation into the temporary file.
+pub struct BaseWriter {
+    out: BufWriter<File>,
+    crc: Crc,
+    len: u64,
+}
+
+impl BaseWriter {
+    pub fn create(dir: &Path) -> io::Result<BaseWriter> {
+        let tmp = dir.join(TMP);
+        // A leftover (or planted) temporary file or symlink goes; create_new never
+        // follows a symlink.
+        match fs::remove_file(&tmp) {
+            Ok(()) => {}
+            Err(e) if e.kind() == io::ErrorKind::NotFound => {}
+            Err(e) => return Err(e),
+        }
+        let f = OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .mode(0o600)
+            .open(&tmp)?;
+        let mut out = BufWriter::with_capacity(64 * 1024, f);
+        out.write_all(&[b' '; HEADER_LEN])?;
+        Ok(BaseWriter {
+            out,
+            crc: Crc::default(),
+            len: 0,
+        })
+    }
+
+    /// Appends one body line (without its newline).
+    pub fn line(&mut self, bytes: &[u8]) -> io::Result<()> {
+        for part in [bytes, b"\n"] {
+            self.out.write_all(part)?;
+            self.crc.update(part);
+            self.len += part.len() as u64;
+        }
+        Ok(())
+    }
+
+    /// Patches the header in, fsyncs, makes it the current generation (the current one
+    /// becoming the previous) and fsyncs the directory.
+    pub fn finish(self, dir: &Path) -> io::Result<u64> {
+        let f = self
+            .out
+            .into_inner()
+            .map_err(io::IntoInnerError::into_error)?;
+        let head = header(self.crc.finish(), self.len);
+        debug_assert_eq!(head.len(), HEADER_LEN);
+        f.write_all_at(head.as_bytes(), 0)?;
+        f.sync_all()?;
+        drop(f);
+        let current = dir.join(CURRENT);
+        match fs::rename(&current, dir.join(PREVIOUS)) {
+            Ok(()) => {}
+            Err(e) if e.kind() == io::ErrorKind::NotFound => {}
+            Err(e) => return Err(e),
+        }
+        fs::rename(dir.join(TMP), &current)?;
+        sync_dir(dir)?;
+        Ok(self.len)
+    }
 }
 
 pub fn sync_dir(dir: &Path) -> io::Result<()> {
     File::open(dir)?.sync_all()
 }
 
+pub fn log_name(n: u64) -> String {
+    format!("state-log-{n}.jsonl")
+}
+
+/// Every log in `dir`, by number.
+pub fn list_logs(dir: &Path) -> io::Result<Vec<(u64, PathBuf)>> {
+    let mut out = Vec::new();
+    for entry in fs::read_dir(dir)? {
+        let entry = entry?;
+        let name = entry.file_name();
+        let Some(n) = name
+            .to_str()
+            .and_then(|n| n.strip_prefix("state-log-"))
+            .and_then(|n| n.strip_suffix(".jsonl"))
+            .and_then(|n| n.parse::<u64>().ok())
+        else {
+            continue;
+        };
+        out.push((n, entry.path()));
+    }
+    out.sort();
+    Ok(out)
+}
+
+/// Calls `each` with the JSON of every intact line of a log, up to the first bad one.
+pub fn read_log(path: &Path, mut each: impl FnMut(&str)) -> io::Result<()> {
+    let f = File::open(path)?;
+    for line in BufReader::new(f).split(b'\n') {
+        let line = line?;
+        let Some((crc, json)) = line.split_at_checked(8) else {
+            break;
+        };
+        let json = json.strip_prefix(b" ").unwrap_or_default();
+        let ok = std::str::from_utf8(crc)
+            .ok()
+            .and_then(|c| u32::from_str_radix(c, 16).ok())
+            == Some(crc32(json));
+        let Some(json) = ok.then(|| std::str::from_utf8(json).ok()).flatten() else {
+            break;
+        };
+        each(json);
+    }
+    Ok(())
+}
+
+/// Appends checksummed lines to one log.
+pub struct LogWriter {
+    file: File,
+    pub number: u64,
+    pub written: u64,
+}
+
+impl LogWriter {
+    pub fn open(dir: &Path, number: u64) -> io::Result<LogWriter> {
+        let path = dir.join(log_name(number));
+        super::lock::check_owned(&path).map_err(io::Error::other)?;
+        let file = OpenOptions::new()
+            .append(true)
+            .create(true)
+            .mode(0o600)
+            .open(path)?;
+        Ok(LogWriter {
+            file,
+            number,
+            written: 0,
+        })
+    }
+
+    /// Appends `lines` (JSON, no newlines) durably.
+    pub fn append<'a>(&mut self, lines: impl Iterator<Item = &'a [u8]>) -> io::Result<()> {
+        let mut buf = Vec::new();
+        for json in lines {
+            buf.extend_from_slice(format!("{:08x} ", crc32(json)).as_bytes());
+            buf.extend_from_slice(json);
+            buf.push(b'\n');
+        }
+        self.file.write_all(&buf)?;
+        self.file.sync_data()?;
+        self.written += buf.len() as u64;
+        Ok(())
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
 
-    fn snap() -> Snapshot {
+    fn cp(path: &str, offset: u64) -> Checkpoint {
+        Checkpoint {
+            path: path.to_owned(),
+            dev: 1,
+            ino: 2,
+            offset,
+            line: 4,
+            marker: u64::MAX,
+            resume: None,
+        }
+    }
+
+    fn write_base(dir: &Path, generation: u64, log: u64, files: &[Checkpoint]) -> Vec<u8> {
         let mut ledger = Ledger::default();
         ledger.record("claude/s1", "id1".to_owned(), Some(1_000), 1_000, 600_000);
-        Snapshot {
-            generation: 3,
+        let mut w = BaseWriter::create(dir).unwrap();
+        let meta = Meta {
+            generation,
             written_at: 1,
-            files: vec![Checkpoint {
-                path: "/a/b.jsonl".to_owned(),
-                dev: 1,
-                ino: 2,
-                offset: 300,
-                line: 4,
-                marker: u64::MAX,
-                resume: None,
-            }],
-            ledger,
+            log,
+        };
+        w.line(&Line::Meta(meta).encode()).unwrap();
+        for f in files {
+            w.line(&Line::File(f.clone()).encode()).unwrap();
         }
+        w.line(&Line::Ledger(ledger).encode()).unwrap();
+        w.finish(dir).unwrap();
+        fs::read(dir.join(CURRENT)).unwrap()
     }
 
     #[test]
@@ -247,30 +507,82 @@ mod tests {
 
     #[test]
     fn round_trip_and_every_truncation_is_rejected() {
-        let bytes = encode(&snap());
-        let back = decode(&bytes).unwrap();
-        assert_eq!(back.files, snap().files);
+        let tmp = tempfile::tempdir().unwrap();
+        let bytes = write_base(tmp.path(), 3, 0, &[cp("/a/b.jsonl", 300)]);
+        let back = read(tmp.path(), CURRENT).unwrap().unwrap();
+        assert_eq!(back.meta.generation, 3);
+        let line = &back.files["/a/b.jsonl"];
+        match serde_json::from_str::<Line>(line).unwrap() {
+            Line::File(c) => assert_eq!(c, cp("/a/b.jsonl", 300)),
+            other => panic!("{other:?}"),
+        }
         assert!(back.ledger.contains("id1"));
+        let bad = tmp.path().join("bad");
         for cut in 0..bytes.len() {
-            assert!(decode(&bytes[..cut]).is_err(), "cut at {cut}");
+            fs::write(&bad, &bytes[..cut]).unwrap();
+            assert!(read(tmp.path(), "bad").is_err(), "cut at {cut}");
         }
         let mut flipped = bytes.clone();
-        let last = flipped.len() - 2;
+        let last = flipped.len() - 3;
         flipped[last] ^= 0x01;
-        assert!(decode(&flipped).is_err());
-        assert!(decode(b"garbage\n{}").is_err());
-        assert!(decode(b"").is_err());
+        fs::write(&bad, &flipped).unwrap();
+        assert!(read(tmp.path(), "bad").is_err());
+        fs::write(&bad, b"garbage\n{}").unwrap();
+        assert!(read(tmp.path(), "bad").is_err());
     }
 
     #[test]
-    fn write_keeps_the_previous_generation() {
+    fn writing_keeps_the_previous_generation() {
         let tmp = tempfile::tempdir().unwrap();
-        let mut s = snap();
-        write(tmp.path(), &encode(&s), || Ok(())).unwrap();
-        s.generation = 4;
-        write(tmp.path(), &encode(&s), || Ok(())).unwrap();
-        assert_eq!(read(tmp.path(), CURRENT).unwrap().unwrap().generation, 4);
-        assert_eq!(read(tmp.path(), PREVIOUS).unwrap().unwrap().generation, 3);
+        write_base(tmp.path(), 3, 0, &[]);
+        write_base(tmp.path(), 4, 0, &[]);
+        assert_eq!(
+            read(tmp.path(), CURRENT).unwrap().unwrap().meta.generation,
+            4
+        );
+        assert_eq!(
+            read(tmp.path(), PREVIOUS).unwrap().unwrap().meta.generation,
+            3
+        );
         assert!(!tmp.path().join(TMP).exists());
+    }
+
+    #[test]
+    fn later_logs_apply_in_order_and_a_torn_line_ends_its_log() {
+        let tmp = tempfile::tempdir().unwrap();
+        let dir = tmp.path();
+        write_base(dir, 1, 1, &[cp("/a", 10), cp("/b", 10)]);
+        // Log 1 is merged into the base already: ignored.
+        let mut l1 = LogWriter::open(dir, 1).unwrap();
+        l1.append(
+            [Line::Removed("/a".into()).encode()]
+                .iter()
+                .map(Vec::as_slice),
+        )
+        .unwrap();
+        let mut l2 = LogWriter::open(dir, 2).unwrap();
+        let lines = [
+            Line::File(cp("/a", 20)).encode(),
+            Line::Removed("/b".into()).encode(),
+            Line::File(cp("/c", 5)).encode(),
+        ];
+        l2.append(lines.iter().map(Vec::as_slice)).unwrap();
+        let torn = Line::File(cp("/c", 99)).encode();
+        let mut f = OpenOptions::new()
+            .append(true)
+            .open(dir.join(log_name(2)))
+            .unwrap();
+        f.write_all(format!("{:08x} ", crc32(&torn)).as_bytes())
+            .unwrap();
+        f.write_all(&torn[..torn.len() / 2]).unwrap();
+        let mut base = read(dir, CURRENT).unwrap().unwrap();
+        apply_logs(dir, &mut base).unwrap();
+        let offset = |p: &str| match serde_json::from_str::<Line>(&base.files[p]).unwrap() {
+            Line::File(c) => c.offset,
+            _ => 0,
+        };
+        assert_eq!(offset("/a"), 20);
+        assert!(!base.files.contains_key("/b"));
+        assert_eq!(offset("/c"), 5);
     }
 }
