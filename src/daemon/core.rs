@@ -62,6 +62,8 @@ const VIEWS_EVERY: Duration = Duration::from_millis(100);
 const MAX_BATCH: usize = 8192;
 /// Most checkpoints in one delta, so a save of every file never builds them all at once.
 const SAVE_CHUNK: usize = 256;
+/// At most this many deltas wait for the state writer beyond the one being sent.
+const SAVES_IN_FLIGHT: u64 = 4;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Mode {
@@ -221,6 +223,9 @@ pub struct Core {
     dirty: HashSet<PathBuf>,
     /// Files no longer tracked since the last delta.
     removed: Vec<String>,
+    /// Deltas sent, and how far the state writer got with them.
+    saves_sent: u64,
+    save_progress: std::sync::Arc<state::saver::Progress>,
     sink_gone: bool,
     counters: Counters,
     run_id: String,
@@ -327,6 +332,8 @@ impl Core {
             preloaded,
             dirty: HashSet::new(),
             removed: Vec::new(),
+            saves_sent: 0,
+            save_progress: loaded.progress,
             counters: Counters::default(),
             run_id,
             stop_requested: false,
@@ -583,9 +590,12 @@ impl Core {
 
     /// Keeps the ids the reducer decided for the next delta (the ledger's).
     fn record_decided(&mut self) {
+        let (now, catch_up) = (wall_now(), self.catch_up());
         for d in self.reducer.take_decided() {
-            self.decided
-                .push(Decision::new(&d.session, d.id, d.record_ts));
+            if state::ledger::worth_keeping(d.record_ts, now, catch_up) {
+                self.decided
+                    .push(Decision::new(&d.session, d.id, d.record_ts));
+            }
         }
     }
 
@@ -637,7 +647,7 @@ impl Core {
                 delta.removed = std::mem::take(&mut self.removed);
                 delta.decided = std::mem::take(&mut self.decided);
             }
-            self.send(Out::Save(Box::new(delta)));
+            self.send_save(delta);
         }
         if first {
             let delta = Delta {
@@ -645,8 +655,24 @@ impl Core {
                 decided: std::mem::take(&mut self.decided),
                 ..Delta::default()
             };
-            self.send(Out::Save(Box::new(delta)));
+            self.send_save(delta);
         }
+    }
+
+    /// Sends a delta once fewer than [`SAVES_IN_FLIGHT`] are on their way to the state
+    /// writer: after a first run's history read the deltas hold every file, and queued
+    /// all at once they would all be in memory at once.
+    fn send_save(&mut self, delta: Delta) {
+        let waited = Instant::now();
+        while !self.sink_gone
+            && self.saves_sent
+                > self.save_progress.received.load(Ordering::Acquire) + SAVES_IN_FLIGHT
+            && waited.elapsed() < Duration::from_secs(10)
+        {
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        self.saves_sent += 1;
+        self.send(Out::Save(Box::new(delta)));
     }
 
     fn lifecycle(&mut self, kind: EventKind) {
@@ -999,6 +1025,8 @@ impl Core {
                 }
             }
         }
+        // History decides many ids, most too old for the ledger: sift them per file.
+        self.record_decided();
         let cold = self.cold_ms();
         if mode == Mode::History
             && let Some(t) = self.files.get_mut(path)

@@ -150,6 +150,9 @@ pub struct Decided {
 pub struct Reducer {
     settle_ms: u64,
     sessions: HashMap<SessionKey, Session>,
+    /// The sessions last fed from each file, so a file's sessions are found (saved,
+    /// forgotten) without a walk over every session.
+    by_path: HashMap<Arc<str>, Vec<SessionKey>>,
     seen: Seen,
     /// `Some` when the caller wants every decided id (see [`Reducer::take_decided`]).
     decided: Option<Vec<Decided>>,
@@ -162,6 +165,7 @@ impl Reducer {
         Reducer {
             settle_ms,
             sessions: HashMap::new(),
+            by_path: HashMap::new(),
             seen: Seen::new(seen_capacity),
             decided: None,
             history_before: None,
@@ -212,6 +216,24 @@ impl Reducer {
             d.message = Some(message);
             out.extend(self.finish(&key, &src.path, d));
             return;
+        }
+        let moved = match self.sessions.get(&key) {
+            None => {
+                self.by_path
+                    .entry(src.path.clone())
+                    .or_default()
+                    .push(key.clone());
+                None
+            }
+            Some(s) if s.path != src.path => Some(s.path.clone()),
+            Some(_) => None,
+        };
+        if let Some(old) = moved {
+            self.unindex(&old, &key);
+            self.by_path
+                .entry(src.path.clone())
+                .or_default()
+                .push(key.clone());
         }
         let sess = self.sessions.entry(key.clone()).or_insert_with(|| Session {
             path: src.path.clone(),
@@ -310,21 +332,34 @@ impl Reducer {
 
     /// Forgets a session (its file is gone).
     pub fn forget(&mut self, key: &SessionKey) {
-        self.sessions.remove(key);
+        if let Some(s) = self.sessions.remove(key) {
+            self.unindex(&s.path, key);
+        }
+    }
+
+    fn unindex(&mut self, path: &str, key: &SessionKey) {
+        if let Some(keys) = self.by_path.get_mut(path) {
+            keys.retain(|k| k != key);
+            if keys.is_empty() {
+                self.by_path.remove(path);
+            }
+        }
     }
 
     /// Forgets every session last fed from `path`: the file is gone, or is about to be
     /// re-read from its first byte (the seen-set keeps that re-read silent).
     pub fn forget_path(&mut self, path: &str) {
-        self.sessions.retain(|_, s| &*s.path != path);
+        for key in self.by_path.remove(path).unwrap_or_default() {
+            self.sessions.remove(&key);
+        }
     }
 
     /// The state of every session last fed from `path`, as of `now`.
     pub fn save_path(&self, path: &str, now: Now) -> Vec<SavedSession> {
-        let mut out: Vec<SavedSession> = self
-            .sessions
+        let keys = self.by_path.get(path).map_or(&[][..], Vec::as_slice);
+        let mut out: Vec<SavedSession> = keys
             .iter()
-            .filter(|(_, s)| &*s.path == path)
+            .filter_map(|k| Some((k, self.sessions.get(k)?)))
             .map(|(k, s)| {
                 let mut state = s.clone();
                 if let Some(c) = state.turn.as_mut().and_then(|t| t.cand.as_mut()) {
@@ -352,6 +387,11 @@ impl Reducer {
                 let left = u64::try_from(due.saturating_sub(now.wall)).unwrap_or(0);
                 c.deadline = now.mono.saturating_add(left);
             }
+            self.forget(&key);
+            self.by_path
+                .entry(path.clone())
+                .or_default()
+                .push(key.clone());
             self.sessions.insert(key, state);
         }
     }

@@ -24,6 +24,20 @@ pub struct Ledger {
     len: usize,
 }
 
+/// When an id decided now about a record of `record_ts` can no longer come out again.
+fn expiry(record_ts: Option<i64>, now: i64, catch_up: i64) -> i64 {
+    match record_ts {
+        Some(t) => t.saturating_add(catch_up).saturating_add(MARGIN_MS),
+        None => now.saturating_add(NO_TIME_TTL_MS),
+    }
+}
+
+/// Whether the ledger would keep such an id at all (most of a first run's history is
+/// older, and need not travel to the state writer).
+pub fn worth_keeping(record_ts: Option<i64>, now: i64, catch_up: i64) -> bool {
+    expiry(record_ts, now, catch_up) > now
+}
+
 impl Ledger {
     /// Remembers `id` until it can no longer come out again.
     pub fn record(
@@ -34,10 +48,7 @@ impl Ledger {
         now: i64,
         catch_up: i64,
     ) {
-        let expires = match record_ts {
-            Some(t) => t.saturating_add(catch_up).saturating_add(MARGIN_MS),
-            None => now.saturating_add(NO_TIME_TTL_MS),
-        };
+        let expires = expiry(record_ts, now, catch_up);
         if expires <= now {
             return;
         }

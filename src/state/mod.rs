@@ -69,6 +69,8 @@ pub struct Loaded {
     pub status: Status,
     /// The newest usable base with the later logs applied.
     pub base: Option<store::Base>,
+    /// How far the state writer got with the deltas.
+    pub progress: Arc<Progress>,
     /// Pending events never marked done, and every journaled id.
     pub journal: journal::Replay,
 }
@@ -172,6 +174,7 @@ pub fn open(dir: &Path, catch_up_ms: u64) -> Result<(Persist, Loaded), Error> {
         .spawn(move || saver.run(&rx))
         .map_err(|e| Error::State(format!("cannot start the state writer: {e}")))?;
     let next_journal = journals.last().map_or(1, |j| j.0 + 1);
+    let shared = Arc::clone(&progress);
     let persist = Persist {
         dir: dir.to_path_buf(),
         _lock: lock,
@@ -190,6 +193,7 @@ pub fn open(dir: &Path, catch_up_ms: u64) -> Result<(Persist, Loaded), Error> {
             status,
             base,
             journal: replay,
+            progress: shared,
         },
     ))
 }

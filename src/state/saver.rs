@@ -42,6 +42,9 @@ pub type Msg = (u64, Box<Delta>);
 pub struct Progress {
     /// Every delta up to this sequence number is on disk.
     pub covered: AtomicU64,
+    /// Every delta up to this sequence number reached the writer (the core waits for it
+    /// before it builds more, so a save of every file is never all in memory at once).
+    pub received: AtomicU64,
 }
 
 pub struct Saver {
@@ -59,6 +62,9 @@ pub struct Saver {
     pub progress: Arc<Progress>,
 }
 
+/// Pending lines are written at once, without waiting for [`SAVE_EVERY`], past this size.
+const WRITE_AT: usize = 1 << 20;
+
 /// Lines waiting for the next write: one per file (the newest wins), then decisions.
 #[derive(Default)]
 struct Pending {
@@ -66,16 +72,20 @@ struct Pending {
     index: HashMap<String, usize>,
     decided: Vec<Vec<u8>>,
     seq: u64,
+    bytes: usize,
 }
 
 impl Pending {
     fn add(&mut self, seq: u64, d: Delta) {
         self.seq = seq;
-        let mut put = |path: String, line: Vec<u8>| match self.index.get(&path) {
-            Some(&i) => self.files[i] = line,
-            None => {
-                self.index.insert(path, self.files.len());
-                self.files.push(line);
+        let mut put = |path: String, line: Vec<u8>| {
+            self.bytes += line.len();
+            match self.index.get(&path) {
+                Some(&i) => self.files[i] = line,
+                None => {
+                    self.index.insert(path, self.files.len());
+                    self.files.push(line);
+                }
             }
         };
         for path in d.removed {
@@ -86,8 +96,11 @@ impl Pending {
             let path = cp.path.clone();
             put(path, Line::File(cp).encode());
         }
-        self.decided
-            .extend(d.decided.into_iter().map(|x| Line::Decided(x).encode()));
+        for x in d.decided {
+            let line = Line::Decided(x).encode();
+            self.bytes += line.len();
+            self.decided.push(line);
+        }
     }
 
     fn is_empty(&self) -> bool {
@@ -114,16 +127,20 @@ impl Saver {
                 Ok((seq, d)) => {
                     self.apply_ledger(&d);
                     pending.add(seq, *d);
-                    while let Ok((seq, d)) = rx.try_recv() {
+                    while pending.bytes < WRITE_AT
+                        && let Ok((seq, d)) = rx.try_recv()
+                    {
                         self.apply_ledger(&d);
                         pending.add(seq, *d);
                     }
+                    self.progress.received.store(pending.seq, Ordering::Release);
                     false
                 }
                 Err(RecvTimeoutError::Timeout) => false,
                 Err(RecvTimeoutError::Disconnected) => true,
             };
-            if !pending.is_empty() && (closed || Instant::now() >= due) {
+            if !pending.is_empty() && (closed || pending.bytes >= WRITE_AT || Instant::now() >= due)
+            {
                 match self.append(&mut log, &pending) {
                     Ok(()) => {
                         self.progress.covered.store(pending.seq, Ordering::Release);
@@ -202,18 +219,31 @@ impl Saver {
     }
 
     fn write_base(&mut self, upto: u64) -> io::Result<u64> {
-        // What the logs since the current base changed, newest last.
-        let mut changed: HashMap<String, (bool, Box<str>)> = HashMap::new();
+        // Where the newest line about each file changed since the current base is
+        // (log, offset, length), not the line itself: after a first run that is every
+        // file.
+        let mut logs: HashMap<u64, fs::File> = HashMap::new();
+        let mut changed: HashMap<String, Option<(u64, u64, usize)>> = HashMap::new();
         for (n, path) in store::list_logs(&self.dir)? {
             if n <= self.base_log || n > upto {
                 continue;
             }
-            store::read_log(&path, |line| {
+            store::read_log(&path, |line, at| {
                 if let Some((p, gone)) = store::path_of(line) {
-                    changed.insert(p, (gone, line.into()));
+                    changed.insert(p, (!gone).then_some((n, at, line.len())));
                 }
             })?;
+            logs.insert(n, fs::File::open(&path)?);
         }
+        let mut buf = Vec::new();
+        let mut newer = |at: (u64, u64, usize)| -> io::Result<Vec<u8>> {
+            let f = logs
+                .get(&at.0)
+                .ok_or_else(|| io::Error::other("state log vanished"))?;
+            buf.resize(at.2, 0);
+            std::os::unix::fs::FileExt::read_exact_at(f, &mut buf, at.1)?;
+            Ok(buf.clone())
+        };
         let now = wall_now();
         self.ledger.prune(now);
         let mut w = BaseWriter::create(&self.dir)?;
@@ -233,8 +263,8 @@ impl Saver {
                     return Ok(());
                 };
                 match changed.remove(&p) {
-                    Some((true, _)) => {}
-                    Some((false, newer)) => w.line(newer.as_bytes())?,
+                    Some(None) => {}
+                    Some(Some(at)) => w.line(&newer(at)?)?,
                     None => w.line(line.as_bytes())?,
                 }
                 Ok(())
@@ -247,14 +277,13 @@ impl Saver {
                 )));
             }
         }
-        let mut rest: Vec<(String, Box<str>)> = changed
+        let mut rest: Vec<(String, (u64, u64, usize))> = changed
             .into_iter()
-            .filter(|(_, (gone, _))| !gone)
-            .map(|(p, (_, l))| (p, l))
+            .filter_map(|(p, at)| Some((p, at?)))
             .collect();
         rest.sort();
-        for (_, line) in rest {
-            w.line(line.as_bytes())?;
+        for (_, at) in rest {
+            w.line(&newer(at)?)?;
         }
         w.line(&Line::Ledger(self.ledger.clone()).encode())?;
         w.finish(&self.dir)

@@ -299,7 +299,7 @@ pub fn apply_logs(dir: &Path, base: &mut Base) -> io::Result<()> {
         if n <= base.meta.log {
             continue;
         }
-        read_log(&path, |line| {
+        read_log(&path, |line, _| {
             if let Some((p, gone)) = path_of(line) {
                 if gone {
                     base.files.remove(&p);
@@ -407,11 +407,15 @@ pub fn list_logs(dir: &Path) -> io::Result<Vec<(u64, PathBuf)>> {
     Ok(out)
 }
 
-/// Calls `each` with the JSON of every intact line of a log, up to the first bad one.
-pub fn read_log(path: &Path, mut each: impl FnMut(&str)) -> io::Result<()> {
+/// Calls `each` with the JSON of every intact line of a log and the offset where that
+/// JSON starts, up to the first bad line.
+pub fn read_log(path: &Path, mut each: impl FnMut(&str, u64)) -> io::Result<()> {
     let f = File::open(path)?;
+    let mut at = 0u64;
     for line in BufReader::new(f).split(b'\n') {
         let line = line?;
+        let start = at + 9;
+        at += line.len() as u64 + 1;
         let Some((crc, json)) = line.split_at_checked(8) else {
             break;
         };
@@ -423,7 +427,7 @@ pub fn read_log(path: &Path, mut each: impl FnMut(&str)) -> io::Result<()> {
         let Some(json) = ok.then(|| std::str::from_utf8(json).ok()).flatten() else {
             break;
         };
-        each(json);
+        each(json, start);
     }
     Ok(())
 }
