@@ -326,8 +326,10 @@ pub async fn run(settings: Settings, shutdown: impl Future<Output = ()>) -> Resu
     let replay = std::mem::take(&mut loaded.journal.undone);
     let out = open_events(settings.events.as_ref())?;
     let sinks = build_sinks(&settings)?;
-    let (views_tx, views_rx) = tokio::sync::watch::channel(crate::socket::Views::default());
-    let hub = crate::socket::Hub::new(views_rx.clone(), crate::socket::CLIENT_QUEUE);
+    let (counts_tx, counts_rx) = tokio::sync::watch::channel(crate::views::Counts::default());
+    let (views_tx, views) = crate::views::spawn(counts_tx)
+        .map_err(|e| Error::Usage(format!("cannot start the status thread: {e}")))?;
+    let hub = crate::socket::Hub::new(views, crate::socket::CLIENT_QUEUE);
     let server = match &settings.socket {
         Some(path) => Some(crate::socket::Server::start(path, Arc::clone(&hub))?),
         None => {
@@ -342,9 +344,12 @@ pub async fn run(settings: Settings, shutdown: impl Future<Output = ()>) -> Resu
     // Whether any file needs the poll (live files, or directories with no native watch):
     // when none does, the poll ticker sleeps instead of waking everyone for nothing.
     let (poll_tx, poll_rx) = tokio::sync::watch::channel(true);
+    let watchdog = service::watchdog_interval();
+    let heartbeat = Arc::new(std::sync::atomic::AtomicU64::new(0));
     let core = core::Core::new(&settings, hint_tx.clone(), hint_rx, event_tx, loaded)?
         .with_views(views_tx)
-        .with_poll_gate(poll_tx);
+        .with_poll_gate(poll_tx)
+        .with_heartbeat(Arc::clone(&heartbeat), service::heartbeat_every(watchdog));
     let core = std::thread::Builder::new()
         .name("baton-core".to_owned())
         .spawn(move || core.run(&stop_rx))
@@ -355,7 +360,7 @@ pub async fn run(settings: Settings, shutdown: impl Future<Output = ()>) -> Resu
         settings.sweep_interval,
         poll_rx,
     ));
-    let notifier = tokio::spawn(service::run(ready_rx, views_rx));
+    let notifier = tokio::spawn(service::run(ready_rx, counts_rx, watchdog, heartbeat));
     let fan = sink::Fanout {
         sinks,
         hub: Some(hub),
