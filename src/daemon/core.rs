@@ -923,6 +923,17 @@ impl Core {
     /// Stats a transcript path and brings its state up to date.
     fn look_file(&mut self, path: &Path, mode: Mode) {
         self.beat();
+        if self
+            .settings
+            .hang_core_on
+            .as_deref()
+            .is_some_and(|n| path.file_name() == Some(n))
+        {
+            tracing::warn!(path = %path.display(), "Test hook: the core thread hangs for good.");
+            loop {
+                std::thread::park();
+            }
+        }
         let meta = match fs::metadata(path) {
             Ok(m) if m.is_file() => m,
             Ok(_) => return self.remove_file(path),

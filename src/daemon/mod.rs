@@ -127,6 +127,10 @@ pub struct RunArgs {
     /// Test only: behave as if the OS allowed only N file watches.
     #[arg(long, hide = true, value_name = "N")]
     pub debug_max_watches: Option<usize>,
+    /// Test only: the core thread hangs for good when it looks at a transcript with this
+    /// file name (to see the watchdog pings stop).
+    #[arg(long, hide = true, value_name = "NAME")]
+    pub debug_hang_core_on: Option<std::ffi::OsString>,
     /// Test only: at most N files keep their projector warm (others keep it saved).
     #[arg(long, hide = true, value_name = "N")]
     pub debug_max_warm: Option<usize>,
@@ -168,6 +172,8 @@ pub struct Settings {
     pub max_watches: Option<usize>,
     /// At most this many files keep a live projector.
     pub max_warm: Option<usize>,
+    /// Test only: see `RunArgs::debug_hang_core_on`.
+    pub hang_core_on: Option<std::ffi::OsString>,
     /// `None`: no desktop notifications.
     pub desktop: Option<DesktopConfig>,
     pub on_event: Option<ExecConfig>,
@@ -233,6 +239,7 @@ impl Settings {
             drop_native_events: args.debug_drop_native_events,
             max_watches: args.debug_max_watches,
             max_warm: args.debug_max_warm,
+            hang_core_on: args.debug_hang_core_on,
             desktop,
             on_event: config.on_event,
             webhooks: config.webhooks,
