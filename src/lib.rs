@@ -31,6 +31,7 @@ pub mod state;
 pub mod tail;
 pub mod text;
 pub mod unit;
+pub mod views;
 pub mod watch;
 
 pub use error::Error;

@@ -27,7 +27,6 @@ use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::thread;
 use std::time::Duration;
-use tokio::sync::watch;
 
 /// Recent events kept for `tail --since`.
 pub const RING: usize = 1024;
@@ -43,9 +42,6 @@ const MAX_REQUEST: u64 = 4096;
 /// [`WRITE_TIMEOUT`], or it is disconnected (its thread must not live forever).
 const READ_TIMEOUT: Duration = Duration::from_secs(10);
 const WRITE_TIMEOUT: Duration = Duration::from_secs(10);
-
-/// The latest session views, published by the core.
-pub type Views = Arc<Vec<SessionView>>;
 
 struct Client {
     tx: Sender<Arc<str>>,
@@ -63,12 +59,13 @@ struct Inner {
 /// Shared between the event sink (which publishes) and the client threads.
 pub struct Hub {
     inner: Mutex<Inner>,
-    views: watch::Receiver<Views>,
+    /// Every session's view, kept up to date off the core thread (for `status`).
+    views: crate::views::Client,
     queue: usize,
 }
 
 impl Hub {
-    pub fn new(views: watch::Receiver<Views>, queue: usize) -> Arc<Hub> {
+    pub fn new(views: crate::views::Client, queue: usize) -> Arc<Hub> {
         Arc::new(Hub {
             inner: Mutex::new(Inner::default()),
             views,
@@ -315,7 +312,7 @@ fn serve(stream: UnixStream, hub: &Hub) -> io::Result<()> {
     };
     match req.cmd.as_str() {
         "status" => {
-            let views = hub.views.borrow().clone();
+            let views = hub.views.snapshot();
             for v in views.iter() {
                 writeln!(out, "{}", status_line(v))?;
             }

@@ -234,3 +234,113 @@ fn status_without_a_daemon_says_so() {
     let out = d.baton().arg("tail").output().unwrap();
     assert_eq!(out.status.code(), Some(3));
 }
+
+/// One `status` request on the raw socket: the rows, and the count its end line gives.
+fn status_rows(d: &Daemon) -> (Vec<Value>, u64) {
+    let mut s = UnixStream::connect(socket(d)).unwrap();
+    s.set_read_timeout(Some(DEADLINE)).unwrap();
+    writeln!(s, "{{\"cmd\":\"status\"}}").unwrap();
+    let mut rows = Vec::new();
+    for l in BufReader::new(&s).lines() {
+        let l = l.unwrap();
+        let v = json(&l);
+        if v["end"] == true {
+            assert_eq!(l, format!("{{\"end\":true,\"sessions\":{}}}", rows.len()));
+            let n = v["sessions"].as_u64().unwrap();
+            return (rows, n);
+        }
+        rows.push(v);
+    }
+    panic!("status ended without its end line");
+}
+
+/// Asks for `status` until `pred` holds for the rows; panics at the deadline with the
+/// last answer.
+fn status_until(d: &Daemon, what: &str, pred: impl Fn(&[Value]) -> bool) -> Vec<Value> {
+    let start = Instant::now();
+    loop {
+        let (rows, _) = status_rows(d);
+        if pred(&rows) {
+            return rows;
+        }
+        if start.elapsed() > DEADLINE {
+            panic!(
+                "status never showed {what}; last answer had {} rows",
+                rows.len()
+            );
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+fn row<'a>(rows: &'a [Value], c: &Claude) -> Option<&'a Value> {
+    rows.iter().find(|r| r["session"] == c.session.as_str())
+}
+
+#[test]
+fn status_reflects_a_change_among_many_sessions() {
+    const MANY: usize = 500;
+    let d = Daemon::tree();
+    // Sessions on disk before the start: history, each with a finished turn.
+    let many: Vec<Claude> = (0..MANY).map(|_| Claude::new()).collect();
+    let dir = d.claude().join("proj");
+    std::fs::create_dir_all(&dir).unwrap();
+    for c in &many {
+        append(&c.path_in(&dir), c.turn("hi", "done").0.as_bytes());
+    }
+    let mut d = d.start(&[]);
+    let rows = status_until(&d, "every session", |r| r.len() == MANY);
+    assert!(rows.iter().all(|r| r["state"] == "completed"));
+
+    // One session in the middle of the listing starts a new turn.
+    let mut sorted: Vec<&Claude> = many.iter().collect();
+    sorted.sort_by(|a, b| a.session.cmp(&b.session));
+    let target = sorted[MANY / 2];
+    let (p, turn) = target.prompt("one more thing");
+    append(&target.path_in(&dir), p.as_bytes());
+    d.wait_for("turn_started", common::is("turn_started", turn.clone()));
+    let rows = status_until(&d, "the new turn working", |r| {
+        row(r, target).is_some_and(|v| v["state"] == "working" && v["turn"] == turn.as_str())
+    });
+    assert_eq!(rows.len(), MANY);
+    let working: Vec<&Value> = rows.iter().filter(|r| r["state"] == "working").collect();
+    assert_eq!(working.len(), 1, "only that session changed");
+
+    // It completes; a new session appears beside the others.
+    append(
+        &target.path_in(&dir),
+        target.answer("Finished the extra bit").as_bytes(),
+    );
+    let newcomer = Claude::new();
+    let (bytes, new_turn) = newcomer.turn("hello", "hi there");
+    append(&newcomer.path_in(&dir), bytes.as_bytes());
+    d.wait_for("turn_completed", common::is("turn_completed", turn.clone()));
+    d.wait_for(
+        "the newcomer's turn_completed",
+        common::is("turn_completed", new_turn.clone()),
+    );
+    let rows = status_until(&d, "the completion and the newcomer", |r| {
+        row(r, target)
+            .is_some_and(|v| v["state"] == "completed" && v["message"] == "Finished the extra bit")
+            && row(r, &newcomer).is_some_and(|v| v["turn"] == new_turn.as_str())
+    });
+    let (_, end) = status_rows(&d);
+    assert_eq!(rows.len(), MANY + 1);
+    assert_eq!(end, (MANY + 1) as u64);
+    // Still one row per session, sorted.
+    let keys: Vec<&str> = rows
+        .iter()
+        .map(|r| r["session"].as_str().unwrap())
+        .collect();
+    assert!(
+        keys.windows(2).all(|w| w[0] < w[1]),
+        "not sorted and unique"
+    );
+
+    // A deleted transcript leaves the listing.
+    std::fs::remove_file(newcomer.path_in(&dir)).unwrap();
+    status_until(&d, "the deleted session gone", |r| {
+        r.len() == MANY && row(r, &newcomer).is_none()
+    });
+    d.stop();
+}

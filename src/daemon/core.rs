@@ -32,7 +32,8 @@ use std::collections::{HashMap, HashSet};
 use std::fs;
 use std::io::{self, Seek, SeekFrom};
 use std::path::{Path, PathBuf};
-use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 use tokio::sync::mpsc;
 
@@ -55,8 +56,9 @@ const MAX_WARM: usize = 64;
 const HISTORY_WARM: usize = 16;
 /// At most this many files are polled as live; beyond it, the sweep bounds the delay.
 const MAX_LIVE: usize = 1024;
-/// Session views for `status` are rebuilt (about 1 µs per session) at most this often;
-/// a batch after a quiet spell publishes at once.
+/// The sessions changed since the last publish go to the `status` keeper at most this
+/// often (a session changing many times in between is sent once); a batch after a quiet
+/// spell publishes at once.
 const VIEWS_EVERY: Duration = Duration::from_millis(100);
 /// Most hints handled in one batch before events are flushed.
 const MAX_BATCH: usize = 8192;
@@ -231,16 +233,19 @@ pub struct Core {
     run_id: String,
     /// Set when a stop request arrived while history was being read.
     stop_requested: bool,
-    /// Where the sessions' current state goes after each batch of events (for `status`).
-    views: Option<tokio::sync::watch::Sender<crate::socket::Views>>,
+    /// Where the sessions that changed go after each batch (for `status`).
+    views: Option<crate::views::ChangeTx>,
     /// Tells the poll ticker whether any file needs polling.
     poll_gate: Option<tokio::sync::watch::Sender<bool>>,
     /// History was read: from now on the state may be saved (a stop during the read
     /// keeps the previous state, which the next run redoes from).
     ready: bool,
-    /// When the views were last published, and whether events went out since.
+    /// When the views were last published.
     views_at: Option<Instant>,
-    views_dirty: bool,
+    /// Bumped as the core makes progress, so the watchdog pings only while it does.
+    heartbeat: Arc<AtomicU64>,
+    /// The longest the core sleeps, idle or not, between two beats.
+    beat_every: Duration,
 }
 
 fn mono_i(now: Now) -> i64 {
@@ -341,14 +346,27 @@ impl Core {
             poll_gate: None,
             ready: false,
             views_at: None,
-            views_dirty: false,
+            heartbeat: Arc::new(AtomicU64::new(0)),
+            beat_every: super::service::HEARTBEAT_EVERY,
         })
     }
 
-    /// Publishes the sessions' state on `tx` whenever events go out.
-    pub fn with_views(mut self, tx: tokio::sync::watch::Sender<crate::socket::Views>) -> Self {
+    /// Sends the sessions that changed to `tx` after each batch (coalesced).
+    pub fn with_views(mut self, tx: crate::views::ChangeTx) -> Self {
+        self.reducer.track_changes();
         self.views = Some(tx);
         self
+    }
+
+    /// Bumps `beat` as the core makes progress, waking up at least every `every`.
+    pub fn with_heartbeat(mut self, beat: Arc<AtomicU64>, every: Duration) -> Self {
+        self.heartbeat = beat;
+        self.beat_every = every;
+        self
+    }
+
+    fn beat(&self) {
+        self.heartbeat.fetch_add(1, Ordering::Relaxed);
     }
 
     /// Tells `tx` whether polling is needed (so the ticker can sleep when it is not).
@@ -403,7 +421,7 @@ impl Core {
         tracing::info!(
             files = self.files.len(),
             dirs = self.dirs.len(),
-            sessions = self.reducer.sessions().len(),
+            sessions = self.reducer.session_count(),
             resumed = self.counters.resumed,
             reread = self.counters.reread,
             bytes = self.counters.history_bytes,
@@ -437,12 +455,17 @@ impl Core {
         self.views_at = None;
         self.update_poll_gate();
         while !self.sink_gone {
+            self.beat();
             let settle = self
                 .reducer
                 .next_deadline()
                 .map(|d| self.clock.instant(d))
                 .unwrap_or_else(|| Instant::now() + Duration::from_secs(3600));
-            let deadline = self.views_due().map_or(settle, |v| v.min(settle));
+            // Idle or not, wake up in time for the next beat.
+            let deadline = self
+                .views_due()
+                .map_or(settle, |v| v.min(settle))
+                .min(Instant::now() + self.beat_every);
             let first = select! {
                 recv(self.hints.rx) -> h => match h {
                     Ok(h) => Some(h),
@@ -540,26 +563,33 @@ impl Core {
             }
         }
         self.send(Out::Batch(batch));
-        // After the events are on their way, so the rebuild never delays them.
-        self.views_dirty = true;
+        // After the events are on their way, so the views never delay them.
         self.publish_views(false);
     }
 
-    /// Publishes the sessions' state if events went out since the last time, unless that
-    /// was less than [`VIEWS_EVERY`] ago (then the core wakes up for it when it is due).
+    /// Sends the views of the sessions changed since the last time, unless that was less
+    /// than [`VIEWS_EVERY`] ago (then the core wakes up for it when it is due). Costs
+    /// what changed: the keeper holds the rest.
     fn publish_views(&mut self, force: bool) {
-        let Some(tx) = &self.views else { return };
-        if !self.views_dirty || (!force && self.views_due().is_some_and(|t| t > Instant::now())) {
+        if self.views.is_none()
+            || (!force && self.views_due().is_none_or(|t| t > Instant::now()))
+            || !self.reducer.has_changes()
+        {
             return;
         }
-        tx.send_replace(std::sync::Arc::new(self.reducer.sessions()));
+        let changes = self.reducer.take_changes();
+        if let Some(tx) = &self.views
+            && tx.send(changes).is_err()
+        {
+            // The keeper is gone (shutdown): `status` no longer needs views.
+            self.views = None;
+        }
         self.views_at = Some(Instant::now());
-        self.views_dirty = false;
     }
 
     /// When pending views are due.
     fn views_due(&self) -> Option<Instant> {
-        if !self.views_dirty {
+        if self.views.is_none() || !self.reducer.has_changes() {
             return None;
         }
         Some(self.views_at.map_or_else(Instant::now, |t| t + VIEWS_EVERY))
@@ -583,8 +613,21 @@ impl Core {
                 "Event sink is not keeping up; waiting for it."
             );
         }
-        if self.events.blocking_send(msg).is_err() {
-            self.sink_gone = true;
+        // Waiting on the sink is not being hung: keep the watchdog fed meanwhile.
+        let mut msg = msg;
+        let mut pause = Duration::from_micros(100);
+        loop {
+            match self.events.try_send(msg) {
+                Ok(()) => return,
+                Err(mpsc::error::TrySendError::Closed(_)) => {
+                    self.sink_gone = true;
+                    return;
+                }
+                Err(mpsc::error::TrySendError::Full(m)) => msg = m,
+            }
+            self.beat();
+            std::thread::sleep(pause);
+            pause = (pause * 2).min(Duration::from_millis(10));
         }
     }
 
@@ -669,6 +712,7 @@ impl Core {
                 > self.save_progress.received.load(Ordering::Acquire) + SAVES_IN_FLIGHT
             && waited.elapsed() < Duration::from_secs(10)
         {
+            self.beat();
             std::thread::sleep(Duration::from_millis(1));
         }
         self.saves_sent += 1;
@@ -843,6 +887,7 @@ impl Core {
                 }
             }
             for (path, meta) in listing.files {
+                self.beat();
                 if let Some(seen) = seen.as_deref_mut() {
                     seen.insert(path.clone());
                 }
@@ -933,6 +978,18 @@ impl Core {
 
     /// Stats a transcript path and brings its state up to date.
     fn look_file(&mut self, path: &Path, mode: Mode) {
+        self.beat();
+        if self
+            .settings
+            .hang_core_on
+            .as_deref()
+            .is_some_and(|n| path.file_name() == Some(n))
+        {
+            tracing::warn!(path = %path.display(), "Test hook: the core thread hangs for good.");
+            loop {
+                std::thread::park();
+            }
+        }
         let meta = match fs::metadata(path) {
             Ok(m) if m.is_file() => m,
             Ok(_) => return self.remove_file(path),

@@ -127,6 +127,10 @@ pub struct RunArgs {
     /// Test only: behave as if the OS allowed only N file watches.
     #[arg(long, hide = true, value_name = "N")]
     pub debug_max_watches: Option<usize>,
+    /// Test only: the core thread hangs for good when it looks at a transcript with this
+    /// file name (to see the watchdog pings stop).
+    #[arg(long, hide = true, value_name = "NAME")]
+    pub debug_hang_core_on: Option<std::ffi::OsString>,
     /// Test only: at most N files keep their projector warm (others keep it saved).
     #[arg(long, hide = true, value_name = "N")]
     pub debug_max_warm: Option<usize>,
@@ -168,6 +172,8 @@ pub struct Settings {
     pub max_watches: Option<usize>,
     /// At most this many files keep a live projector.
     pub max_warm: Option<usize>,
+    /// Test only: see `RunArgs::debug_hang_core_on`.
+    pub hang_core_on: Option<std::ffi::OsString>,
     /// `None`: no desktop notifications.
     pub desktop: Option<DesktopConfig>,
     pub on_event: Option<ExecConfig>,
@@ -233,6 +239,7 @@ impl Settings {
             drop_native_events: args.debug_drop_native_events,
             max_watches: args.debug_max_watches,
             max_warm: args.debug_max_warm,
+            hang_core_on: args.debug_hang_core_on,
             desktop,
             on_event: config.on_event,
             webhooks: config.webhooks,
@@ -329,8 +336,10 @@ pub async fn run(settings: Settings, shutdown: impl Future<Output = ()>) -> Resu
     let replay = std::mem::take(&mut loaded.journal.undone);
     let out = open_events(settings.events.as_ref())?;
     let sinks = build_sinks(&settings)?;
-    let (views_tx, views_rx) = tokio::sync::watch::channel(crate::socket::Views::default());
-    let hub = crate::socket::Hub::new(views_rx.clone(), crate::socket::CLIENT_QUEUE);
+    let (counts_tx, counts_rx) = tokio::sync::watch::channel(crate::views::Counts::default());
+    let (views_tx, views) = crate::views::spawn(counts_tx)
+        .map_err(|e| Error::Usage(format!("cannot start the status thread: {e}")))?;
+    let hub = crate::socket::Hub::new(views, crate::socket::CLIENT_QUEUE);
     let server = match &settings.socket {
         Some(path) => Some(crate::socket::Server::start(path, Arc::clone(&hub))?),
         None => {
@@ -345,9 +354,12 @@ pub async fn run(settings: Settings, shutdown: impl Future<Output = ()>) -> Resu
     // Whether any file needs the poll (live files, or directories with no native watch):
     // when none does, the poll ticker sleeps instead of waking everyone for nothing.
     let (poll_tx, poll_rx) = tokio::sync::watch::channel(true);
+    let watchdog = service::watchdog_interval();
+    let heartbeat = Arc::new(std::sync::atomic::AtomicU64::new(0));
     let core = core::Core::new(&settings, hint_tx.clone(), hint_rx, event_tx, loaded)?
         .with_views(views_tx)
-        .with_poll_gate(poll_tx);
+        .with_poll_gate(poll_tx)
+        .with_heartbeat(Arc::clone(&heartbeat), service::heartbeat_every(watchdog));
     let core = std::thread::Builder::new()
         .name("baton-core".to_owned())
         .spawn(move || core.run(&stop_rx))
@@ -358,7 +370,7 @@ pub async fn run(settings: Settings, shutdown: impl Future<Output = ()>) -> Resu
         settings.sweep_interval,
         poll_rx,
     ));
-    let notifier = tokio::spawn(service::run(ready_rx, views_rx));
+    let notifier = tokio::spawn(service::run(ready_rx, counts_rx, watchdog, heartbeat));
     let fan = sink::Fanout {
         sinks,
         hub: Some(hub),

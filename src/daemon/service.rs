@@ -2,10 +2,15 @@
 //! `NOTIFY_SOCKET` is unset, i.e. outside systemd.
 
 use crate::model::SessionState;
-use crate::socket::Views;
+use crate::views::Counts;
 use sd_notify::NotifyState;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 use tokio::sync::{oneshot, watch};
+
+/// The core wakes up at least this often, even when idle, to show it is alive.
+pub const HEARTBEAT_EVERY: Duration = Duration::from_secs(10);
 
 fn notify(states: &[NotifyState]) {
     // `false`: keep the variables, so a restart-in-place still finds them; exec hooks
@@ -15,8 +20,43 @@ fn notify(states: &[NotifyState]) {
     }
 }
 
+/// How often to send WATCHDOG=1 (half `WATCHDOG_USEC`), if systemd's watchdog is on.
+pub fn watchdog_interval() -> Option<Duration> {
+    let mut usec = 0;
+    sd_notify::watchdog_enabled(false, &mut usec)
+        .then(|| Duration::from_micros(usec / 2).max(Duration::from_millis(500)))
+}
+
+/// How often the core must show progress: at least twice per watchdog ping, so one
+/// late wake-up never costs a ping.
+pub fn heartbeat_every(watchdog: Option<Duration>) -> Duration {
+    watchdog.map_or(HEARTBEAT_EVERY, |w| HEARTBEAT_EVERY.min(w / 2))
+}
+
+/// Whether a watchdog ping is deserved: only if the core's heartbeat moved since the
+/// last one, so a hung core thread stops the pings and systemd restarts the daemon.
+#[derive(Debug, Default)]
+pub struct Watchdog {
+    last: Option<u64>,
+    /// Pings withheld in a row (logged once per stall).
+    withheld: u32,
+}
+
+impl Watchdog {
+    /// Called at each ping time with the core's heartbeat.
+    pub fn due(&mut self, beat: u64) -> bool {
+        if self.last == Some(beat) {
+            self.withheld += 1;
+            return false;
+        }
+        self.last = Some(beat);
+        self.withheld = 0;
+        true
+    }
+}
+
 /// "3 working, 1 waiting for you, 2 failed" (states with no sessions left out).
-pub fn status_line(views: &Views) -> String {
+pub fn status_line(counts: &Counts) -> String {
     let order = [
         (SessionState::Working, "working"),
         (SessionState::Completed, "waiting for you"),
@@ -27,10 +67,7 @@ pub fn status_line(views: &Views) -> String {
     let parts: Vec<String> = order
         .iter()
         .filter_map(|(state, label)| {
-            let n = views
-                .iter()
-                .filter(|v| v.state == *state && v.key.agent.is_none())
-                .count();
+            let n = counts.get(*state);
             (n > 0).then(|| format!("{n} {label}"))
         })
         .collect();
@@ -42,19 +79,27 @@ pub fn status_line(views: &Views) -> String {
 }
 
 /// Sends READY=1 once `daemon_ready` went out, then STATUS= on every change of the
-/// sessions' state, and WATCHDOG=1 every half `WATCHDOG_USEC` if the watchdog is on
-/// (during the history read too, which can be long).
-pub async fn run(ready: oneshot::Receiver<()>, mut views: watch::Receiver<Views>) {
-    let mut usec = 0;
-    let watchdog = sd_notify::watchdog_enabled(false, &mut usec)
-        .then(|| Duration::from_micros(usec / 2).max(Duration::from_millis(500)));
+/// session counts, and WATCHDOG=1 every `watchdog` (half `WATCHDOG_USEC`) if the core's
+/// `heartbeat` moved since the last ping (during the history read too, which can be
+/// long).
+pub async fn run(
+    ready: oneshot::Receiver<()>,
+    mut counts: watch::Receiver<Counts>,
+    watchdog: Option<Duration>,
+    heartbeat: Arc<AtomicU64>,
+) {
     let mut tick = tokio::time::interval(watchdog.unwrap_or(Duration::from_secs(3600)));
+    let mut dog = Watchdog::default();
     let mut ready = Some(ready);
     loop {
         tokio::select! {
             _ = tick.tick() => {
                 if watchdog.is_some() {
-                    notify(&[NotifyState::Watchdog]);
+                    if dog.due(heartbeat.load(Ordering::Relaxed)) {
+                        notify(&[NotifyState::Watchdog]);
+                    } else if dog.withheld == 1 {
+                        tracing::warn!("The core thread made no progress since the last watchdog ping; withholding the next one.");
+                    }
                 }
             }
             r = async {
@@ -67,14 +112,14 @@ pub async fn run(ready: oneshot::Receiver<()>, mut views: watch::Receiver<Views>
                 if r.is_err() {
                     return;
                 }
-                let status = status_line(&views.borrow_and_update());
+                let status = status_line(&counts.borrow_and_update());
                 notify(&[NotifyState::Ready, NotifyState::Status(&status)]);
             }
-            changed = views.changed(), if ready.is_none() => {
+            changed = counts.changed(), if ready.is_none() => {
                 if changed.is_err() {
                     return;
                 }
-                let status = status_line(&views.borrow_and_update());
+                let status = status_line(&counts.borrow_and_update());
                 notify(&[NotifyState::Status(&status)]);
             }
         }
@@ -90,14 +135,14 @@ pub fn stopping() {
 mod tests {
     use super::*;
     use crate::model::{ProviderKind, SessionKey};
-    use crate::reduce::SessionView;
-    use std::sync::Arc;
+    use crate::reduce::{SessionChange, SessionView};
+    use crate::views::Table;
 
-    fn view(state: SessionState, agent: Option<&str>) -> SessionView {
-        SessionView {
+    fn view(session: &str, state: SessionState, agent: Option<&str>) -> SessionChange {
+        SessionChange::Updated(SessionView {
             key: SessionKey {
                 provider: ProviderKind::Claude,
-                session: "s".to_owned(),
+                session: session.to_owned(),
                 agent: agent.map(str::to_owned),
             },
             path: "/p".into(),
@@ -107,19 +152,50 @@ mod tests {
             record_ts: None,
             message: None,
             evidence: None,
-        }
+        })
     }
 
     #[test]
     fn status_counts_main_sessions_by_state() {
-        assert_eq!(status_line(&Views::default()), "no sessions");
-        let v = Arc::new(vec![
-            view(SessionState::Working, None),
-            view(SessionState::Working, None),
-            view(SessionState::Working, Some("sub")),
-            view(SessionState::Completed, None),
-            view(SessionState::Failed, None),
+        assert_eq!(status_line(&Counts::default()), "no sessions");
+        let mut t = Table::default();
+        t.apply(vec![
+            view("a", SessionState::Working, None),
+            view("b", SessionState::Working, None),
+            view("b", SessionState::Working, Some("sub")),
+            view("c", SessionState::Completed, None),
+            view("d", SessionState::Failed, None),
         ]);
-        assert_eq!(status_line(&v), "2 working, 1 waiting for you, 1 failed");
+        assert_eq!(
+            status_line(&t.counts()),
+            "2 working, 1 waiting for you, 1 failed"
+        );
+    }
+
+    #[test]
+    fn watchdog_pings_only_while_the_core_beats() {
+        let mut dog = Watchdog::default();
+        // The first ping goes out (the core may not have looped yet).
+        assert!(dog.due(0));
+        assert!(!dog.due(0), "no beat since the last ping: withheld");
+        assert!(!dog.due(0));
+        assert!(dog.due(1), "the core came back");
+        assert!(dog.due(7));
+        assert!(!dog.due(7));
+    }
+
+    #[test]
+    fn the_core_beats_at_least_twice_per_ping() {
+        assert_eq!(heartbeat_every(None), HEARTBEAT_EVERY);
+        // WatchdogSec=60s: a ping every 30 s, a beat every 10 s.
+        assert_eq!(
+            heartbeat_every(Some(Duration::from_secs(30))),
+            HEARTBEAT_EVERY
+        );
+        // A short watchdog: beats follow it.
+        assert_eq!(
+            heartbeat_every(Some(Duration::from_secs(4))),
+            Duration::from_secs(2)
+        );
     }
 }

@@ -15,7 +15,7 @@ use crate::clock::{Now, format_rfc3339};
 use crate::model::{Event, EventKind, ProviderKind, SessionKey, SessionState};
 use crate::provider::{Evidence, Obs, ObsKind};
 use serde::{Deserialize, Serialize};
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 
 /// Default quiet period before an unmarked final answer counts as complete. See README
@@ -66,7 +66,7 @@ impl Turn {
 }
 
 /// What `scan` and `status` show for one session.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct SessionView {
     pub key: SessionKey,
     pub path: Arc<str>,
@@ -76,6 +76,13 @@ pub struct SessionView {
     pub record_ts: Option<i64>,
     pub message: Option<String>,
     pub evidence: Option<&'static str>,
+}
+
+/// What became of one session since the last [`Reducer::take_changes`].
+#[derive(Debug, Clone)]
+pub enum SessionChange {
+    Updated(SessionView),
+    Removed(SessionKey),
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -158,6 +165,32 @@ pub struct Reducer {
     decided: Option<Vec<Decided>>,
     /// Events about records older than this (Unix ms) are history: absorbed, not emitted.
     history_before: Option<i64>,
+    /// `Some` when the caller wants the sessions changed since it last asked (see
+    /// [`Reducer::take_changes`]), so it never has to look at the unchanged ones.
+    changed: Option<HashSet<SessionKey>>,
+}
+
+/// Notes that `key` changed, if changes are tracked.
+fn mark(changed: &mut Option<HashSet<SessionKey>>, key: &SessionKey) {
+    if let Some(set) = changed
+        && !set.contains(key)
+    {
+        set.insert(key.clone());
+    }
+}
+
+fn view(key: &SessionKey, s: &Session) -> SessionView {
+    let working = s.state == SessionState::Working;
+    SessionView {
+        key: key.clone(),
+        path: s.path.clone(),
+        state: s.state,
+        turn: s.turn.as_ref().map(|t| t.id.clone()),
+        line: if working { s.last_line } else { s.decided_line },
+        record_ts: if working { s.last_ts } else { s.decided_ts },
+        message: s.message.clone(),
+        evidence: s.evidence.map(Evidence::as_str),
+    }
 }
 
 impl Reducer {
@@ -169,7 +202,42 @@ impl Reducer {
             seen: Seen::new(seen_capacity),
             decided: None,
             history_before: None,
+            changed: None,
         }
+    }
+
+    /// From now on, keep track of which sessions change, for [`Reducer::take_changes`];
+    /// every session there is counts as changed.
+    pub fn track_changes(&mut self) {
+        if self.changed.is_none() {
+            self.changed = Some(self.sessions.keys().cloned().collect());
+        }
+    }
+
+    /// Whether a session changed since the last [`Reducer::take_changes`].
+    pub fn has_changes(&self) -> bool {
+        self.changed.as_ref().is_some_and(|c| !c.is_empty())
+    }
+
+    /// The current view of each session changed since the last call (or its removal),
+    /// sorted by key. Costs what changed, not what there is.
+    pub fn take_changes(&mut self) -> Vec<SessionChange> {
+        let Some(changed) = self.changed.as_mut() else {
+            return Vec::new();
+        };
+        let mut keys: Vec<SessionKey> = changed.drain().collect();
+        keys.sort();
+        keys.into_iter()
+            .map(|k| match self.sessions.get(&k) {
+                Some(s) => SessionChange::Updated(view(&k, s)),
+                None => SessionChange::Removed(k),
+            })
+            .collect()
+    }
+
+    /// How many sessions there are.
+    pub fn session_count(&self) -> usize {
+        self.sessions.len()
     }
 
     /// From now on, keep every decided id for [`Reducer::take_decided`].
@@ -246,6 +314,7 @@ impl Reducer {
             message: None,
             evidence: None,
         });
+        mark(&mut self.changed, &key);
         if sess.path != src.path {
             sess.path = src.path.clone();
         }
@@ -292,6 +361,7 @@ impl Reducer {
             let at = now.wall - i64::try_from(now.mono.saturating_sub(deadline)).unwrap_or(0);
             let drafts: Vec<Draft> = confirm(sess, Evidence::Quiet, at).into_iter().collect();
             let path = sess.path.clone();
+            mark(&mut self.changed, &key);
             for d in drafts {
                 out.extend(self.finish(&key, &path, d));
             }
@@ -309,23 +379,7 @@ impl Reducer {
 
     /// Every session's current state, sorted by key.
     pub fn sessions(&self) -> Vec<SessionView> {
-        let mut v: Vec<SessionView> = self
-            .sessions
-            .iter()
-            .map(|(k, s)| {
-                let working = s.state == SessionState::Working;
-                SessionView {
-                    key: k.clone(),
-                    path: s.path.clone(),
-                    state: s.state,
-                    turn: s.turn.as_ref().map(|t| t.id.clone()),
-                    line: if working { s.last_line } else { s.decided_line },
-                    record_ts: if working { s.last_ts } else { s.decided_ts },
-                    message: s.message.clone(),
-                    evidence: s.evidence.map(Evidence::as_str),
-                }
-            })
-            .collect();
+        let mut v: Vec<SessionView> = self.sessions.iter().map(|(k, s)| view(k, s)).collect();
         v.sort_by(|a, b| a.key.cmp(&b.key));
         v
     }
@@ -333,6 +387,7 @@ impl Reducer {
     /// Forgets a session (its file is gone).
     pub fn forget(&mut self, key: &SessionKey) {
         if let Some(s) = self.sessions.remove(key) {
+            mark(&mut self.changed, key);
             self.unindex(&s.path, key);
         }
     }
@@ -350,7 +405,9 @@ impl Reducer {
     /// re-read from its first byte (the seen-set keeps that re-read silent).
     pub fn forget_path(&mut self, path: &str) {
         for key in self.by_path.remove(path).unwrap_or_default() {
-            self.sessions.remove(&key);
+            if self.sessions.remove(&key).is_some() {
+                mark(&mut self.changed, &key);
+            }
         }
     }
 
@@ -392,6 +449,7 @@ impl Reducer {
                 .entry(path.clone())
                 .or_default()
                 .push(key.clone());
+            mark(&mut self.changed, &key);
             self.sessions.insert(key, state);
         }
     }

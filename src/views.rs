@@ -1,0 +1,276 @@
+//! Every session's latest view, for `status` and systemd's STATUS= line, kept off the
+//! core thread.
+//!
+//! The core sends only the sessions that changed ([`Reducer::take_changes`]), so what it
+//! pays per publish follows what changed, not how many sessions exist. The keeper thread
+//! owns the full table, sorted by key; a `status` client asks it for a snapshot (shared
+//! views, not copies) and formats the rows on its own thread. Neither the core nor the
+//! runtime thread that delivers events ever walks every session for `status`.
+//!
+//! [`Reducer::take_changes`]: crate::reduce::Reducer::take_changes
+
+use crate::model::{SessionKey, SessionState};
+use crate::reduce::{SessionChange, SessionView};
+use crossbeam_channel::{Receiver, Sender, never, select};
+use std::collections::BTreeMap;
+use std::io;
+use std::sync::Arc;
+use tokio::sync::watch;
+
+/// The sessions that changed in one publish, as the core sends them.
+pub type Batch = Vec<SessionChange>;
+
+/// Every session's view, sorted by key.
+pub type Snapshot = Vec<Arc<SessionView>>;
+
+/// How many main sessions (not subagents) are in each state.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub struct Counts([usize; 5]);
+
+impl Counts {
+    fn slot(state: SessionState) -> usize {
+        match state {
+            SessionState::Working => 0,
+            SessionState::Completed => 1,
+            SessionState::Failed => 2,
+            SessionState::Interrupted => 3,
+            SessionState::NeedsInput => 4,
+        }
+    }
+
+    pub fn get(&self, state: SessionState) -> usize {
+        self.0[Self::slot(state)]
+    }
+
+    fn add(&mut self, v: &SessionView) {
+        if v.key.agent.is_none() {
+            self.0[Self::slot(v.state)] += 1;
+        }
+    }
+
+    fn sub(&mut self, v: &SessionView) {
+        if v.key.agent.is_none() {
+            let n = &mut self.0[Self::slot(v.state)];
+            *n = n.saturating_sub(1);
+        }
+    }
+}
+
+/// The full table, brought up to date one batch at a time.
+#[derive(Debug, Default)]
+pub struct Table {
+    sessions: BTreeMap<SessionKey, Arc<SessionView>>,
+    counts: Counts,
+}
+
+impl Table {
+    /// Applies one batch of changes: costs the batch, not the table.
+    pub fn apply(&mut self, batch: Batch) {
+        for change in batch {
+            let old = match change {
+                SessionChange::Updated(v) => {
+                    self.counts.add(&v);
+                    self.sessions.insert(v.key.clone(), Arc::new(v))
+                }
+                SessionChange::Removed(key) => self.sessions.remove(&key),
+            };
+            if let Some(old) = old {
+                self.counts.sub(&old);
+            }
+        }
+    }
+
+    /// Every session's view, sorted by key.
+    pub fn snapshot(&self) -> Snapshot {
+        self.sessions.values().cloned().collect()
+    }
+
+    pub fn counts(&self) -> Counts {
+        self.counts
+    }
+
+    pub fn len(&self) -> usize {
+        self.sessions.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.sessions.is_empty()
+    }
+}
+
+/// Where the core sends its batches.
+pub type ChangeTx = Sender<Batch>;
+
+/// Asks the keeper for snapshots; cheap to clone.
+#[derive(Clone)]
+pub struct Client {
+    requests: Sender<Sender<Snapshot>>,
+}
+
+impl Client {
+    /// Every session's view as of every batch the core sent before this call; empty
+    /// once the keeper is gone (at shutdown).
+    pub fn snapshot(&self) -> Snapshot {
+        let (tx, rx) = crossbeam_channel::bounded(1);
+        if self.requests.send(tx).is_err() {
+            return Snapshot::new();
+        }
+        rx.recv().unwrap_or_default()
+    }
+}
+
+/// Starts the keeper thread. It publishes the counts on `counts` whenever they change,
+/// and ends when both the core's sender and every [`Client`] are gone.
+pub fn spawn(counts: watch::Sender<Counts>) -> io::Result<(ChangeTx, Client)> {
+    // Unbounded: the core must never wait for `status`. The keeper drains it at once,
+    // so it holds at most the batches of one scheduling delay.
+    let (change_tx, changes) = crossbeam_channel::unbounded();
+    let (requests_tx, requests) = crossbeam_channel::unbounded();
+    std::thread::Builder::new()
+        .name("baton-views".to_owned())
+        .spawn(move || keep(&changes, &requests, &counts))?;
+    Ok((
+        change_tx,
+        Client {
+            requests: requests_tx,
+        },
+    ))
+}
+
+fn keep(
+    changes: &Receiver<Batch>,
+    requests: &Receiver<Sender<Snapshot>>,
+    counts: &watch::Sender<Counts>,
+) {
+    let mut table = Table::default();
+    let (no_changes, no_requests) = (never(), never());
+    let (mut changes, mut requests) = (Some(changes), Some(requests));
+    let publish = |table: &Table| {
+        let c = table.counts();
+        counts.send_if_modified(|old| std::mem::replace(old, c) != c);
+    };
+    while changes.is_some() || requests.is_some() {
+        select! {
+            recv(changes.unwrap_or(&no_changes)) -> b => match b {
+                Ok(b) => {
+                    table.apply(b);
+                    drain(changes, &mut table);
+                    publish(&table);
+                }
+                Err(_) => changes = None,
+            },
+            recv(requests.unwrap_or(&no_requests)) -> r => match r {
+                Ok(reply) => {
+                    // What the core sent before the request was made counts.
+                    drain(changes, &mut table);
+                    publish(&table);
+                    let _ = reply.send(table.snapshot());
+                }
+                Err(_) => requests = None,
+            },
+        }
+    }
+}
+
+fn drain(changes: Option<&Receiver<Batch>>, table: &mut Table) {
+    if let Some(rx) = changes {
+        for b in rx.try_iter() {
+            table.apply(b);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::ProviderKind;
+
+    fn view(session: &str, agent: Option<&str>, state: SessionState) -> SessionView {
+        SessionView {
+            key: SessionKey {
+                provider: ProviderKind::Claude,
+                session: session.to_owned(),
+                agent: agent.map(str::to_owned),
+            },
+            path: "/p".into(),
+            state,
+            turn: None,
+            line: 1,
+            record_ts: None,
+            message: None,
+            evidence: None,
+        }
+    }
+
+    fn sessions(s: &Snapshot) -> Vec<(&str, SessionState)> {
+        s.iter()
+            .map(|v| (v.key.session.as_str(), v.state))
+            .collect()
+    }
+
+    #[test]
+    fn table_keeps_the_latest_view_sorted_and_counts_main_sessions() {
+        use SessionState::*;
+        let mut t = Table::default();
+        t.apply(vec![
+            SessionChange::Updated(view("b", None, Working)),
+            SessionChange::Updated(view("a", None, Working)),
+            SessionChange::Updated(view("a", Some("sub"), Working)),
+            SessionChange::Updated(view("c", None, Failed)),
+        ]);
+        assert_eq!(
+            sessions(&t.snapshot()),
+            [
+                ("a", Working),
+                ("a", Working),
+                ("b", Working),
+                ("c", Failed)
+            ]
+        );
+        assert_eq!(t.counts().get(Working), 2);
+        t.apply(vec![
+            SessionChange::Updated(view("b", None, Completed)),
+            SessionChange::Removed(view("c", None, Failed).key),
+            SessionChange::Removed(view("zz", None, Failed).key),
+        ]);
+        assert_eq!(
+            sessions(&t.snapshot()),
+            [("a", Working), ("a", Working), ("b", Completed)]
+        );
+        let c = t.counts();
+        assert_eq!((c.get(Working), c.get(Completed), c.get(Failed)), (1, 1, 0));
+        assert_eq!(t.len(), 3);
+    }
+
+    #[test]
+    fn keeper_answers_with_every_batch_sent_before_the_request() {
+        let (counts_tx, mut counts) = watch::channel(Counts::default());
+        let (tx, client) = spawn(counts_tx).unwrap();
+        for i in 0..100 {
+            let name = format!("s{i:03}");
+            tx.send(vec![SessionChange::Updated(view(
+                &name,
+                None,
+                SessionState::Working,
+            ))])
+            .unwrap();
+        }
+        tx.send(vec![SessionChange::Updated(view(
+            "s050",
+            None,
+            SessionState::Completed,
+        ))])
+        .unwrap();
+        let snap = client.snapshot();
+        assert_eq!(snap.len(), 100);
+        assert_eq!(snap[50].key.session, "s050");
+        assert_eq!(snap[50].state, SessionState::Completed);
+        let c = *counts.borrow_and_update();
+        assert_eq!(c.get(SessionState::Working), 99);
+        assert_eq!(c.get(SessionState::Completed), 1);
+
+        // The core gone: the table is still served.
+        drop(tx);
+        assert_eq!(client.snapshot().len(), 100);
+    }
+}
