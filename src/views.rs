@@ -180,27 +180,29 @@ fn drain(changes: Option<&Receiver<Batch>>, table: &mut Table) {
     }
 }
 
+/// A session view for tests.
+#[cfg(test)]
+pub(crate) fn test_view(session: &str, agent: Option<&str>, state: SessionState) -> SessionView {
+    SessionView {
+        key: SessionKey {
+            provider: crate::model::ProviderKind::Claude,
+            session: session.to_owned(),
+            agent: agent.map(str::to_owned),
+        },
+        path: "/p".into(),
+        state,
+        turn: None,
+        line: 1,
+        record_ts: None,
+        message: None,
+        evidence: None,
+    }
+}
+
 #[cfg(test)]
 mod tests {
+    use super::test_view as view;
     use super::*;
-    use crate::model::ProviderKind;
-
-    fn view(session: &str, agent: Option<&str>, state: SessionState) -> SessionView {
-        SessionView {
-            key: SessionKey {
-                provider: ProviderKind::Claude,
-                session: session.to_owned(),
-                agent: agent.map(str::to_owned),
-            },
-            path: "/p".into(),
-            state,
-            turn: None,
-            line: 1,
-            record_ts: None,
-            message: None,
-            evidence: None,
-        }
-    }
 
     fn sessions(s: &Snapshot) -> Vec<(&str, SessionState)> {
         s.iter()

@@ -134,25 +134,11 @@ pub fn stopping() {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::model::{ProviderKind, SessionKey};
-    use crate::reduce::{SessionChange, SessionView};
+    use crate::reduce::SessionChange;
     use crate::views::Table;
 
     fn view(session: &str, state: SessionState, agent: Option<&str>) -> SessionChange {
-        SessionChange::Updated(SessionView {
-            key: SessionKey {
-                provider: ProviderKind::Claude,
-                session: session.to_owned(),
-                agent: agent.map(str::to_owned),
-            },
-            path: "/p".into(),
-            state,
-            turn: None,
-            line: 1,
-            record_ts: None,
-            message: None,
-            evidence: None,
-        })
+        SessionChange::Updated(crate::views::test_view(session, agent, state))
     }
 
     #[test]

@@ -391,17 +391,5 @@ impl Projector for CodexProjector {
         }
     }
 
-    fn save(&self) -> String {
-        super::save_json(self)
-    }
-
-    fn restore(&mut self, saved: &str) -> bool {
-        match super::load_json::<Self>(saved) {
-            Some(s) => {
-                *self = s;
-                true
-            }
-            None => false,
-        }
-    }
+    super::saved_whole!();
 }

@@ -173,6 +173,26 @@ pub(crate) fn save_json<T: serde::Serialize>(v: &T) -> String {
     serde_json::to_string(v).unwrap_or_default()
 }
 
+/// `save` and `restore` for a projector saved whole (every field is per-file context).
+macro_rules! saved_whole {
+    () => {
+        fn save(&self) -> String {
+            $crate::provider::save_json(self)
+        }
+
+        fn restore(&mut self, saved: &str) -> bool {
+            match $crate::provider::load_json::<Self>(saved) {
+                Some(s) => {
+                    *self = s;
+                    true
+                }
+                None => false,
+            }
+        }
+    };
+}
+pub(crate) use saved_whole;
+
 /// Parses a projector's saved context.
 pub(crate) fn load_json<T: serde::de::DeserializeOwned>(saved: &str) -> Option<T> {
     serde_json::from_str(saved).ok()

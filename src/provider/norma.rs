@@ -347,19 +347,7 @@ impl Projector for NormaProjector {
         }
     }
 
-    fn save(&self) -> String {
-        super::save_json(self)
-    }
-
-    fn restore(&mut self, saved: &str) -> bool {
-        match super::load_json::<Self>(saved) {
-            Some(s) => {
-                *self = s;
-                true
-            }
-            None => false,
-        }
-    }
+    super::saved_whole!();
 }
 
 #[cfg(test)]

@@ -13,9 +13,8 @@
 use crate::model::Event;
 use serde::{Deserialize, Serialize};
 use std::collections::HashSet;
-use std::fs::{self, File, OpenOptions};
+use std::fs::{self, File};
 use std::io::{self, Write};
-use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 
 #[derive(Serialize, Deserialize)]
@@ -31,22 +30,7 @@ pub fn name(generation: u64) -> String {
 
 /// Every journal in `dir`, by generation.
 pub fn list(dir: &Path) -> io::Result<Vec<(u64, PathBuf)>> {
-    let mut out = Vec::new();
-    for entry in fs::read_dir(dir)? {
-        let entry = entry?;
-        let name = entry.file_name();
-        let Some(n) = name
-            .to_str()
-            .and_then(|n| n.strip_prefix("journal-"))
-            .and_then(|n| n.strip_suffix(".jsonl"))
-            .and_then(|n| n.parse::<u64>().ok())
-        else {
-            continue;
-        };
-        out.push((n, entry.path()));
-    }
-    out.sort();
-    Ok(out)
+    super::numbered(dir, "journal-", ".jsonl")
 }
 
 /// What the journals say.
@@ -104,13 +88,7 @@ pub struct Journal {
 impl Journal {
     /// Opens (creating) journal `number` for appending.
     pub fn open(dir: &Path, number: u64) -> io::Result<Journal> {
-        let path = dir.join(name(number));
-        super::lock::check_owned(&path).map_err(io::Error::other)?;
-        let file = OpenOptions::new()
-            .append(true)
-            .create(true)
-            .mode(0o600)
-            .open(path)?;
+        let file = super::open_append(&dir.join(name(number)))?;
         Ok(Journal {
             file,
             number,

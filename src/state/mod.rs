@@ -32,7 +32,7 @@ use journal::Journal;
 use saver::{Progress, Saver};
 use std::fs::{self, File};
 use std::io;
-use std::os::unix::fs::DirBuilderExt;
+use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
@@ -113,24 +113,20 @@ pub fn open(dir: &Path, catch_up_ms: u64) -> Result<(Persist, Loaded), Error> {
     for name in [store::CURRENT, store::PREVIOUS, store::TMP] {
         lock::check_owned(&dir.join(name))?;
     }
-    let journals = journal::list(dir).map_err(|e| {
-        Error::State(format!(
-            "cannot list the state directory {}: {e}",
-            dir.display()
-        ))
-    })?;
-    for (_, p) in &journals {
-        lock::check_owned(p)?;
-    }
-    let logs = store::list_logs(dir).map_err(|e| {
-        Error::State(format!(
-            "cannot list the state directory {}: {e}",
-            dir.display()
-        ))
-    })?;
-    for (_, p) in &logs {
-        lock::check_owned(p)?;
-    }
+    let listed = |list: io::Result<Vec<(u64, PathBuf)>>| -> Result<_, Error> {
+        let list = list.map_err(|e| {
+            Error::State(format!(
+                "cannot list the state directory {}: {e}",
+                dir.display()
+            ))
+        })?;
+        for (_, p) in &list {
+            lock::check_owned(p)?;
+        }
+        Ok(list)
+    };
+    let journals = listed(journal::list(dir))?;
+    let logs = listed(store::list_logs(dir))?;
     let (status, base) = load(dir, !journals.is_empty() || !logs.is_empty());
     let (journals, replay) = match &base {
         Some(_) => {
@@ -444,6 +440,37 @@ impl Drop for Persist {
     fn drop(&mut self) {
         self.finish();
     }
+}
+
+/// Opens one of our append-only files (0600, created if missing), refusing one that is
+/// a symlink or not ours.
+fn open_append(path: &Path) -> io::Result<File> {
+    lock::check_owned(path).map_err(io::Error::other)?;
+    std::fs::OpenOptions::new()
+        .append(true)
+        .create(true)
+        .mode(0o600)
+        .open(path)
+}
+
+/// Files named `<prefix><N><suffix>` in `dir`, by number.
+pub fn numbered(dir: &Path, prefix: &str, suffix: &str) -> io::Result<Vec<(u64, PathBuf)>> {
+    let mut out = Vec::new();
+    for entry in fs::read_dir(dir)? {
+        let entry = entry?;
+        let name = entry.file_name();
+        let Some(n) = name
+            .to_str()
+            .and_then(|n| n.strip_prefix(prefix))
+            .and_then(|n| n.strip_suffix(suffix))
+            .and_then(|n| n.parse::<u64>().ok())
+        else {
+            continue;
+        };
+        out.push((n, entry.path()));
+    }
+    out.sort();
+    Ok(out)
 }
 
 /// Transcript events go through the journal; the daemon's own events do not.

@@ -389,22 +389,7 @@ pub fn log_name(n: u64) -> String {
 
 /// Every log in `dir`, by number.
 pub fn list_logs(dir: &Path) -> io::Result<Vec<(u64, PathBuf)>> {
-    let mut out = Vec::new();
-    for entry in fs::read_dir(dir)? {
-        let entry = entry?;
-        let name = entry.file_name();
-        let Some(n) = name
-            .to_str()
-            .and_then(|n| n.strip_prefix("state-log-"))
-            .and_then(|n| n.strip_suffix(".jsonl"))
-            .and_then(|n| n.parse::<u64>().ok())
-        else {
-            continue;
-        };
-        out.push((n, entry.path()));
-    }
-    out.sort();
-    Ok(out)
+    super::numbered(dir, "state-log-", ".jsonl")
 }
 
 /// Calls `each` with the JSON of every intact line of a log and the offset where that
@@ -441,13 +426,7 @@ pub struct LogWriter {
 
 impl LogWriter {
     pub fn open(dir: &Path, number: u64) -> io::Result<LogWriter> {
-        let path = dir.join(log_name(number));
-        super::lock::check_owned(&path).map_err(io::Error::other)?;
-        let file = OpenOptions::new()
-            .append(true)
-            .create(true)
-            .mode(0o600)
-            .open(path)?;
+        let file = super::open_append(&dir.join(log_name(number)))?;
         Ok(LogWriter {
             file,
             number,
