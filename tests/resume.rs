@@ -178,3 +178,57 @@ fn inline_sidechain_chain_survives_a_cut() {
         assert_eq!(resumed(&f, &bytes, cut), whole, "cut at {cut}");
     }
 }
+
+/// A completion waiting for its quiet period keeps its deadline on the wall clock across
+/// a save and restore (monotonic time does not survive a restart), and a wall clock set
+/// back meanwhile never stretches it past one settle period.
+#[test]
+fn a_pending_completion_keeps_its_wall_clock_deadline() {
+    use common::claude;
+    let bytes = common::lines(&[
+        claude::prompt("p1", 0, "go"),
+        claude::text("a1", 1, "m1", "done, I think", None),
+    ]);
+    let tmp = tempfile::tempdir().unwrap();
+    let path = tmp.path().join(format!("{}.jsonl", claude::SESSION));
+    let settle = common::SETTLE_MS;
+    let wall0: i64 = 1_800_000_000_000;
+    let start = Now {
+        mono: 1_000,
+        wall: wall0,
+    };
+    let mut fd = FileFeed::new(&path, ProviderKind::Claude, MAX_LINE);
+    let mut r = Reducer::new(settle, 1024);
+    let mut out = Vec::new();
+    fd.feed(&bytes, |src, obs| r.apply(src, obs, start, &mut out));
+    assert_eq!(common::kinds(&out), ["turn_started"]);
+    // Saved 30 s later; restored by a process whose monotonic clock starts at 0.
+    let later = Now {
+        mono: 31_000,
+        wall: wall0 + 30_000,
+    };
+    let saved = serde_json::to_string(&r.save_path(&fd.path, later)).unwrap();
+    let restore = |wall: i64| {
+        let mut r = Reducer::new(settle, 1024);
+        let sessions: Vec<SavedSession> = serde_json::from_str(&saved).unwrap();
+        r.restore_path(&fd.path, sessions, Now { mono: 0, wall });
+        r
+    };
+    let fires_at = |mut r: Reducer| {
+        let mut out = Vec::new();
+        let mut mono = 0;
+        while out.is_empty() && mono < 10 * settle {
+            mono += 1_000;
+            r.tick(Now { mono, wall: 0 }, &mut out);
+        }
+        assert_eq!(common::kinds(&out), ["turn_completed"]);
+        assert_eq!(out[0].evidence.as_deref(), Some("quiet"));
+        mono
+    };
+    // Restarted 10 s after the save: 50 s of the 90 s were left.
+    assert_eq!(fires_at(restore(wall0 + 40_000)), settle - 40_000);
+    // Restarted long after the deadline: due at once.
+    assert_eq!(fires_at(restore(wall0 + 10 * 3_600_000)), 1_000);
+    // The wall clock was set back an hour: at most one settle period.
+    assert_eq!(fires_at(restore(wall0 - 3_600_000)), settle);
+}

@@ -441,7 +441,11 @@ impl Reducer {
             state.path = path.clone();
             if let Some(c) = state.turn.as_mut().and_then(|t| t.cand.as_mut()) {
                 let due = i64::try_from(c.deadline).unwrap_or(i64::MAX);
-                let left = u64::try_from(due.saturating_sub(now.wall)).unwrap_or(0);
+                // Never longer than a whole settle period: the wall clock may have been
+                // set back while nobody was watching.
+                let left = u64::try_from(due.saturating_sub(now.wall))
+                    .unwrap_or(0)
+                    .min(self.settle_ms);
                 c.deadline = now.mono.saturating_add(left);
             }
             self.forget(&key);
