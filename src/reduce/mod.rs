@@ -15,7 +15,8 @@ use crate::clock::{Now, format_rfc3339};
 use crate::model::{Event, EventKind, ProviderKind, SessionKey, SessionState};
 use crate::provider::{Evidence, Obs, ObsKind};
 use serde::{Deserialize, Serialize};
-use std::collections::{HashMap, HashSet};
+use std::cmp::Reverse;
+use std::collections::{BinaryHeap, HashMap, HashSet};
 use std::sync::Arc;
 
 /// Default quiet period before an unmarked final answer counts as complete. See README
@@ -157,6 +158,10 @@ pub struct Decided {
 pub struct Reducer {
     settle_ms: u64,
     sessions: HashMap<SessionKey, Session>,
+    /// Settle deadlines of pending candidates (monotonic ms), earliest first, so finding
+    /// the next one costs O(log n) instead of a walk over every session. Entries are
+    /// checked against the session when they come up; stale ones are dropped then.
+    deadlines: BinaryHeap<Reverse<(u64, SessionKey)>>,
     /// The sessions last fed from each file, so a file's sessions are found (saved,
     /// forgotten) without a walk over every session.
     by_path: HashMap<Arc<str>, Vec<SessionKey>>,
@@ -198,6 +203,7 @@ impl Reducer {
         Reducer {
             settle_ms,
             sessions: HashMap::new(),
+            deadlines: BinaryHeap::new(),
             by_path: HashMap::new(),
             seen: Seen::new(seen_capacity),
             decided: None,
@@ -322,6 +328,7 @@ impl Reducer {
         if obs.record_ts.is_some() {
             sess.last_ts = obs.record_ts;
         }
+        let candidate = matches!(obs.kind, ObsKind::Final { .. });
         let drafts = step(
             sess,
             src.line,
@@ -332,6 +339,9 @@ impl Reducer {
             self.settle_ms,
         );
         let path = sess.path.clone();
+        if candidate {
+            self.schedule(&key);
+        }
         for d in drafts {
             out.extend(self.finish(&key, &path, d));
         }
@@ -339,17 +349,19 @@ impl Reducer {
 
     /// Fires due settle timers.
     pub fn tick(&mut self, now: Now, out: &mut Vec<Event>) {
-        let mut due: Vec<(u64, SessionKey)> = self
-            .sessions
-            .iter()
-            .filter_map(|(k, s)| {
-                pending(s)
-                    .filter(|c| c.deadline <= now.mono)
-                    .map(|c| (c.deadline, k.clone()))
-            })
-            .collect();
+        let mut due: Vec<(u64, SessionKey)> = Vec::new();
+        while let Some(Reverse((deadline, _))) = self.deadlines.peek()
+            && *deadline <= now.mono
+        {
+            if let Some(Reverse(entry)) = self.deadlines.pop()
+                && self.is_due_at(&entry)
+            {
+                due.push(entry);
+            }
+        }
         // Oldest deadline first, so events stay in time order.
         due.sort();
+        due.dedup();
         for (_, key) in due {
             let Some(sess) = self.sessions.get_mut(&key) else {
                 continue;
@@ -369,12 +381,30 @@ impl Reducer {
     }
 
     /// The earliest pending settle deadline (monotonic ms).
-    pub fn next_deadline(&self) -> Option<u64> {
+    pub fn next_deadline(&mut self) -> Option<u64> {
+        // Entries whose candidate was superseded, confirmed or forgotten go lazily.
+        while let Some(Reverse(entry)) = self.deadlines.peek() {
+            if self.is_due_at(entry) {
+                return Some(entry.0);
+            }
+            self.deadlines.pop();
+        }
+        None
+    }
+
+    /// Whether `key` still has a pending candidate due at `deadline`.
+    fn is_due_at(&self, (deadline, key): &(u64, SessionKey)) -> bool {
         self.sessions
-            .values()
-            .filter_map(pending)
-            .map(|c| c.deadline)
-            .min()
+            .get(key)
+            .and_then(pending)
+            .is_some_and(|c| c.deadline == *deadline)
+    }
+
+    /// Remembers `key`'s pending deadline, if it has one.
+    fn schedule(&mut self, key: &SessionKey) {
+        if let Some(c) = self.sessions.get(key).and_then(pending) {
+            self.deadlines.push(Reverse((c.deadline, key.clone())));
+        }
     }
 
     /// Every session's current state, sorted by key.
@@ -454,7 +484,8 @@ impl Reducer {
                 .or_default()
                 .push(key.clone());
             mark(&mut self.changed, &key);
-            self.sessions.insert(key, state);
+            self.sessions.insert(key.clone(), state);
+            self.schedule(&key);
         }
     }
 
