@@ -225,6 +225,8 @@ pub struct Core {
     dirty: HashSet<PathBuf>,
     /// Files no longer tracked since the last delta.
     removed: Vec<String>,
+    /// When the first run began: records older than that are history.
+    since: i64,
     /// Deltas sent, and how far the state writer got with them.
     saves_sent: u64,
     save_progress: std::sync::Arc<state::saver::Progress>,
@@ -293,6 +295,7 @@ impl Core {
         let run_id = format!("{}:{start}", std::process::id());
         let mut reducer = Reducer::new(settings.settle_ms, dedup_capacity());
         reducer.record_decided();
+        let since = loaded.base.as_ref().map_or(0, |b| b.meta.since);
         let (resume, mut preloaded) = match loaded.base {
             Some(base) => {
                 let mut ledger = base.ledger;
@@ -338,6 +341,7 @@ impl Core {
             dirty: HashSet::new(),
             removed: Vec::new(),
             saves_sent: 0,
+            since,
             save_progress: loaded.progress,
             counters: Counters::default(),
             run_id,
@@ -1143,7 +1147,7 @@ impl Core {
     /// catch-up window and not already in the ledger.
     fn read_resumed(&mut self, path: &Path, meta: &fs::Metadata, cp: Option<Checkpoint>) {
         let now = self.clock.now();
-        let live_before = now.wall.saturating_sub(self.catch_up());
+        let mut live_before = now.wall.saturating_sub(self.catch_up());
         let appended = cp.filter(|cp| {
             let stat = Stat::of(meta);
             let id = crate::tail::FileId {
@@ -1172,6 +1176,9 @@ impl Core {
                 0
             }
             None => {
+                // Records from before the first run began stay history, even in a file
+                // with no checkpoint (a first run that crashed before saving it).
+                live_before = live_before.max(self.since);
                 self.counters.reread += 1;
                 tracing::debug!(path = %path.display(), "Changed or new while baton was down: read from its start.");
                 0

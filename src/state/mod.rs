@@ -142,12 +142,27 @@ pub fn open(dir: &Path, catch_up_ms: u64) -> Result<(Persist, Loaded), Error> {
             (Vec::new(), journal::Replay::default())
         }
     };
+    let now = wall_now();
+    // A first run (or one after the state was lost) writes an empty base at once, so a
+    // start after a crash of this run knows where its history ended even if no other
+    // state was saved yet.
+    let mut first_gen = 1;
+    let since = match &base {
+        Some(b) => b.meta.since,
+        None => {
+            if let Err(e) = write_empty_base(dir, now) {
+                tracing::warn!(dir = %dir.display(), error = %e, "Cannot write the first state generation.");
+            } else {
+                first_gen = 2;
+            }
+            now
+        }
+    };
     let base_log = base.as_ref().map_or(0, |b| b.meta.log);
     let health = Arc::new(Health::default());
     let progress = Arc::new(Progress::default());
     let catch_up = i64::try_from(catch_up_ms).unwrap_or(i64::MAX);
     let mut ledger = base.as_ref().map(|b| b.ledger.clone()).unwrap_or_default();
-    let now = wall_now();
     for d in base.iter().flat_map(|b| &b.decided) {
         ledger.record(&d.session, d.id.clone(), d.record_ts, now, catch_up);
     }
@@ -155,7 +170,8 @@ pub fn open(dir: &Path, catch_up_ms: u64) -> Result<(Persist, Loaded), Error> {
         dir: dir.to_path_buf(),
         ledger,
         catch_up,
-        next_gen: base.as_ref().map_or(1, |b| b.meta.generation + 1),
+        next_gen: base.as_ref().map_or(first_gen, |b| b.meta.generation + 1),
+        since,
         base_log,
         prev_log: base_log,
         next_log: logs.last().map_or(1, |l| l.0 + 1).max(base_log + 1),
@@ -192,6 +208,19 @@ pub fn open(dir: &Path, catch_up_ms: u64) -> Result<(Persist, Loaded), Error> {
             progress: shared,
         },
     ))
+}
+
+fn write_empty_base(dir: &Path, now: i64) -> io::Result<u64> {
+    let mut w = store::BaseWriter::create(dir)?;
+    let meta = store::Meta {
+        generation: 1,
+        written_at: now,
+        log: 0,
+        since: now,
+    };
+    w.line(&store::Line::Meta(meta).encode())?;
+    w.line(&store::Line::Ledger(Ledger::default()).encode())?;
+    w.finish(dir)
 }
 
 fn load(dir: &Path, journals: bool) -> (Status, Option<store::Base>) {

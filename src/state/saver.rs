@@ -58,6 +58,8 @@ pub struct Saver {
     pub next_log: u64,
     /// Body bytes of the current base.
     pub base_bytes: u64,
+    /// See [`Meta::since`].
+    pub since: i64,
     pub health: Arc<Health>,
     pub progress: Arc<Progress>,
 }
@@ -251,6 +253,7 @@ impl Saver {
             generation: self.next_gen,
             written_at: now,
             log: upto,
+            since: self.since,
         };
         w.line(&Line::Meta(meta).encode())?;
         let current = self.dir.join(store::CURRENT);

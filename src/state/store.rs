@@ -119,6 +119,11 @@ pub struct Meta {
     pub written_at: i64,
     /// The last log merged into this generation.
     pub log: u64,
+    /// When the first run began (Unix ms): what transcripts held before it is history.
+    /// A file this state has no checkpoint for is read from its start, live only for
+    /// records since then (and within the catch-up window).
+    #[serde(default)]
+    pub since: i64,
 }
 
 /// One line of a base or a log.
