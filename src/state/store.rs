@@ -478,6 +478,7 @@ mod tests {
             generation,
             written_at: 1,
             log,
+            since: 1,
         };
         w.line(&Line::Meta(meta).encode()).unwrap();
         for f in files {
