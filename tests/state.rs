@@ -609,3 +609,44 @@ fn a_cold_file_wakes_up_from_its_saved_context() {
     assert_eq!(count(&events, "turn_completed", &ta), 1);
     assert_eq!(reasons(&events, "malformed_line"), 0);
 }
+
+/// A first run killed before it saved any checkpoint (here: its state log cannot be
+/// created) still knows where history ended when it starts again: the turn that ended
+/// while it was down is alerted, the one it had alerted is not repeated, and history from
+/// before the first start stays silent.
+#[test]
+fn a_first_run_killed_before_its_first_save_still_bounds_history() {
+    let d = Daemon::tree();
+    let c = Claude::new();
+    let path = c.path_in(&d.claude());
+    let (p0, old) = c.prompt_at("old", &ts_ago(Duration::from_secs(120)));
+    let a0 = c.answer_at("old answer", &ts_ago(Duration::from_secs(110)));
+    append(&path, (p0 + &a0).as_bytes());
+    // A directory where the first state log goes: no checkpoint is ever saved.
+    let blocker = d.state_dir().join("state-log-1.jsonl");
+    fs::create_dir_all(&blocker).expect("blocker");
+    let mut d = d.start(&[]);
+    let (b1, t1) = c.turn("live", "live answer");
+    append(&path, b1.as_bytes());
+    d.wait_for("t1", is("turn_completed", t1.clone()));
+    d.kill();
+    fs::remove_dir(&blocker).expect("unblock");
+    let (b2, t2) = c.turn("while down", "down answer");
+    append(&path, b2.as_bytes());
+    d.restart(&[]);
+    d.wait_for("t2", is("turn_completed", t2.clone()));
+    let (events, log) = d.stop_with_log();
+    let lost: Vec<&Value> = events
+        .iter()
+        .filter(|e| e["reason"] == "state_lost")
+        .collect();
+    assert!(lost.is_empty(), "{lost:?}\n{log}");
+    assert_eq!(
+        count(&events, "turn_completed", &old),
+        0,
+        "history stays silent"
+    );
+    assert_eq!(count(&events, "turn_completed", &t1), 1, "t1 once");
+    assert_eq!(count(&events, "turn_completed", &t2), 1, "t2 once");
+    assert_eq!(reasons(&events, "state_lost"), 0);
+}

@@ -487,6 +487,11 @@ pub fn numbered(dir: &Path, prefix: &str, suffix: &str) -> io::Result<Vec<(u64, 
     let mut out = Vec::new();
     for entry in fs::read_dir(dir)? {
         let entry = entry?;
+        // A directory by that name is no journal or log (a symlink still is listed, to
+        // be refused).
+        if entry.file_type()?.is_dir() {
+            continue;
+        }
         let name = entry.file_name();
         let Some(n) = name
             .to_str()
