@@ -99,6 +99,14 @@ pub struct Event {
     /// Additive: tokens before a compaction, on `context_compacted`.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub pre_tokens: Option<u64>,
+    /// Additive: on `turn_completed`, how many background tasks the session launched
+    /// are still running or waiting to report back (absent when none).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub background_tasks: Option<u32>,
+    /// Additive, on pages only (never on the event stream): how many background tasks
+    /// finished while a completion was held back for them.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub background_finished: Option<u32>,
     /// Additive: set on a re-delivery after a crash (same `id`).
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub replay: bool,
@@ -127,6 +135,10 @@ struct EventWire {
     initiator: Option<String>,
     #[serde(default)]
     pre_tokens: Option<u64>,
+    #[serde(default)]
+    background_tasks: Option<u32>,
+    #[serde(default)]
+    background_finished: Option<u32>,
     #[serde(default)]
     replay: bool,
 }
@@ -162,6 +174,8 @@ impl From<EventWire> for Event {
                 _ => "unknown",
             }),
             pre_tokens: w.pre_tokens,
+            background_tasks: w.background_tasks,
+            background_finished: w.background_finished,
             replay: w.replay,
         }
     }
@@ -188,6 +202,8 @@ impl Event {
             resets_at: None,
             initiator: None,
             pre_tokens: None,
+            background_tasks: None,
+            background_finished: None,
             replay: false,
         }
     }

@@ -217,6 +217,8 @@ fn event(kind: EventKind, provider: ProviderKind, session: &str, path: &str) -> 
         resets_at: None,
         initiator: None,
         pre_tokens: None,
+        background_tasks: None,
+        background_finished: None,
         replay: false,
     }
 }

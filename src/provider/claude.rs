@@ -132,6 +132,9 @@ pub struct ClaudeProjector {
     /// Made on the first inline sidechain record: newer files never need it.
     side_roots: Option<LruCache<String, String>>,
     last_caveat: Option<String>,
+    /// Whether the session's starting directory was passed on (not saved: the reducer
+    /// keeps the first one it is given).
+    cwd_sent: bool,
 }
 
 /// What [`ClaudeProjector`] keeps between lines (the rest comes from the path).
@@ -181,6 +184,7 @@ impl ClaudeProjector {
             helper,
             side_roots: None,
             last_caveat: None,
+            cwd_sent: false,
         }
     }
 
@@ -277,6 +281,7 @@ impl ClaudeProjector {
         }
         let origin = rec.origin.as_ref().and_then(|o| o.kind.as_deref());
         let system = t.starts_with("<task-notification>")
+            || t.starts_with("<agent-notification>")
             || t.starts_with("<teammate-message")
             || origin.is_some_and(|k| k != "human");
         kinds.push(ObsKind::TurnStart {
@@ -457,6 +462,18 @@ impl Projector for ClaudeProjector {
             Some("system") => Self::system(&rec, &mut kinds),
             _ => {}
         }
+        if agent.is_none()
+            && !self.cwd_sent
+            && matches!(rec.ty.as_deref(), Some("user" | "assistant" | "system"))
+            && let Some(dir) = super::raw_str_field(line, "cwd", false)
+        {
+            // The first record's `cwd` is where the process runs; later ones follow `cd`.
+            self.cwd_sent = true;
+            kinds.push(ObsKind::StartDir(dir.to_owned()));
+        }
+        let mut tasks = Vec::new();
+        super::background::claude(line, &mut tasks);
+        kinds.extend(tasks.into_iter().map(ObsKind::Background));
         for kind in kinds {
             out.push(Obs {
                 session: self.session.clone(),

@@ -2,6 +2,7 @@
 //! `now` in, events out. A completion is a *candidate* until evidence confirms it, and
 //! any later activity supersedes it (seed 004).
 
+mod background;
 mod dedup;
 
 pub use dedup::{DEFAULT_SEEN, Seen};
@@ -77,6 +78,18 @@ pub struct SessionView {
     pub record_ts: Option<i64>,
     pub message: Option<String>,
     pub evidence: Option<&'static str>,
+    /// Background tasks still running or waiting to report back.
+    pub background_tasks: u32,
+}
+
+/// A working main session that has been quiet long enough to ask whether its writer
+/// still lives (see [`Reducer::quiet_working`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Quiet {
+    pub key: SessionKey,
+    pub path: Arc<str>,
+    /// The directory the agent process runs in, if the transcript says.
+    pub cwd: Option<String>,
 }
 
 /// What became of one session since the last [`Reducer::take_changes`].
@@ -99,6 +112,15 @@ struct Session {
     decided_ts: Option<i64>,
     message: Option<String>,
     evidence: Option<Evidence>,
+    #[serde(default, skip_serializing_if = "background::Tasks::is_empty")]
+    bg: background::Tasks,
+    /// Where the agent process runs, if the transcript says (for the liveness check).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    cwd: Option<String>,
+    /// When the last record arrived (monotonic ms; not saved: a restored session counts
+    /// from its restore).
+    #[serde(skip)]
+    last_seen: u64,
 }
 
 /// The decisive facts of one event, before it becomes a schema line.
@@ -117,6 +139,7 @@ struct Draft {
     resets_at: Option<String>,
     initiator: Option<&'static str>,
     pre_tokens: Option<u64>,
+    background_tasks: Option<u32>,
 }
 
 fn draft(
@@ -195,6 +218,7 @@ fn view(key: &SessionKey, s: &Session) -> SessionView {
         record_ts: if working { s.last_ts } else { s.decided_ts },
         message: s.message.clone(),
         evidence: s.evidence.map(Evidence::as_str),
+        background_tasks: s.bg.count(),
     }
 }
 
@@ -319,8 +343,12 @@ impl Reducer {
             decided_ts: obs.record_ts,
             message: None,
             evidence: None,
+            bg: background::Tasks::default(),
+            cwd: None,
+            last_seen: now.mono,
         });
         mark(&mut self.changed, &key);
+        sess.last_seen = now.mono;
         if sess.path != src.path {
             sess.path = src.path.clone();
         }
@@ -339,6 +367,7 @@ impl Reducer {
             self.settle_ms,
         );
         let path = sess.path.clone();
+        let drafts = with_tasks(drafts, &sess.bg);
         if candidate {
             self.schedule(&key);
         }
@@ -372,6 +401,7 @@ impl Reducer {
             // Stamp the event with when the timer was due, not when we noticed.
             let at = now.wall - i64::try_from(now.mono.saturating_sub(deadline)).unwrap_or(0);
             let drafts: Vec<Draft> = confirm(sess, Evidence::Quiet, at).into_iter().collect();
+            let drafts = with_tasks(drafts, &sess.bg);
             let path = sess.path.clone();
             mark(&mut self.changed, &key);
             for d in drafts {
@@ -469,6 +499,7 @@ impl Reducer {
     pub fn restore_path(&mut self, path: &Arc<str>, saved: Vec<SavedSession>, now: Now) {
         for SavedSession { key, mut state } in saved {
             state.path = path.clone();
+            state.last_seen = now.mono;
             if let Some(c) = state.turn.as_mut().and_then(|t| t.cand.as_mut()) {
                 let due = i64::try_from(c.deadline).unwrap_or(i64::MAX);
                 // Never longer than a whole settle period: the wall clock may have been
@@ -487,6 +518,50 @@ impl Reducer {
             self.sessions.insert(key.clone(), state);
             self.schedule(&key);
         }
+    }
+
+    /// The main sessions working on an open turn (no answer pending) and quiet for at
+    /// least `after_ms` at `now`: the ones whose writer should be looked for.
+    pub fn quiet_working(&self, now: Now, after_ms: u64) -> Vec<Quiet> {
+        let mut v: Vec<Quiet> = self
+            .sessions
+            .iter()
+            .filter(|(k, s)| k.agent.is_none() && writer_check_due(s, now, after_ms))
+            .map(|(k, s)| Quiet {
+                key: k.clone(),
+                path: s.path.clone(),
+                cwd: s.cwd.clone(),
+            })
+            .collect();
+        v.sort_by(|a, b| a.key.cmp(&b.key));
+        v
+    }
+
+    /// The answer for one [`Quiet`] session: nothing lives that could still write it, so
+    /// its turn ends as interrupted (`writer_gone`). Checked again against `now`: a
+    /// record that came in since the question keeps the turn open.
+    pub fn writer_gone(&mut self, key: &SessionKey, now: Now, after_ms: u64, out: &mut Vec<Event>) {
+        let Some(sess) = self.sessions.get_mut(key) else {
+            return;
+        };
+        if key.agent.is_some() || !writer_check_due(sess, now, after_ms) {
+            return;
+        }
+        let Some(t) = sess.turn.as_ref() else { return };
+        let (turn, line, ts) = (t.id.clone(), t.last_line, t.last_ts);
+        close(sess, SessionState::Interrupted, line, ts, None, None);
+        let mut d = draft(
+            EventKind::TurnInterrupted,
+            Some(turn.clone()),
+            line,
+            ts,
+            &format!("writer_gone:{turn}:{line}"),
+            now.wall,
+        );
+        d.reason = Some("writer_gone".to_owned());
+        let path = sess.path.clone();
+        mark(&mut self.changed, key);
+        out.extend(self.finish(key, &path, d));
     }
 
     /// Paths of the sessions whose turn is still open (working or waiting for input).
@@ -539,9 +614,31 @@ impl Reducer {
             resets_at: d.resets_at,
             initiator: d.initiator,
             pre_tokens: d.pre_tokens,
+            background_tasks: d.background_tasks,
+            background_finished: None,
             replay: false,
         })
     }
+}
+
+/// Marks the completions among `drafts` with the session's background tasks, if any.
+fn with_tasks(mut drafts: Vec<Draft>, bg: &background::Tasks) -> Vec<Draft> {
+    let n = bg.count();
+    if n > 0 {
+        for d in &mut drafts {
+            if d.kind == Some(EventKind::TurnCompleted) {
+                d.background_tasks = Some(n);
+            }
+        }
+    }
+    drafts
+}
+
+/// Working on an open turn with no answer pending, and quiet for `after_ms`.
+fn writer_check_due(s: &Session, now: Now, after_ms: u64) -> bool {
+    s.state == SessionState::Working
+        && s.turn.as_ref().is_some_and(|t| t.open && t.cand.is_none())
+        && background::liveness_due(s.last_seen, now.mono, after_ms)
 }
 
 fn pending(s: &Session) -> Option<&Candidate> {
@@ -718,6 +815,10 @@ fn step(
             let mut d = draft(EventKind::ContextCompacted, turn, line, ts, key, now.wall);
             d.pre_tokens = pre_tokens;
             out.push(d);
+        }
+        ObsKind::Background(op) => sess.bg.apply(op),
+        ObsKind::StartDir(dir) => {
+            sess.cwd.get_or_insert(dir);
         }
         ObsKind::Anomaly { .. } => {}
     }

@@ -302,6 +302,8 @@ pub(crate) mod tests {
             resets_at: None,
             initiator: None,
             pre_tokens: None,
+            background_tasks: None,
+            background_finished: None,
             replay: false,
         }
     }
