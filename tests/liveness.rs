@@ -1,7 +1,8 @@
 //! Liveness with real processes: a working session whose writer lives stays working; once
 //! the writer exits, the next check ends its turn as interrupted (`writer_gone`).
 //!
-//! Codex: a child process holds the rollout open, as Codex does. Claude Code: a process
+//! Codex: a child process holds the rollout open for appending, as Codex does (a
+//! process that only reads it does not count). Claude Code: a process
 //! runs in the session's starting directory and is recognised as Claude Code by its
 //! executable's name, `claude` (a copy of `sleep`: the native installer's binary is
 //! such a file named `claude`). A process with any other name there does not count.
@@ -117,7 +118,7 @@ fn codex_turn_is_interrupted_only_after_the_rollout_is_closed() {
 
     // The writer: a process holding the rollout open.
     let child = Command::new("sh")
-        .args(["-c", "exec 3<\"$0\"; exec sleep 600"])
+        .args(["-c", "exec 3>>\"$0\"; exec sleep 600"])
         .arg(&path)
         .spawn()
         .unwrap();
@@ -134,6 +135,19 @@ fn codex_turn_is_interrupted_only_after_the_rollout_is_closed() {
     // Quiet long enough, writer alive: still working.
     assert!(check(&mut reducer, at(last, 180_000)).is_empty());
     assert_eq!(state(&reducer), SessionState::Working);
+
+    // A reader (as baton itself, or `tail -f`) holds it open too, and stays.
+    let reader = Command::new("sh")
+        .args(["-c", "exec 3<\"$0\"; exec sleep 600"])
+        .arg(&path)
+        .spawn()
+        .unwrap();
+    let rpid = reader.id();
+    let _reader = Kill(reader);
+    wait_for(rpid, |d| {
+        std::fs::read_link(d.join("exe")).is_ok_and(|e| e.ends_with("sleep"))
+            && std::fs::read_link(d.join("fd/3")).is_ok_and(|t| t == real)
+    });
 
     writer.exit();
     let out = check(&mut reducer, at(last, 210_000));

@@ -5,7 +5,8 @@
 //! Every sweep, each main session that is working and has been quiet for
 //! `liveness_after` is looked for in `/proc`, among this user's processes only:
 //! - Codex keeps its rollout open while the session lives: some process must hold the
-//!   file open (`/proc/PID/fd`).
+//!   file open for writing (`/proc/PID/fd`, `/proc/PID/fdinfo`); readers (baton itself,
+//!   `tail -f`, a pager) do not count.
 //! - Claude Code does not keep its transcript open: some Claude Code process must run in
 //!   the directory the session started in (`/proc/PID/cwd` against the first record's
 //!   `cwd`). A Claude Code process is one whose executable or first two arguments are
@@ -78,6 +79,18 @@ fn argv(pid_dir: &Path) -> Vec<OsString> {
         .collect()
 }
 
+/// Whether descriptor `fd` of the process at `pid_dir` was opened for writing (its
+/// `fdinfo` flags, octal, hold `O_WRONLY` or `O_RDWR`).
+fn open_for_writing(pid_dir: &Path, fd: &std::ffi::OsStr) -> bool {
+    let Ok(info) = fs::read_to_string(pid_dir.join("fdinfo").join(fd)) else {
+        return false;
+    };
+    info.lines()
+        .find_map(|l| l.strip_prefix("flags:"))
+        .and_then(|f| u32::from_str_radix(f.trim(), 8).ok())
+        .is_some_and(|flags| flags & 0o3 != 0)
+}
+
 /// Looks through the processes of user `uid` under `proc` for what `want` asks.
 /// Processes that vanish or cannot be read midway are skipped.
 pub fn scan(proc: &Path, uid: u32, want: &Wanted) -> std::io::Result<Found> {
@@ -106,6 +119,7 @@ pub fn scan(proc: &Path, uid: u32, want: &Wanted) -> std::io::Result<Found> {
             for fd in fds.flatten() {
                 if let Ok(target) = fs::read_link(fd.path())
                     && want.open.contains(&target)
+                    && open_for_writing(&dir, &fd.file_name())
                 {
                     found.open.insert(target);
                 }
