@@ -49,6 +49,24 @@ fn a_held_page_goes_out_when_the_hold_runs_out() {
     let ev = d.wait_for("the completion", is("turn_completed", turn.clone()));
     let streamed = Instant::now();
     assert_eq!(ev["background_tasks"], 1);
+    // `status` says what is still running (its view may trail the stream a little).
+    let mut text = String::new();
+    for _ in 0..50 {
+        let status = d.baton().arg("status").output().unwrap();
+        text = String::from_utf8_lossy(&status.stdout).into_owned();
+        if text
+            .lines()
+            .any(|l| l.starts_with("completed (1 background task running)"))
+        {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    assert!(
+        text.lines()
+            .any(|l| l.starts_with("completed (1 background task running)")),
+        "{text}"
+    );
     // Held: the hook has not run yet.
     std::thread::sleep(Duration::from_millis(1000));
     assert!(hook_runs(&pages).is_empty(), "paged while held");
