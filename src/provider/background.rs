@@ -3,8 +3,10 @@
 //! work"). Only Claude Code writes them; Codex rollouts have no equivalent (a long
 //! `exec` session is still part of its turn).
 //!
-//! Kept apart from the main Claude projector: these records are rare, so a cheap byte
-//! search decides whether a line is parsed a second time, for these fields only.
+//! Kept apart from the main Claude projector: these records are rare and small, so the
+//! record type, the line's length and a byte search decide whether a line is parsed a
+//! second time, for these fields only. Big lines (file reads, command output, progress
+//! records) are never searched.
 
 use super::content::StrOrList;
 use serde::Deserialize;
@@ -27,6 +29,10 @@ pub enum Background {
 
 /// Tools that kill a background task, by its id.
 const KILL_TOOLS: [&str; 3] = ["KillShell", "KillBash", "TaskStop"];
+
+/// Longest user or assistant line searched: a launch, notification or kill record is
+/// well under a kilobyte (a kill may share its record with some text).
+const MAX_SEARCHED: usize = 64 * 1024;
 
 /// The byte strings one of which every relevant record contains.
 const NEEDLES: [&[u8]; 6] = [
@@ -170,12 +176,20 @@ fn launched(text: &str) -> Option<String> {
     None
 }
 
-/// What a Claude Code record says about background tasks, appended to `out`.
-pub(crate) fn claude(line: &[u8], out: &mut Vec<Background>) {
-    if !NEEDLES
-        .iter()
-        .any(|n| memchr::memmem::find(line, n).is_some())
-    {
+/// What a Claude Code record of type `ty` says about background tasks, appended to
+/// `out`.
+pub(crate) fn claude(ty: Option<&str>, line: &[u8], out: &mut Vec<Background>) {
+    let maybe = match ty {
+        Some("queue-operation") => true,
+        Some("user" | "assistant") => {
+            line.len() <= MAX_SEARCHED
+                && NEEDLES
+                    .iter()
+                    .any(|n| memchr::memmem::find(line, n).is_some())
+        }
+        _ => false,
+    };
+    if !maybe {
         return;
     }
     let Ok(rec) = serde_json::from_slice::<Rec<'_>>(line) else {
@@ -272,8 +286,11 @@ mod tests {
     use super::*;
 
     fn ops(line: &str) -> Vec<Background> {
+        let ty = serde_json::from_str::<serde_json::Value>(line).unwrap()["type"]
+            .as_str()
+            .map(str::to_owned);
         let mut v = Vec::new();
-        claude(line.as_bytes(), &mut v);
+        claude(ty.as_deref(), line.as_bytes(), &mut v);
         v
     }
 

@@ -472,7 +472,7 @@ impl Projector for ClaudeProjector {
             kinds.push(ObsKind::StartDir(dir.to_owned()));
         }
         let mut tasks = Vec::new();
-        super::background::claude(line, &mut tasks);
+        super::background::claude(rec.ty.as_deref(), line, &mut tasks);
         kinds.extend(tasks.into_iter().map(ObsKind::Background));
         for kind in kinds {
             out.push(Obs {
