@@ -11,6 +11,7 @@
 use super::content::StrOrList;
 use serde::Deserialize;
 use std::borrow::Cow;
+use std::sync::LazyLock;
 
 /// What one record says about one background task (by its id).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -26,6 +27,14 @@ pub enum Background {
     /// The task was killed (`KillShell`, `KillBash`, `TaskStop`).
     Stopped(String),
 }
+
+/// [`NEEDLES`] made searchers once: building one costs more than searching a short line.
+static FINDERS: LazyLock<Vec<memchr::memmem::Finder<'static>>> = LazyLock::new(|| {
+    NEEDLES
+        .iter()
+        .map(|n| memchr::memmem::Finder::new(n))
+        .collect()
+});
 
 /// Tools that kill a background task, by its id.
 const KILL_TOOLS: [&str; 3] = ["KillShell", "KillBash", "TaskStop"];
@@ -182,10 +191,7 @@ pub(crate) fn claude(ty: Option<&str>, line: &[u8], out: &mut Vec<Background>) {
     let maybe = match ty {
         Some("queue-operation") => true,
         Some("user" | "assistant") => {
-            line.len() <= MAX_SEARCHED
-                && NEEDLES
-                    .iter()
-                    .any(|n| memchr::memmem::find(line, n).is_some())
+            line.len() <= MAX_SEARCHED && FINDERS.iter().any(|f| f.find(line).is_some())
         }
         _ => false,
     };
