@@ -9,6 +9,7 @@
 //! records) are never searched.
 
 use super::content::StrOrList;
+use memchr::memmem::Finder;
 use serde::Deserialize;
 use std::borrow::Cow;
 use std::sync::LazyLock;
@@ -28,30 +29,32 @@ pub enum Background {
     Stopped(String),
 }
 
-/// [`NEEDLES`] made searchers once: building one costs more than searching a short line.
-static FINDERS: LazyLock<Vec<memchr::memmem::Finder<'static>>> = LazyLock::new(|| {
-    NEEDLES
-        .iter()
-        .map(|n| memchr::memmem::Finder::new(n))
-        .collect()
-});
+/// Searchers made once: building one costs more than searching a short line.
+static USER: LazyLock<Vec<Finder<'static>>> = LazyLock::new(|| finders(&USER_NEEDLES));
+static ASSISTANT: LazyLock<Vec<Finder<'static>>> = LazyLock::new(|| finders(&ASSISTANT_NEEDLES));
+
+fn finders(needles: &[&'static [u8]]) -> Vec<Finder<'static>> {
+    needles.iter().map(|n| Finder::new(*n)).collect()
+}
 
 /// Tools that kill a background task, by its id.
 const KILL_TOOLS: [&str; 3] = ["KillShell", "KillBash", "TaskStop"];
 
 /// Longest user or assistant line searched: a launch, notification or kill record is
 /// well under a kilobyte (a kill may share its record with some text).
-const MAX_SEARCHED: usize = 64 * 1024;
+const MAX_SEARCHED: usize = 16 * 1024;
 
-/// The byte strings one of which every relevant record contains.
-const NEEDLES: [&[u8]; 6] = [
-    b"ackground",
+/// What a user record that launches (a Bash result's `backgroundTaskId` or its text,
+/// an async agent's launch) or reports back (a notification) contains.
+const USER_NEEDLES: [&[u8]; 4] = [
+    b"backgroundTaskId",
+    b"in background with ID",
     b"-notification>",
-    b"Kill",
-    b"TaskStop",
-    b"sync agent launched",
-    b"async_launched",
+    b"agent launched",
 ];
+
+/// What an assistant record that kills a task contains.
+const ASSISTANT_NEEDLES: [&[u8]; 2] = [b"\"Kill", b"\"TaskStop\""];
 
 #[derive(Deserialize)]
 struct Rec<'a> {
@@ -190,8 +193,9 @@ fn launched(text: &str) -> Option<String> {
 pub(crate) fn claude(ty: Option<&str>, line: &[u8], out: &mut Vec<Background>) {
     let maybe = match ty {
         Some("queue-operation") => true,
-        Some("user" | "assistant") => {
-            line.len() <= MAX_SEARCHED && FINDERS.iter().any(|f| f.find(line).is_some())
+        Some("user") => line.len() <= MAX_SEARCHED && USER.iter().any(|f| f.find(line).is_some()),
+        Some("assistant") => {
+            line.len() <= MAX_SEARCHED && ASSISTANT.iter().any(|f| f.find(line).is_some())
         }
         _ => false,
     };
