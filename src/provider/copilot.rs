@@ -182,11 +182,11 @@ impl CopilotProjector {
         match ty {
             "user.message" => self.user(d, scope, kinds),
             "assistant.message" => self.assistant(d, scope, kinds),
-            "assistant.turn_end" => {
-                if self.final_round.remove(scope) == Some(true) {
-                    kinds.push(ObsKind::Confirm(Evidence::TurnEnd));
-                }
+            "assistant.turn_end" if self.final_round.remove(scope) == Some(true) => {
+                kinds.push(ObsKind::Confirm(Evidence::TurnEnd));
             }
+            // A round that asked for tools: the turn goes on.
+            "assistant.turn_end" => {}
             "assistant.turn_start"
             | "assistant.reasoning"
             | "tool.execution_start"

@@ -326,8 +326,8 @@ fn sniff_newer(line: &[u8]) -> Option<ProviderKind> {
         timestamp: Option<serde::de::IgnoredAny>,
         uuid: Option<serde::de::IgnoredAny>,
     }
-    // Only lines that start like one of these records are parsed.
-    if !line.starts_with(b"{\"type\":\"") && !line.starts_with(b"{\"role\":\"") {
+    // Only first lines of files no path rule claimed get here, at most 64 KiB each.
+    if !line.starts_with(b"{") {
         return None;
     }
     let t: Top<'_> = serde_json::from_slice(line).ok()?;
