@@ -2,6 +2,8 @@
 //! after start, and files truncated and rewritten. Waits have deadlines but nothing asserts
 //! how fast an event came.
 
+#![allow(clippy::unwrap_used)]
+
 mod common;
 
 use common::{Daemon, append, count, is, ts_now, uuid};
@@ -75,7 +77,7 @@ impl Agent {
                     json!({"type": ty, "data": data, "id": uuid(), "timestamp": ts_now(),
                         "parentId": null})
                 };
-                let lines = vec![
+                let lines = [
                     env(
                         "user.message",
                         json!({"content": "go", "interactionId": interaction}),
@@ -91,11 +93,11 @@ impl Agent {
                 return (bytes, interaction);
             }
             _ => {
-                let id = format!("{:08x}", rand_id());
+                let id = entry_id();
                 let lines = [
                     json!({"type": "message", "id": id, "parentId": null, "timestamp": ts_now(),
                         "message": {"role": "user", "content": [{"type": "text", "text": "go"}]}}),
-                    json!({"type": "message", "id": format!("{:08x}", rand_id()), "parentId": id,
+                    json!({"type": "message", "id": entry_id(), "parentId": id,
                         "timestamp": ts_now(), "message": {"role": "assistant",
                         "content": [{"type": "text", "text": answer}], "stopReason": "stop"}}),
                 ];
@@ -108,10 +110,10 @@ impl Agent {
     }
 }
 
-fn rand_id() -> u32 {
+/// A Pi-style entry id: 8 hex digits, unique within the run.
+fn entry_id() -> String {
     let id = uuid();
-    u32::from_str_radix(&id[id.len() - 8..], 16).unwrap()
-        ^ u32::from_str_radix(&id[..8], 16).unwrap()
+    id[id.len() - 8..].to_owned()
 }
 
 const PROVIDERS: [&str; 3] = ["cursor", "copilot", "pi"];
