@@ -242,11 +242,21 @@ fn copilot_rounds_steering_permission_abort_error_and_subagent() {
         main[1].record_ts.as_deref(),
         Some("2026-11-01T10:00:10.000Z")
     );
-    let sub: Vec<&Event> = evs.iter().filter(|e| e.agent.is_some()).collect();
-    assert_eq!(sub.len(), 1, "{sub:?}");
-    assert_eq!(sub[0].event, EventKind::TurnCompleted);
-    assert_eq!(sub[0].agent.as_deref(), Some("sa-1"));
-    assert_eq!(sub[0].line, Some(28));
+    // The subagent's records carry `agentId`: its own turn, begun by its first record.
+    let sub: Vec<Event> = evs.iter().filter(|e| e.agent.is_some()).cloned().collect();
+    assert_eq!(
+        brief(&sub),
+        vec![
+            row("turn_started", "sa-1", 27, "", ""),
+            row("turn_completed", "sa-1", 28, "", "turn_end"),
+        ]
+    );
+    assert!(sub.iter().all(|e| e.agent.as_deref() == Some("sa-1")));
+    assert_eq!(sub[0].initiator, Some("agent"));
+    assert_eq!(
+        sub[1].message.as_deref(),
+        Some("Three crates: core, cli and web.")
+    );
 }
 
 // ---- Builders for the defensive cases ----

@@ -151,7 +151,10 @@ fn norma_and_sgme_fixtures_resume_at_any_line_like_a_straight_read() {
 fn cursor_and_copilot_fixtures_resume_at_any_line_like_a_straight_read() {
     let root = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures");
     let mut files = files_under(&root.join("cursor"), Some(ProviderKind::Cursor));
-    files.extend(files_under(&root.join("copilot"), Some(ProviderKind::Copilot)));
+    files.extend(files_under(
+        &root.join("copilot"),
+        Some(ProviderKind::Copilot),
+    ));
     assert_eq!(files.len(), 4, "fixtures found: {files:?}");
     assert!(check(&files) > 40);
 }

@@ -109,6 +109,8 @@ pub struct CopilotProjector {
     final_round: BTreeMap<String, bool>,
     /// Subagent tool call id → the agent id its records carry.
     subagents: BTreeMap<String, String>,
+    /// Subagents whose turn has begun (their first record was seen).
+    started: Vec<String>,
     ordinal: u64,
 }
 
@@ -128,6 +130,7 @@ impl CopilotProjector {
             interaction: None,
             final_round: BTreeMap::new(),
             subagents: BTreeMap::new(),
+            started: Vec::new(),
             ordinal: 0,
         }
     }
@@ -282,6 +285,18 @@ impl Projector for CopilotProjector {
             self.subagents
                 .entry(call.to_owned())
                 .or_insert_with(|| scope.clone());
+        }
+        // A subagent's records follow one another without a prompt of their own: its
+        // first record begins its turn, named by its agent id.
+        if !scope.is_empty()
+            && !self.started.contains(&scope)
+            && self.started.len() < SUBAGENTS_KEPT
+        {
+            self.started.push(scope.clone());
+            kinds.push(ObsKind::TurnStart {
+                turn: scope.clone(),
+                initiator: Initiator::Agent,
+            });
         }
         if let Some(ty) = rec.ty.as_deref() {
             self.event(ty, d, &scope, &mut kinds);
