@@ -12,10 +12,24 @@ pub enum ProviderKind {
     Codex,
     Norma,
     Sgme,
+    /// Cursor's agent (IDE agent and `cursor-agent` CLI).
+    Cursor,
+    /// GitHub Copilot CLI.
+    Copilot,
+    /// The Pi coding agent (badlogic/pi-mono).
+    Pi,
 }
 
 impl ProviderKind {
-    pub const ALL: [ProviderKind; 4] = [Self::Claude, Self::Codex, Self::Norma, Self::Sgme];
+    pub const ALL: [ProviderKind; 7] = [
+        Self::Claude,
+        Self::Codex,
+        Self::Norma,
+        Self::Sgme,
+        Self::Cursor,
+        Self::Copilot,
+        Self::Pi,
+    ];
 
     pub fn as_str(self) -> &'static str {
         match self {
@@ -23,7 +37,16 @@ impl ProviderKind {
             Self::Codex => "codex",
             Self::Norma => "norma",
             Self::Sgme => "sgme",
+            Self::Cursor => "cursor",
+            Self::Copilot => "copilot",
+            Self::Pi => "pi",
         }
+    }
+
+    /// False for agents whose records carry no timestamp (Cursor): replay then takes the
+    /// file's modification time as the records' time.
+    pub fn records_have_time(self) -> bool {
+        self != Self::Cursor
     }
 
     pub fn parse(s: &str) -> Option<Self> {

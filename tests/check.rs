@@ -231,14 +231,10 @@ fn real_corpus_findings() {
     assert_eq!(code, 1);
     let out = check(&[], std::slice::from_ref(&corpus));
     let text = String::from_utf8(out.stdout).expect("utf-8");
-    // The Pi session (corpus/pi) belongs to no provider baton follows yet: it is counted
-    // as skipped, never audited as some other agent's file.
-    assert!(
-        text.ends_with(
-            "1 problem in 1 of 22 files. 1 file skipped: no provider recognized (try --provider).\n"
-        ),
-        "{text}"
-    );
+    // The Pi session (corpus/pi) is audited as Pi's, and clean (read by hand: every
+    // toolCall has its toolResult, every parentId names the entry before it); nothing is
+    // skipped.
+    assert!(text.ends_with("1 problem in 1 of 23 files.\n"), "{text}");
 
     // With a small line limit, the long lines are reported and nothing else changes: ids
     // and tool results on them are glimpsed from their ends.

@@ -1,5 +1,5 @@
-//! Audit of the JSON Lines providers (Claude, Codex, Norma): ids, parent links, tool
-//! calls and their results.
+//! Audit of the JSON Lines providers (Claude, Codex, Norma, Pi, Copilot CLI, Cursor): ids,
+//! parent links, tool calls and their results.
 
 use super::{Audit, Problem, Unresolved, glimpse_ids, main_file_of, shown, string_values};
 use crate::model::ProviderKind;
@@ -23,7 +23,11 @@ pub fn record_id(kind: ProviderKind, line: &[u8]) -> Option<String> {
             .ok()?
             .uuid
             .map(Cow::into_owned),
-        ProviderKind::Codex | ProviderKind::Sgme => None,
+        ProviderKind::Codex
+        | ProviderKind::Sgme
+        | ProviderKind::Cursor
+        | ProviderKind::Copilot
+        | ProviderKind::Pi => None,
     }
 }
 
@@ -32,6 +36,10 @@ pub(super) enum Flavor {
     Claude,
     Codex,
     Norma,
+    Pi,
+    Copilot,
+    /// Cursor writes no ids and no tool results: only that lines parse is checked.
+    Cursor,
 }
 
 /// Which model response a record belongs to.
@@ -291,6 +299,137 @@ fn norma_facts(line: &[u8]) -> Result<Facts, serde_json::Error> {
     Ok(f)
 }
 
+#[derive(Deserialize)]
+struct PiRec<'a> {
+    #[serde(rename = "type", borrow)]
+    ty: Option<Cow<'a, str>>,
+    #[serde(borrow)]
+    id: Option<Cow<'a, str>>,
+    #[serde(rename = "parentId", borrow)]
+    parent: Option<Cow<'a, str>>,
+    #[serde(borrow)]
+    message: Option<PiMsg<'a>>,
+}
+
+#[derive(Deserialize)]
+struct PiMsg<'a> {
+    #[serde(borrow)]
+    role: Option<Cow<'a, str>>,
+    #[serde(borrow)]
+    content: Option<StrOrList<'a, Block<'a>>>,
+    #[serde(rename = "toolCallId", borrow)]
+    tool_call_id: Option<Cow<'a, str>>,
+}
+
+fn pi_facts(line: &[u8]) -> Result<Facts, serde_json::Error> {
+    let r: PiRec<'_> = serde_json::from_slice(line)?;
+    let mut f = Facts {
+        id: r.id.as_deref().map(str::to_owned),
+        parent: r.parent.as_deref().map(str::to_owned),
+        // The header starts the tree; its id is the session's, not an entry's.
+        boundary: r.ty.as_deref() == Some("session"),
+        ..Facts::default()
+    };
+    if f.boundary {
+        f.id = None;
+    }
+    let Some(m) = &r.message else { return Ok(f) };
+    match m.role.as_deref() {
+        Some("assistant") => {
+            f.calls = ids_of(blocks(m.content.as_ref()), "toolCall", |b| {
+                b.id.as_deref().map(str::to_owned)
+            });
+            f.response = Some(Resp::Key(f.id.clone().unwrap_or_default()));
+        }
+        Some("toolResult") => {
+            f.results = m
+                .tool_call_id
+                .as_deref()
+                .map(str::to_owned)
+                .into_iter()
+                .collect();
+        }
+        Some("user") => f.prompt = true,
+        _ => {}
+    }
+    Ok(f)
+}
+
+#[derive(Deserialize)]
+struct CopilotRec<'a> {
+    #[serde(rename = "type", borrow)]
+    ty: Option<Cow<'a, str>>,
+    #[serde(borrow)]
+    id: Option<Cow<'a, str>>,
+    #[serde(rename = "parentId", borrow)]
+    parent: Option<Cow<'a, str>>,
+    #[serde(rename = "agentId", borrow)]
+    agent: Option<Cow<'a, str>>,
+    #[serde(borrow)]
+    data: Option<CopilotData<'a>>,
+}
+
+#[derive(Deserialize)]
+struct CopilotData<'a> {
+    #[serde(rename = "messageId", borrow)]
+    message_id: Option<Cow<'a, str>>,
+    #[serde(rename = "toolRequests", borrow)]
+    tool_requests: Option<Vec<CopilotCall<'a>>>,
+    #[serde(rename = "toolCallId", borrow)]
+    tool_call_id: Option<Cow<'a, str>>,
+    #[serde(borrow)]
+    delivery: Option<Cow<'a, str>>,
+}
+
+#[derive(Deserialize)]
+struct CopilotCall<'a> {
+    #[serde(rename = "toolCallId", borrow)]
+    tool_call_id: Option<Cow<'a, str>>,
+}
+
+fn copilot_facts(line: &[u8]) -> Result<Facts, serde_json::Error> {
+    let r: CopilotRec<'_> = serde_json::from_slice(line)?;
+    let mut f = Facts {
+        id: r.id.as_deref().map(str::to_owned),
+        parent: r.parent.as_deref().map(str::to_owned),
+        scope: r.agent.as_deref().map(str::to_owned),
+        ..Facts::default()
+    };
+    let Some(d) = &r.data else { return Ok(f) };
+    match r.ty.as_deref() {
+        Some("assistant.message") => {
+            f.calls = d
+                .tool_requests
+                .iter()
+                .flatten()
+                .filter_map(|c| c.tool_call_id.as_deref().map(str::to_owned))
+                .collect();
+            let key = d
+                .message_id
+                .as_deref()
+                .or(r.id.as_deref())
+                .unwrap_or_default();
+            f.response = Some(Resp::Key(key.to_owned()));
+        }
+        Some("tool.execution_complete") => {
+            f.results = d
+                .tool_call_id
+                .as_deref()
+                .map(str::to_owned)
+                .into_iter()
+                .collect();
+        }
+        Some("user.message") => f.prompt = d.delivery.as_deref() != Some("steering"),
+        _ => {}
+    }
+    Ok(f)
+}
+
+fn cursor_facts(line: &[u8]) -> Result<Facts, serde_json::Error> {
+    serde_json::from_slice::<IgnoredAny>(line)?;
+    Ok(Facts::default())
+}
+
 #[derive(Debug)]
 struct OpenCall {
     id: String,
@@ -348,6 +487,9 @@ impl JsonAudit {
             Flavor::Claude => claude_facts(line),
             Flavor::Codex => codex_facts(line),
             Flavor::Norma => norma_facts(line),
+            Flavor::Pi => pi_facts(line),
+            Flavor::Copilot => copilot_facts(line),
+            Flavor::Cursor => cursor_facts(line),
         }
     }
 
@@ -355,7 +497,16 @@ impl JsonAudit {
         for id in glimpse_ids(bytes) {
             self.weak_ids.insert(id);
         }
-        for key in [&b"\"tool_use_id\":\""[..], b"\"call_id\":\""] {
+        if matches!(self.flavor, Flavor::Pi | Flavor::Copilot) {
+            for id in string_values(bytes, b"\"id\":\"") {
+                self.weak_ids.insert(id);
+            }
+        }
+        for key in [
+            &b"\"tool_use_id\":\""[..],
+            b"\"call_id\":\"",
+            b"\"toolCallId\":\"",
+        ] {
             for id in string_values(bytes, key) {
                 self.weak_results.insert(id);
             }
@@ -457,6 +608,9 @@ impl Audit for JsonAudit {
                     Flavor::Claude => claude_facts(b).is_ok(),
                     Flavor::Codex => codex_facts(b).is_ok(),
                     Flavor::Norma => norma_facts(b).is_ok(),
+                    Flavor::Pi => pi_facts(b).is_ok(),
+                    Flavor::Copilot => copilot_facts(b).is_ok(),
+                    Flavor::Cursor => cursor_facts(b).is_ok(),
                 };
                 match repair(clean, parses, &e) {
                     Ok((fixed, why)) => {
