@@ -217,6 +217,7 @@ fn event(kind: EventKind, provider: ProviderKind, session: &str, path: &str) -> 
         resets_at: None,
         initiator: None,
         pre_tokens: None,
+        supersedes: None,
         replay: false,
     }
 }

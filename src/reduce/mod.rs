@@ -3,6 +3,7 @@
 //! any later activity supersedes it (seed 004).
 
 mod dedup;
+mod retract;
 
 pub use dedup::{DEFAULT_SEEN, Seen};
 
@@ -51,6 +52,10 @@ struct Turn {
     cand: Option<Candidate>,
     last_line: u64,
     last_ts: Option<i64>,
+    /// Set while the turn's completion was decided by quiet alone: the candidate's key,
+    /// from which the completion's id is derived (see [`retract`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    quiet: Option<String>,
 }
 
 impl Turn {
@@ -62,6 +67,7 @@ impl Turn {
             cand: None,
             last_line: line,
             last_ts: ts,
+            quiet: None,
         }
     }
 }
@@ -117,6 +123,8 @@ struct Draft {
     resets_at: Option<String>,
     initiator: Option<&'static str>,
     pre_tokens: Option<u64>,
+    /// Content key of the `turn_completed` a `turn_resumed` takes back.
+    supersedes: Option<String>,
 }
 
 fn draft(
@@ -500,12 +508,11 @@ impl Reducer {
     fn finish(&mut self, key: &SessionKey, path: &Arc<str>, d: Draft) -> Option<Event> {
         let kind = d.kind?;
         let turn = d.turn.as_deref().unwrap_or_default();
-        let id = crate::provider::content_hash(&[
-            key.provider.as_str().as_bytes(),
-            kind.as_str().as_bytes(),
-            turn.as_bytes(),
-            d.key.as_bytes(),
-        ]);
+        let id = event_id(key, kind, turn, &d.key);
+        let supersedes = d
+            .supersedes
+            .as_deref()
+            .map(|k| event_id(key, EventKind::TurnCompleted, turn, k));
         if !self.seen.insert(&id) {
             return None;
         }
@@ -539,9 +546,20 @@ impl Reducer {
             resets_at: d.resets_at,
             initiator: d.initiator,
             pre_tokens: d.pre_tokens,
+            supersedes,
             replay: false,
         })
     }
+}
+
+/// The id of an event: derived from content only, so it is the same on every read.
+fn event_id(key: &SessionKey, kind: EventKind, turn: &str, record: &str) -> String {
+    crate::provider::content_hash(&[
+        key.provider.as_str().as_bytes(),
+        kind.as_str().as_bytes(),
+        turn.as_bytes(),
+        record.as_bytes(),
+    ])
 }
 
 fn pending(s: &Session) -> Option<&Candidate> {
@@ -562,6 +580,7 @@ fn step(
     settle: u64,
 ) -> Vec<Draft> {
     let mut out = Vec::new();
+    out.extend(retract::contradicted(sess, &kind, line, ts, key, now.wall));
     match kind {
         ObsKind::TurnStart { turn, initiator } => {
             if let Some(t) = sess.turn.as_ref().filter(|t| t.open) {
@@ -807,6 +826,7 @@ fn confirm(sess: &mut Session, ev: Evidence, at: i64) -> Option<Draft> {
     let t = sess.turn.as_mut().filter(|t| t.open)?;
     let c = t.cand.take()?;
     let turn = t.id.clone();
+    retract::note_quiet(sess, ev, &c.key);
     close(
         sess,
         SessionState::Completed,
