@@ -135,11 +135,40 @@ const TERMINAL_STOPS: [&str; 4] = ["end_turn", "stop_sequence", "max_tokens", "r
 /// Built-in slash commands that run locally: no model turn follows them, however the
 /// record that names them is chained or ordered.
 const LOCAL_COMMANDS: [&str; 34] = [
-    "/exit", "/quit", "/clear", "/reset", "/new", "/model", "/mcp", "/config", "/settings",
-    "/cost", "/usage", "/status", "/help", "/login", "/logout", "/resume", "/doctor",
-    "/memory", "/permissions", "/allowed-tools", "/hooks", "/agents", "/ide", "/vim",
-    "/theme", "/terminal-setup", "/export", "/add-dir", "/bashes", "/tasks", "/context",
-    "/statusline", "/output-style", "/rewind",
+    "/exit",
+    "/quit",
+    "/clear",
+    "/reset",
+    "/new",
+    "/model",
+    "/mcp",
+    "/config",
+    "/settings",
+    "/cost",
+    "/usage",
+    "/status",
+    "/help",
+    "/login",
+    "/logout",
+    "/resume",
+    "/doctor",
+    "/memory",
+    "/permissions",
+    "/allowed-tools",
+    "/hooks",
+    "/agents",
+    "/ide",
+    "/vim",
+    "/theme",
+    "/terminal-setup",
+    "/export",
+    "/add-dir",
+    "/bashes",
+    "/tasks",
+    "/context",
+    "/statusline",
+    "/output-style",
+    "/rewind",
 ];
 
 /// Record types Claude Code writes that are understood (the projector reads them) or
@@ -172,8 +201,9 @@ pub struct ClaudeProjector {
     /// Made on the first inline sidechain record: newer files never need it.
     side_roots: Option<LruCache<String, String>>,
     last_caveat: Option<String>,
-    /// The file has shown a non-null `stop_reason` on a text record: it writes explicit
-    /// ends, so a text record without one is mid-response, never a final answer.
+    /// The file stamps `stop_reason` on every block (a block with no tool call said
+    /// `tool_use`): it writes explicit ends, so a text record with a null one is
+    /// mid-response, never a final answer.
     explicit_stops: bool,
 }
 
@@ -347,7 +377,11 @@ impl ClaudeProjector {
             return true;
         }
         let name = &t[at + "<command-name>".len()..];
-        let name = name.split("</command-name>").next().unwrap_or_default().trim();
+        let name = name
+            .split("</command-name>")
+            .next()
+            .unwrap_or_default()
+            .trim();
         LOCAL_COMMANDS.contains(&name)
     }
 
@@ -418,7 +452,10 @@ impl ClaudeProjector {
         }
         let stop = msg.stop_reason.as_deref();
         let has_text = !text.trim().is_empty();
-        if has_text && stop.is_some() {
+        if stop == Some("tool_use") {
+            // A text or thinking block stamped with the stop of the tool call that follows
+            // it: this writer stamps every block (2.1.23x), not only a message's last
+            // (1.0.x stamps the last block alone, so never a block without the call).
             self.explicit_stops = true;
         }
         if !has_text

@@ -480,7 +480,8 @@ impl CodexProjector {
             return true;
         }
         let settings = rec.ty.as_deref() == Some("event_msg")
-            && rec.payload.as_ref().and_then(|p| p.ty.as_deref()) == Some("thread_settings_applied");
+            && rec.payload.as_ref().and_then(|p| p.ty.as_deref())
+                == Some("thread_settings_applied");
         let ts = rec.timestamp.as_deref();
         let same = match (stamp.as_deref(), ts) {
             (None, Some(t)) => {

@@ -497,6 +497,38 @@ impl Reducer {
         }
     }
 
+    /// After `path` was read at start: if the file has been idle (`idle_ms`, from its
+    /// modification time) for at least the settle period, every answer it left pending
+    /// is complete — the quiet period passed while nobody watched. Events about records
+    /// older than `live_before` are absorbed as history, like the read itself.
+    pub fn settle_idle(
+        &mut self,
+        path: &str,
+        idle_ms: i64,
+        live_before: i64,
+        now: Now,
+        out: &mut Vec<Event>,
+    ) {
+        if idle_ms < i64::try_from(self.settle_ms).unwrap_or(i64::MAX) {
+            return;
+        }
+        let keys = self.by_path.get(path).cloned().unwrap_or_default();
+        let keep = self.history_before;
+        self.history_before = Some(live_before);
+        for key in keys {
+            let Some(sess) = self.sessions.get_mut(&key) else {
+                continue;
+            };
+            let Some(d) = confirm(sess, Evidence::Quiet, now.wall) else {
+                continue;
+            };
+            let path = sess.path.clone();
+            mark(&mut self.changed, &key);
+            out.extend(self.finish(&key, &path, d));
+        }
+        self.history_before = keep;
+    }
+
     /// Paths of the sessions whose turn is still open (working or waiting for input).
     pub fn open_paths(&self) -> impl Iterator<Item = &Arc<str>> {
         self.sessions

@@ -46,7 +46,14 @@ pub(super) fn contradicted(
         return None;
     }
     let quiet = t.quiet.take()?;
-    let mut d = draft(EventKind::TurnResumed, Some(t.id.clone()), line, ts, key, at);
+    let mut d = draft(
+        EventKind::TurnResumed,
+        Some(t.id.clone()),
+        line,
+        ts,
+        key,
+        at,
+    );
     d.supersedes = Some(quiet);
     Some(d)
 }

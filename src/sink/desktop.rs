@@ -92,7 +92,10 @@ pub fn compose(kinds: &[EventKind], ev: &Event) -> Option<Note> {
 enum Job {
     Show(Note),
     /// Close the session's notification if it still shows this event.
-    Close { key: String, event: String },
+    Close {
+        key: String,
+        event: String,
+    },
 }
 
 /// The notification `ev` takes back: (session key, event id), for a `turn_resumed` of the

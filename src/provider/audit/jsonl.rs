@@ -61,6 +61,8 @@ struct Facts {
     prompt: bool,
     /// Norma: the session the record claims.
     session: Option<String>,
+    /// A record type the projector neither reads nor deliberately ignores.
+    unknown: Option<String>,
 }
 
 #[derive(Deserialize)]
@@ -191,6 +193,11 @@ fn claude_facts(line: &[u8]) -> Result<Facts, serde_json::Error> {
             (None, Some(true)) => Some("sidechain".to_owned()),
             _ => None,
         },
+        unknown: r
+            .ty
+            .as_deref()
+            .filter(|t| !crate::provider::claude::KNOWN_TYPES.contains(t))
+            .map(str::to_owned),
         ..Facts::default()
     };
     match r.ty.as_deref() {
@@ -220,8 +227,23 @@ fn claude_facts(line: &[u8]) -> Result<Facts, serde_json::Error> {
 }
 
 fn codex_facts(line: &[u8]) -> Result<Facts, serde_json::Error> {
+    use crate::provider::codex::{KNOWN_EVENTS, KNOWN_ITEMS, KNOWN_TYPES};
     let l: CodexLine<'_> = serde_json::from_slice(line)?;
-    let mut f = Facts::default();
+    let inner = l.payload.as_ref().and_then(|p| p.ty.as_deref());
+    let unknown = match (l.ty.as_deref(), inner) {
+        (Some(t), _) if !KNOWN_TYPES.contains(&t) => Some(t.to_owned()),
+        (Some("event_msg"), Some(e)) if !KNOWN_EVENTS.contains(&e) => {
+            Some(format!("event_msg/{e}"))
+        }
+        (Some("response_item"), Some(i)) if !KNOWN_ITEMS.contains(&i) => {
+            Some(format!("response_item/{i}"))
+        }
+        _ => None,
+    };
+    let mut f = Facts {
+        unknown,
+        ..Facts::default()
+    };
     let Some(p) = &l.payload else { return Ok(f) };
     let call = || {
         p.call_id
@@ -317,6 +339,8 @@ pub(super) struct JsonAudit {
     open: Vec<OpenCall>,
     batch: u64,
     reported_sessions: Vec<String>,
+    /// Unknown record types: first line and count, listed at the end of the file.
+    unknown: std::collections::BTreeMap<String, (u64, u64)>,
 }
 
 impl JsonAudit {
@@ -340,6 +364,7 @@ impl JsonAudit {
             open: Vec::new(),
             batch: 0,
             reported_sessions: Vec::new(),
+            unknown: std::collections::BTreeMap::new(),
         }
     }
 
@@ -363,6 +388,9 @@ impl JsonAudit {
     }
 
     fn apply(&mut self, line_no: u64, f: Facts, out: &mut Vec<Problem>) {
+        if let Some(ty) = f.unknown {
+            self.unknown.entry(ty).or_insert((line_no, 0)).1 += 1;
+        }
         if let Some(id) = f.id.filter(|id| !id.is_empty()) {
             if let Some(first) = self.ids.get(&id) {
                 out.push(Problem::at(
@@ -493,6 +521,17 @@ impl Audit for JsonAudit {
     }
 
     fn finish(&mut self, out: &mut Vec<Problem>) -> Vec<Unresolved> {
+        for (ty, (first, n)) in std::mem::take(&mut self.unknown) {
+            let records = if n == 1 { "record" } else { "records" };
+            out.push(Problem::at(
+                first,
+                "unknown_record_type",
+                format!(
+                    "record type {} ({n} {records}) is not known: ignored",
+                    shown(&ty)
+                ),
+            ));
+        }
         for c in std::mem::take(&mut self.open) {
             if c.superseded && !self.weak_results.contains(&c.id) {
                 out.push(Problem::at(
