@@ -418,7 +418,9 @@ fn private_bus_scenario() {
     sink.deliver(&quiet);
     let mut resumed = event(EventKind::TurnResumed, ProviderKind::Claude, s8, MYPROJECT);
     resumed.supersedes = Some(quiet.id.clone());
-    wait_until("the quiet completion's notification", || recorded().len() == 1);
+    wait_until("the quiet completion's notification", || {
+        recorded().len() == 1
+    });
     sink.deliver(&resumed);
     // A stale retraction (names an event that is not on screen) closes nothing.
     let s9 = "99999999-aaaa-4000-8000-00000000beef";
