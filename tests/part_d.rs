@@ -170,3 +170,37 @@ fn legacy_usage_limit_fails_the_turn_even_when_synthetic() {
     assert_eq!(f.resets_at.as_deref(), Some("2025-07-08T18:00:00.000Z"));
     assert_eq!(f.line, Some(2));
 }
+
+/// `scan` states of the first `n` lines of a fixture (a file still being written).
+fn states_after(name: &str, provider: ProviderKind, n: usize) -> Vec<&'static str> {
+    let src = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/fixtures/part-d")
+        .join(name);
+    let text = std::fs::read_to_string(src).unwrap();
+    let head: String = text.split_inclusive('\n').take(n).collect();
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join(name);
+    std::fs::write(&path, head).unwrap();
+    let found = [baton::watch::Found { path, provider }];
+    baton::replay::scan(&found, &options(SETTLE_MS))
+        .unwrap()
+        .iter()
+        .map(|v| v.state.as_str())
+        .collect()
+}
+
+#[test]
+fn status_shows_a_codex_question_until_it_is_answered() {
+    let name = "synthetic-codex-0145-request-user-input.jsonl";
+    // The file ends at the question (6.6 hours of waiting, long past any settle).
+    assert_eq!(states_after(name, ProviderKind::Codex, 10), ["needs_input"]);
+    // The answer came back: the turn works on.
+    assert_eq!(states_after(name, ProviderKind::Codex, 11), ["working"]);
+}
+
+#[test]
+fn status_is_working_again_after_a_retraction() {
+    let name = "synthetic-claude-2107-long-gap.jsonl";
+    assert_eq!(states_after(name, ProviderKind::Claude, 2), ["completed"]);
+    assert_eq!(states_after(name, ProviderKind::Claude, 3), ["working"]);
+}

@@ -376,6 +376,10 @@ impl ClaudeProjector {
         {
             return true;
         }
+        if !t.starts_with("<command-") {
+            // A prompt that merely quotes a command tag.
+            return false;
+        }
         let name = &t[at + "<command-name>".len()..];
         let name = name
             .split("</command-name>")

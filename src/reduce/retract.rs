@@ -8,16 +8,17 @@ use super::{Draft, Session, draft};
 use crate::model::{EventKind, SessionState};
 use crate::provider::{Evidence, ObsKind};
 
-/// Whether `kind` is activity of the turn it lands in (not a new turn, not a marker).
-pub(super) fn is_activity(kind: &ObsKind) -> bool {
-    matches!(
-        kind,
+/// Whether `kind` is activity of the turn `turn` (not a new turn, not a marker).
+fn is_activity(kind: &ObsKind, turn: &str) -> bool {
+    match kind {
         ObsKind::Work
-            | ObsKind::ToolCall { .. }
-            | ObsKind::ToolResult { .. }
-            | ObsKind::Final { .. }
-            | ObsKind::Failed { turn: None, .. }
-    )
+        | ObsKind::ToolCall { .. }
+        | ObsKind::ToolResult { .. }
+        | ObsKind::Final { .. } => true,
+        // An error ending the same turn: it was still running.
+        ObsKind::Failed { turn: named, .. } => named.as_deref().is_none_or(|n| n == turn),
+        _ => false,
+    }
 }
 
 /// Remembers that the open turn was just completed by quiet, with the candidate keyed
@@ -38,11 +39,8 @@ pub(super) fn contradicted(
     key: &str,
     at: i64,
 ) -> Option<Draft> {
-    if !is_activity(kind) {
-        return None;
-    }
     let t = sess.turn.as_mut()?;
-    if t.open || t.outcome != Some(SessionState::Completed) {
+    if t.open || t.outcome != Some(SessionState::Completed) || !is_activity(kind, &t.id) {
         return None;
     }
     let quiet = t.quiet.take()?;
