@@ -15,8 +15,11 @@ fn is_activity(kind: &ObsKind, turn: &str) -> bool {
         | ObsKind::ToolCall { .. }
         | ObsKind::ToolResult { .. }
         | ObsKind::Final { .. } => true,
-        // An error ending the same turn: it was still running.
-        ObsKind::Failed { turn: named, .. } => named.as_deref().is_none_or(|n| n == turn),
+        // An error or an interrupt ending the same turn: it was still running (Claude
+        // Code writes an interrupt only while the model works).
+        ObsKind::Failed { turn: named, .. } | ObsKind::Interrupted { turn: named, .. } => {
+            named.as_deref().is_none_or(|n| n == turn)
+        }
         _ => false,
     }
 }
@@ -30,7 +33,7 @@ pub(super) fn note_quiet(sess: &mut Session, ev: Evidence, key: &str) {
 }
 
 /// The `turn_resumed` draft when `kind` (activity at `line`) contradicts the session's
-/// quiet completion. Leaves the turn for the caller to reopen.
+/// quiet completion; the turn is open again, for `kind` to act on.
 pub(super) fn contradicted(
     sess: &mut Session,
     kind: &ObsKind,
@@ -44,6 +47,8 @@ pub(super) fn contradicted(
         return None;
     }
     let quiet = t.quiet.take()?;
+    t.open = true;
+    t.outcome = None;
     let mut d = draft(
         EventKind::TurnResumed,
         Some(t.id.clone()),
