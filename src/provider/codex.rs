@@ -222,9 +222,12 @@ pub struct CodexProjector {
     #[serde(default)]
     forked: bool,
     /// A forked child rollout is copying its parent's history: nothing here is a turn of
-    /// the child. Holds the copy's timestamp once the first copied record is seen.
+    /// the child.
     #[serde(default)]
-    copying: Option<Option<String>>,
+    copying: bool,
+    /// The copy's timestamp, once its first record is seen.
+    #[serde(default)]
+    copy_stamp: Option<String>,
 }
 
 impl CodexProjector {
@@ -243,7 +246,8 @@ impl CodexProjector {
             awaiting_answer: false,
             own_id: None,
             forked: false,
-            copying: None,
+            copying: false,
+            copy_stamp: None,
         }
     }
 
@@ -253,7 +257,8 @@ impl CodexProjector {
             // A later `session_meta` of another thread: a forked child's copy of its
             // parent's history begins here (the parent's meta, then the parent's records).
             if own.as_ref().is_some_and(|o| o != first) && (self.agent.is_some() || self.forked) {
-                self.copying = Some(None);
+                self.copying = true;
+                self.copy_stamp = None;
             }
             return;
         }
@@ -473,9 +478,9 @@ impl CodexProjector {
     /// is written at the fork, all with one timestamp; it ends at the first record with
     /// a later one, or at `thread_settings_applied` (written before the child's own turn).
     fn in_copy(&mut self, rec: &Line<'_>) -> bool {
-        let Some(stamp) = self.copying.as_mut() else {
+        if !self.copying {
             return false;
-        };
+        }
         if rec.ty.as_deref() == Some("session_meta") {
             return true;
         }
@@ -483,9 +488,9 @@ impl CodexProjector {
             && rec.payload.as_ref().and_then(|p| p.ty.as_deref())
                 == Some("thread_settings_applied");
         let ts = rec.timestamp.as_deref();
-        let same = match (stamp.as_deref(), ts) {
+        let same = match (self.copy_stamp.as_deref(), ts) {
             (None, Some(t)) => {
-                *stamp = Some(t.to_owned());
+                self.copy_stamp = Some(t.to_owned());
                 true
             }
             (Some(s), Some(t)) => s == t,
@@ -494,7 +499,8 @@ impl CodexProjector {
         if same && !settings {
             return true;
         }
-        self.copying = None;
+        self.copying = false;
+        self.copy_stamp = None;
         false
     }
 }
