@@ -317,6 +317,14 @@ fn unknown_record_types_are_listed_per_file() {
             "synthetic-codex-0146-new-types.jsonl:10 unknown_record_type",
         ]
     );
+    // A forked child's copy of its parent's history holds the parent's open call (the
+    // spawn); it is answered in the parent's file, so it is no dangling call here.
+    let (code, forked) = findings(
+        &["--provider", "codex"],
+        &base,
+        &[base.join("synthetic-codex-0145-forked-child.jsonl")],
+    );
+    assert_eq!((code, forked), (0, Vec::<String>::new()));
     // Every type Part D documents is known: the other fixtures list nothing unknown.
     for (name, provider) in [
         ("synthetic-codex-0145-request-user-input.jsonl", "codex"),

@@ -63,6 +63,9 @@ struct Facts {
     session: Option<String>,
     /// A record type the projector neither reads nor deliberately ignores.
     unknown: Option<String>,
+    /// Codex: the thread a `session_meta` names, and the record's timestamp.
+    meta: Option<String>,
+    stamp: Option<String>,
 }
 
 #[derive(Deserialize)]
@@ -117,6 +120,8 @@ struct CodexLine<'a> {
     #[serde(rename = "type", borrow)]
     ty: Option<Cow<'a, str>>,
     #[serde(borrow)]
+    timestamp: Option<Cow<'a, str>>,
+    #[serde(borrow)]
     payload: Option<CodexPayload<'a>>,
 }
 
@@ -124,6 +129,8 @@ struct CodexLine<'a> {
 struct CodexPayload<'a> {
     #[serde(rename = "type", borrow)]
     ty: Option<Cow<'a, str>>,
+    #[serde(borrow)]
+    id: Option<Cow<'a, str>>,
     #[serde(borrow)]
     call_id: Option<Cow<'a, str>>,
     #[serde(borrow)]
@@ -242,9 +249,13 @@ fn codex_facts(line: &[u8]) -> Result<Facts, serde_json::Error> {
     };
     let mut f = Facts {
         unknown,
+        stamp: l.timestamp.as_deref().map(str::to_owned),
         ..Facts::default()
     };
     let Some(p) = &l.payload else { return Ok(f) };
+    if l.ty.as_deref() == Some("session_meta") {
+        f.meta = p.id.as_deref().map(str::to_owned);
+    }
     let call = || {
         p.call_id
             .as_deref()
@@ -341,6 +352,12 @@ pub(super) struct JsonAudit {
     reported_sessions: Vec<String>,
     /// Unknown record types: first line and count, listed at the end of the file.
     unknown: std::collections::BTreeMap<String, (u64, u64)>,
+    /// Codex: the file's own thread, from its first `session_meta`.
+    own_thread: Option<String>,
+    /// Codex: a forked child is copying its parent's history (another thread's
+    /// `session_meta`, then records with one timestamp): the line it began at, and the
+    /// copy's timestamp once seen.
+    copy: Option<(u64, Option<String>)>,
 }
 
 impl JsonAudit {
@@ -365,6 +382,8 @@ impl JsonAudit {
             batch: 0,
             reported_sessions: Vec::new(),
             unknown: std::collections::BTreeMap::new(),
+            own_thread: None,
+            copy: None,
         }
     }
 
@@ -387,7 +406,37 @@ impl JsonAudit {
         }
     }
 
+    /// Codex fork copies: the parent's calls in the copy were answered in the parent's
+    /// file, not here, so when the copy ends its open calls are dropped.
+    fn fork_copy(&mut self, line_no: u64, f: &Facts) {
+        if let Some(meta) = &f.meta {
+            match &self.own_thread {
+                None => self.own_thread = Some(meta.clone()),
+                Some(own) if own != meta && self.copy.is_none() => {
+                    self.copy = Some((line_no, None));
+                }
+                Some(_) => {}
+            }
+            return;
+        }
+        let Some((start, stamp)) = self.copy.as_mut() else {
+            return;
+        };
+        match (stamp.as_deref(), f.stamp.as_deref()) {
+            (None, Some(t)) => *stamp = Some(t.to_owned()),
+            (Some(s), Some(t)) if s != t => {
+                let start = *start;
+                self.open.retain(|c| c.line < start);
+                self.copy = None;
+            }
+            _ => {}
+        }
+    }
+
     fn apply(&mut self, line_no: u64, f: Facts, out: &mut Vec<Problem>) {
+        if self.flavor == Flavor::Codex {
+            self.fork_copy(line_no, &f);
+        }
         if let Some(ty) = f.unknown {
             self.unknown.entry(ty).or_insert((line_no, 0)).1 += 1;
         }
