@@ -15,7 +15,7 @@ use super::{Finished, HANDBACK_KINDS, Sink, SinkError, escape_markup, plain_mess
 use crate::model::{Event, EventKind};
 use crossbeam_channel::{Sender, TrySendError};
 use lru::LruCache;
-use notify_rust::{Notification, NotificationHandle, Urgency};
+use notify_rust::{Notification, Urgency};
 use std::num::NonZeroUsize;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -186,18 +186,17 @@ impl DesktopSink {
             .spawn(move || {
                 let _done = done_tx;
                 let cap = NonZeroUsize::new(SESSIONS_REMEMBERED).unwrap_or(NonZeroUsize::MIN);
-                let mut ids: LruCache<String, u32> = LruCache::new(cap);
-                let mut up: LruCache<String, (String, NotificationHandle)> = LruCache::new(cap);
+                // Per session: the server's id of its notification, and the event shown.
+                let mut ids: LruCache<String, (u32, String)> = LruCache::new(cap);
                 for job in rx {
                     match job {
-                        Job::Show(note) => show(&note, &mut ids, &mut up, &worker_shared),
+                        Job::Show(note) => show(&note, &mut ids, &worker_shared),
                         Job::Close { key, event } => {
-                            if up.peek(&key).is_some_and(|(e, _)| *e == event)
-                                && let Some((_, handle)) = up.pop(&key)
+                            if ids.peek(&key).is_some_and(|(_, e)| *e == event)
+                                && let Some((id, _)) = ids.pop(&key)
+                                && let Err(e) = close_notification(id)
                             {
-                                // The server forgets a closed id: the next one is new.
-                                ids.pop(&key);
-                                handle.close();
+                                tracing::debug!(error = %e, id, "Closing a desktop notification failed.");
                             }
                         }
                     }
@@ -312,12 +311,25 @@ impl Sink for DesktopSink {
     }
 }
 
-fn show(
-    note: &Note,
-    ids: &mut LruCache<String, u32>,
-    up: &mut LruCache<String, (String, NotificationHandle)>,
-    shared: &Shared,
-) {
+/// Asks the notification server to close notification `id`. By id, on a connection of
+/// its own: keeping each shown notification's handle would keep a bus connection open
+/// per session.
+fn close_notification(id: u32) -> zbus::Result<()> {
+    zbus::block_on(async {
+        let conn = zbus::Connection::session().await?;
+        conn.call_method(
+            Some("org.freedesktop.Notifications"),
+            "/org/freedesktop/Notifications",
+            Some("org.freedesktop.Notifications"),
+            "CloseNotification",
+            &(id,),
+        )
+        .await?;
+        Ok(())
+    })
+}
+
+fn show(note: &Note, ids: &mut LruCache<String, (u32, String)>, shared: &Shared) {
     let mut n = Notification::new();
     n.appname("baton")
         .summary(&note.summary)
@@ -327,13 +339,12 @@ fn show(
         } else {
             Urgency::Normal
         });
-    if let Some(id) = ids.get(&note.key) {
+    if let Some((id, _)) = ids.get(&note.key) {
         n.id(*id);
     }
     match n.show() {
         Ok(handle) => {
-            ids.put(note.key.clone(), handle.id());
-            up.put(note.key.clone(), (note.event.clone(), handle));
+            ids.put(note.key.clone(), (handle.id(), note.event.clone()));
             shared.shown.fetch_add(1, Ordering::Relaxed);
             if shared.down.swap(false, Ordering::AcqRel) {
                 tracing::info!("Desktop notifications work again.");
