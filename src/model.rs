@@ -74,6 +74,9 @@ pub enum EventKind {
     DaemonStopping,
     /// Additive (Norma boundary records): context was compacted mid-turn.
     ContextCompacted,
+    /// Additive: activity in the same turn contradicted a `quiet` completion, which
+    /// `supersedes` names; the turn is working again.
+    TurnResumed,
 }
 
 impl EventKind {
@@ -88,6 +91,7 @@ impl EventKind {
             Self::DaemonReady => "daemon_ready",
             Self::DaemonStopping => "daemon_stopping",
             Self::ContextCompacted => "context_compacted",
+            Self::TurnResumed => "turn_resumed",
         }
     }
 }
@@ -122,6 +126,9 @@ pub struct Event {
     /// Additive: tokens before a compaction, on `context_compacted`.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub pre_tokens: Option<u64>,
+    /// Additive: on `turn_resumed`, the `id` of the completion it takes back.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub supersedes: Option<String>,
     /// Additive: set on a re-delivery after a crash (same `id`).
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub replay: bool,
@@ -150,6 +157,8 @@ struct EventWire {
     initiator: Option<String>,
     #[serde(default)]
     pre_tokens: Option<u64>,
+    #[serde(default)]
+    supersedes: Option<String>,
     #[serde(default)]
     replay: bool,
 }
@@ -185,6 +194,7 @@ impl From<EventWire> for Event {
                 _ => "unknown",
             }),
             pre_tokens: w.pre_tokens,
+            supersedes: w.supersedes,
             replay: w.replay,
         }
     }
@@ -211,6 +221,7 @@ impl Event {
             resets_at: None,
             initiator: None,
             pre_tokens: None,
+            supersedes: None,
             replay: false,
         }
     }

@@ -56,7 +56,7 @@ pub enum SinkError {
 }
 
 /// Every event kind, for parsing configuration.
-pub const EVENT_KINDS: [EventKind; 9] = [
+pub const EVENT_KINDS: [EventKind; 10] = [
     EventKind::TurnStarted,
     EventKind::TurnCompleted,
     EventKind::TurnFailed,
@@ -66,6 +66,7 @@ pub const EVENT_KINDS: [EventKind; 9] = [
     EventKind::DaemonReady,
     EventKind::DaemonStopping,
     EventKind::ContextCompacted,
+    EventKind::TurnResumed,
 ];
 
 /// The kinds that mean "the agent handed the turn back": the default for every sink.
@@ -238,6 +239,7 @@ pub fn headline(ev: &Event) -> String {
         EventKind::TurnInterrupted => "interrupted".to_owned(),
         EventKind::TurnStarted => "working".to_owned(),
         EventKind::ContextCompacted => "context compacted".to_owned(),
+        EventKind::TurnResumed => "working again".to_owned(),
         EventKind::Anomaly => match ev.reason.as_deref() {
             Some(r) => format!("anomaly ({})", title_part(r)),
             None => "anomaly".to_owned(),
@@ -314,6 +316,7 @@ pub(crate) mod tests {
             resets_at: None,
             initiator: None,
             pre_tokens: None,
+            supersedes: None,
             replay: false,
         }
     }
@@ -409,7 +412,8 @@ pub(crate) mod tests {
             | EventKind::Anomaly
             | EventKind::DaemonReady
             | EventKind::DaemonStopping
-            | EventKind::ContextCompacted => EVENT_KINDS.len(),
+            | EventKind::ContextCompacted
+            | EventKind::TurnResumed => EVENT_KINDS.len(),
         }
     }
 }

@@ -69,6 +69,11 @@ struct Facts {
     prompt: bool,
     /// Norma: the session the record claims.
     session: Option<String>,
+    /// A record type the projector neither reads nor deliberately ignores.
+    unknown: Option<String>,
+    /// Codex: the thread a `session_meta` names, and the record's timestamp.
+    meta: Option<String>,
+    stamp: Option<String>,
 }
 
 #[derive(Deserialize)]
@@ -123,6 +128,8 @@ struct CodexLine<'a> {
     #[serde(rename = "type", borrow)]
     ty: Option<Cow<'a, str>>,
     #[serde(borrow)]
+    timestamp: Option<Cow<'a, str>>,
+    #[serde(borrow)]
     payload: Option<CodexPayload<'a>>,
 }
 
@@ -130,6 +137,8 @@ struct CodexLine<'a> {
 struct CodexPayload<'a> {
     #[serde(rename = "type", borrow)]
     ty: Option<Cow<'a, str>>,
+    #[serde(borrow)]
+    id: Option<Cow<'a, str>>,
     #[serde(borrow)]
     call_id: Option<Cow<'a, str>>,
     #[serde(borrow)]
@@ -199,6 +208,11 @@ fn claude_facts(line: &[u8]) -> Result<Facts, serde_json::Error> {
             (None, Some(true)) => Some("sidechain".to_owned()),
             _ => None,
         },
+        unknown: r
+            .ty
+            .as_deref()
+            .filter(|t| !crate::provider::claude::KNOWN_TYPES.contains(t))
+            .map(str::to_owned),
         ..Facts::default()
     };
     match r.ty.as_deref() {
@@ -228,9 +242,28 @@ fn claude_facts(line: &[u8]) -> Result<Facts, serde_json::Error> {
 }
 
 fn codex_facts(line: &[u8]) -> Result<Facts, serde_json::Error> {
+    use crate::provider::codex::{KNOWN_EVENTS, KNOWN_ITEMS, KNOWN_TYPES};
     let l: CodexLine<'_> = serde_json::from_slice(line)?;
-    let mut f = Facts::default();
+    let inner = l.payload.as_ref().and_then(|p| p.ty.as_deref());
+    let unknown = match (l.ty.as_deref(), inner) {
+        (Some(t), _) if !KNOWN_TYPES.contains(&t) => Some(t.to_owned()),
+        (Some("event_msg"), Some(e)) if !KNOWN_EVENTS.contains(&e) => {
+            Some(format!("event_msg/{e}"))
+        }
+        (Some("response_item"), Some(i)) if !KNOWN_ITEMS.contains(&i) => {
+            Some(format!("response_item/{i}"))
+        }
+        _ => None,
+    };
+    let mut f = Facts {
+        unknown,
+        stamp: l.timestamp.as_deref().map(str::to_owned),
+        ..Facts::default()
+    };
     let Some(p) = &l.payload else { return Ok(f) };
+    if l.ty.as_deref() == Some("session_meta") {
+        f.meta = p.id.as_deref().map(str::to_owned);
+    }
     let call = || {
         p.call_id
             .as_deref()
@@ -456,6 +489,14 @@ pub(super) struct JsonAudit {
     open: Vec<OpenCall>,
     batch: u64,
     reported_sessions: Vec<String>,
+    /// Unknown record types: first line and count, listed at the end of the file.
+    unknown: std::collections::BTreeMap<String, (u64, u64)>,
+    /// Codex: the file's own thread, from its first `session_meta`.
+    own_thread: Option<String>,
+    /// Codex: a forked child is copying its parent's history (another thread's
+    /// `session_meta`, then records with one timestamp): the line it began at, and the
+    /// copy's timestamp once seen.
+    copy: Option<(u64, Option<String>)>,
 }
 
 impl JsonAudit {
@@ -479,6 +520,9 @@ impl JsonAudit {
             open: Vec::new(),
             batch: 0,
             reported_sessions: Vec::new(),
+            unknown: std::collections::BTreeMap::new(),
+            own_thread: None,
+            copy: None,
         }
     }
 
@@ -513,7 +557,40 @@ impl JsonAudit {
         }
     }
 
+    /// Codex fork copies: the parent's calls in the copy were answered in the parent's
+    /// file, not here, so when the copy ends its open calls are dropped.
+    fn fork_copy(&mut self, line_no: u64, f: &Facts) {
+        if let Some(meta) = &f.meta {
+            match &self.own_thread {
+                None => self.own_thread = Some(meta.clone()),
+                Some(own) if own != meta && self.copy.is_none() => {
+                    self.copy = Some((line_no, None));
+                }
+                Some(_) => {}
+            }
+            return;
+        }
+        let Some((start, stamp)) = self.copy.as_mut() else {
+            return;
+        };
+        match (stamp.as_deref(), f.stamp.as_deref()) {
+            (None, Some(t)) => *stamp = Some(t.to_owned()),
+            (Some(s), Some(t)) if s != t => {
+                let start = *start;
+                self.open.retain(|c| c.line < start);
+                self.copy = None;
+            }
+            _ => {}
+        }
+    }
+
     fn apply(&mut self, line_no: u64, f: Facts, out: &mut Vec<Problem>) {
+        if self.flavor == Flavor::Codex {
+            self.fork_copy(line_no, &f);
+        }
+        if let Some(ty) = f.unknown {
+            self.unknown.entry(ty).or_insert((line_no, 0)).1 += 1;
+        }
         if let Some(id) = f.id.filter(|id| !id.is_empty()) {
             if let Some(first) = self.ids.get(&id) {
                 out.push(Problem::at(
@@ -647,6 +724,17 @@ impl Audit for JsonAudit {
     }
 
     fn finish(&mut self, out: &mut Vec<Problem>) -> Vec<Unresolved> {
+        for (ty, (first, n)) in std::mem::take(&mut self.unknown) {
+            let records = if n == 1 { "record" } else { "records" };
+            out.push(Problem::at(
+                first,
+                "unknown_record_type",
+                format!(
+                    "record type {} ({n} {records}) is not known: ignored",
+                    shown(&ty)
+                ),
+            ));
+        }
         for c in std::mem::take(&mut self.open) {
             if c.superseded && !self.weak_results.contains(&c.id) {
                 out.push(Problem::at(
