@@ -343,13 +343,43 @@ fn full_state_fs_then_sigkill_repeats_nothing_plainly() {
 /// freed space, and a clean restart repeats nothing at all.
 #[test]
 fn full_state_fs_freed_while_running_saves_again_and_stays_bounded() {
-    let mut d = Daemon::tree();
-    let Some(_fs) = small_state_fs(
-        &d,
+    full_then_freed(
         "full_state_fs_freed_while_running_saves_again_and_stays_bounded",
-    ) else {
+        0,
+    );
+}
+
+/// The same with a ledger near its cap (16,384 ids) from the start: a base near 1 MiB,
+/// so a few copies of it (current, previous, the one being written) and a log are most
+/// of the 4 MiB.
+#[test]
+fn full_state_fs_with_a_full_ledger_freed_while_running_saves_again_and_stays_bounded() {
+    full_then_freed(
+        "full_state_fs_with_a_full_ledger_freed_while_running_saves_again_and_stays_bounded",
+        64,
+    );
+}
+
+/// Recent history in `sessions` Claude files of 128 turns each: a first run reads it
+/// silently, and its ids go to the ledger (2 per turn).
+fn recent_history(d: &Daemon, sessions: usize) {
+    for _ in 0..sessions {
+        let c = Claude::new();
+        let mut text = String::new();
+        for i in 0..128 {
+            let (bytes, _) = c.turn(&format!("old {i}"), &format!("old answer {i}"));
+            text.push_str(&bytes);
+        }
+        fs::write(c.path_in(&d.claude()), text).expect("history");
+    }
+}
+
+fn full_then_freed(test: &str, history_sessions: usize) {
+    let mut d = Daemon::tree();
+    let Some(_fs) = small_state_fs(&d, test) else {
         return;
     };
+    recent_history(&d, history_sessions);
     d.spawn(&[]);
     d.wait_for("daemon_ready", |e| e["event"] == "daemon_ready");
     let stream = Stream::start(d.claude(), d.codex());
