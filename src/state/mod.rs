@@ -203,6 +203,7 @@ pub fn open(dir: &Path, catch_up_ms: u64) -> Result<(Persist, Loaded), Error> {
         base_bytes: 0,
         base_name,
         behind: false,
+        dropped_previous: false,
         health: Arc::clone(&health),
         progress: Arc::clone(&progress),
     };

@@ -66,6 +66,8 @@ pub struct Saver {
     /// into the log. A base is bounded by the files and the ledger; the log of a long
     /// outage is not, and may not fit where a base would.
     pub behind: bool,
+    /// The previous generation was given up for room at least once this run.
+    pub dropped_previous: bool,
     /// See [`Meta::since`].
     pub since: i64,
     pub health: Arc<Health>,
@@ -291,7 +293,12 @@ impl Saver {
         }
         self.remove_logs_upto(self.base_log);
         self.prev_log = self.base_log;
-        tracing::warn!(dir = %self.dir.display(), "State directory full: dropped the previous state generation to make room.");
+        // On a filesystem too small for three generations this is every merge: say it once.
+        if std::mem::replace(&mut self.dropped_previous, true) {
+            tracing::debug!(dir = %self.dir.display(), "State directory full: dropped the previous state generation to make room.");
+        } else {
+            tracing::warn!(dir = %self.dir.display(), "State directory full: dropped the previous state generation to make room (said once per run).");
+        }
         true
     }
 
