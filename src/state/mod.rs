@@ -710,3 +710,93 @@ pub fn numbered(dir: &Path, prefix: &str, suffix: &str) -> io::Result<Vec<(u64, 
 fn journaled(ev: &Event) -> bool {
     ev.provider.is_some()
 }
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+    use crate::model::ProviderKind;
+
+    fn turn_event(id: &str, record_ts: Option<&str>) -> Event {
+        let mut e = Event::lifecycle(EventKind::TurnCompleted, "t".to_owned(), id.to_owned());
+        e.provider = Some(ProviderKind::Claude);
+        e.record_ts = record_ts.map(str::to_owned);
+        e
+    }
+
+    /// Events that go out unjournaled mark the lock file before they go; the next start
+    /// finds the mark and flags what it derives again; once the state covers them the
+    /// mark is gone.
+    #[test]
+    fn an_unjournaled_delivery_marks_the_lock_until_the_state_covers_it() {
+        let tmp = tempfile::tempdir().unwrap();
+        let dir = tmp.path();
+        {
+            let (mut p, _) = open(dir, 600_000).unwrap();
+            // The journal cannot be created (even as root): its name is a directory.
+            fs::create_dir(dir.join(journal::name(1))).unwrap();
+            assert_eq!(p.mark.outage_since, None);
+            p.pending(&[turn_event("a", None)]);
+            let on_disk = lock::read_mark(&File::open(dir.join(lock::LOCK)).unwrap());
+            assert!(on_disk.outage_since.is_some(), "marked before delivery");
+            assert!(on_disk.had_state);
+            // Killed here: no delta ever covers the event.
+            p.saver = None;
+        }
+        fs::remove_dir(dir.join(journal::name(1))).unwrap();
+        let (mut p, _) = open(dir, 600_000).unwrap();
+        let mut suspect = p.take_suspect();
+        assert!(suspect.is_some());
+        let mut batch = vec![
+            turn_event("a", None),
+            Event::lifecycle(EventKind::DaemonReady, "t".to_owned(), "r".to_owned()),
+            turn_event("b", Some("2020-01-01T00:00:00Z")),
+        ];
+        flag_replays(&mut suspect, &mut batch);
+        assert!(batch[0].replay && batch[2].replay, "{batch:?}");
+        // After daemon_ready only what was recorded before this start.
+        let mut later = vec![
+            turn_event("c", Some("2020-01-01T00:00:00Z")),
+            turn_event("d", Some("2999-01-01T00:00:00Z")),
+        ];
+        flag_replays(&mut suspect, &mut later);
+        assert!(later[0].replay && !later[1].replay, "{later:?}");
+        // This run's first delta covers what it derived again: the mark goes.
+        let cp = Checkpoint {
+            path: "/t/a.jsonl".to_owned(),
+            dev: 1,
+            ino: 2,
+            offset: 10,
+            line: 2,
+            marker: 3,
+            resume: None,
+        };
+        p.save(Box::new(Delta {
+            files: vec![cp],
+            ..Delta::default()
+        }));
+        p.finish();
+        let on_disk = lock::read_mark(&File::open(dir.join(lock::LOCK)).unwrap());
+        assert_eq!(on_disk.outage_since, None);
+    }
+
+    #[test]
+    fn only_a_lock_left_is_state_lost_and_an_empty_dir_a_first_run() {
+        let tmp = tempfile::tempdir().unwrap();
+        let dir = tmp.path();
+        let (_, loaded) = open(dir, 600_000).unwrap();
+        assert_eq!(loaded.status, Status::FirstRun);
+        drop(loaded);
+        for e in fs::read_dir(dir).unwrap().flatten() {
+            if e.file_name() != lock::LOCK {
+                fs::remove_file(e.path()).unwrap();
+            }
+        }
+        let (_, loaded) = open(dir, 600_000).unwrap();
+        assert!(
+            matches!(loaded.status, Status::Lost(_)),
+            "{:?}",
+            loaded.status
+        );
+    }
+}
