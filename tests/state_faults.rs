@@ -318,10 +318,24 @@ fn unwritable_state_dir_then_sigkill_repeats_nothing_plainly() {
 /// nothing comes out twice unless flagged `replay`.
 #[test]
 fn full_state_fs_then_sigkill_repeats_nothing_plainly() {
+    full_then_killed("full_state_fs_then_sigkill_repeats_nothing_plainly", 0);
+}
+
+/// The same with a ledger near its cap from the start (a base near 1 MiB).
+#[test]
+fn full_state_fs_with_a_full_ledger_then_sigkill_repeats_nothing_plainly() {
+    full_then_killed(
+        "full_state_fs_with_a_full_ledger_then_sigkill_repeats_nothing_plainly",
+        64,
+    );
+}
+
+fn full_then_killed(test: &str, history_sessions: usize) {
     let mut d = Daemon::tree();
-    let Some(_fs) = small_state_fs(&d, "full_state_fs_then_sigkill_repeats_nothing_plainly") else {
+    let Some(_fs) = small_state_fs(&d, test) else {
         return;
     };
+    recent_history(&d, history_sessions);
     d.spawn(&[]);
     d.wait_for("daemon_ready", |e| e["event"] == "daemon_ready");
     let stream = Stream::start(d.claude(), d.codex());
@@ -335,7 +349,7 @@ fn full_state_fs_then_sigkill_repeats_nothing_plainly() {
     let turns = stream.finish();
     wait_all_completed(&d, &turns);
     let events = d.stop();
-    check_exactly_once("full tmpfs + SIGKILL", &events, &turns);
+    check_exactly_once(test, &events, &turns);
 }
 
 /// The state directory on a 4 MiB tmpfs, full for a while under a stream of turns, then
@@ -416,7 +430,7 @@ fn full_then_freed(test: &str, history_sessions: usize) {
     let events = d.stop();
     eprintln!("state dir: at most {most} bytes while running, {after_stop} after the stop");
     assert!(most < 3 << 20, "the state dir grew to {most} bytes");
-    let t = check_exactly_once("full tmpfs freed while running", &events, &turns);
+    let t = check_exactly_once(test, &events, &turns);
     assert_eq!(
         (t.duplicates, t.replays),
         (0, 0),
