@@ -142,10 +142,12 @@ impl Fanout {
 pub async fn run(
     mut rx: mpsc::Receiver<Out>,
     out: Box<dyn Write + Send>,
-    persist: Persist,
+    mut persist: Persist,
     replay: Vec<Event>,
     mut fan: Fanout,
 ) -> Result<Fanout, Error> {
+    // After the last run's outage: what comes out again says `replay` to every sink.
+    let mut suspect = persist.take_suspect();
     fan.deliver(&replay);
     let (stx, srx) = mpsc::channel::<Out>(BATCH_CAPACITY);
     let mut writer = tokio::spawn(stage(srx, out, persist, replay));
@@ -153,8 +155,9 @@ pub async fn run(
     loop {
         tokio::select! {
             msg = rx.recv() => {
-                let Some(msg) = msg else { break };
-                if let Out::Batch(batch) = &msg {
+                let Some(mut msg) = msg else { break };
+                if let Out::Batch(batch) = &mut msg {
+                    crate::state::flag_replays(&mut suspect, batch);
                     fan.deliver(batch);
                 }
                 match stx.try_send(msg) {
