@@ -24,7 +24,7 @@ pub struct CheckArgs {
     /// Longest line read, in bytes. Longer lines are streamed past and reported.
     #[arg(long, value_name = "BYTES", default_value_t = DEFAULT_MAX_LINE_BYTES)]
     pub max_line_bytes: usize,
-    /// Read files as this provider's instead of detecting it (claude, codex, norma, sgme).
+    /// Read files as this provider's instead of detecting it (claude, codex, norma, sgme, cursor, copilot, pi).
     #[arg(long, value_name = "PROVIDER", value_parser = parse_provider)]
     pub provider: Option<ProviderKind>,
     /// Transcript files, Noa `state.json` files, or directories to search for them.
@@ -33,8 +33,9 @@ pub struct CheckArgs {
 }
 
 fn parse_provider(s: &str) -> Result<ProviderKind, String> {
-    ProviderKind::parse(s)
-        .ok_or_else(|| format!("unknown provider `{s}` (claude, codex, norma, sgme)"))
+    ProviderKind::parse(s).ok_or_else(|| {
+        format!("unknown provider `{s}` (claude, codex, norma, sgme, cursor, copilot, pi)")
+    })
 }
 
 /// One problem in one file.

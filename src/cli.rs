@@ -92,7 +92,7 @@ pub struct PipelineArgs {
     /// bounded) and reported as an `oversized_line` anomaly.
     #[arg(long, value_name = "BYTES", default_value_t = crate::tail::DEFAULT_MAX_LINE_BYTES)]
     pub max_line_bytes: usize,
-    /// Read files as this provider's instead of detecting it (claude, codex, norma, sgme).
+    /// Read files as this provider's instead of detecting it (claude, codex, norma, sgme, cursor, copilot, pi).
     #[arg(long, value_name = "PROVIDER", value_parser = parse_provider)]
     pub provider: Option<crate::model::ProviderKind>,
 }
@@ -141,6 +141,7 @@ fn parse_duration(s: &str) -> Result<u64, String> {
 }
 
 fn parse_provider(s: &str) -> Result<crate::model::ProviderKind, String> {
-    crate::model::ProviderKind::parse(s)
-        .ok_or_else(|| format!("unknown provider `{s}` (claude, codex, norma, sgme)"))
+    crate::model::ProviderKind::parse(s).ok_or_else(|| {
+        format!("unknown provider `{s}` (claude, codex, norma, sgme, cursor, copilot, pi)")
+    })
 }

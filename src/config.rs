@@ -33,8 +33,12 @@ fn env_dir(var: &str) -> Option<PathBuf> {
         .map(PathBuf::from)
 }
 
-/// The default roots: `$CLAUDE_CONFIG_DIR/projects` or `~/.claude/projects`, and
-/// `$CODEX_HOME/sessions` or `~/.codex/sessions`.
+/// The default roots: `$CLAUDE_CONFIG_DIR/projects` or `~/.claude/projects`,
+/// `$CODEX_HOME/sessions` or `~/.codex/sessions`, `~/.cursor/projects` (only its
+/// `agent-transcripts` folders are read), `$COPILOT_HOME/session-state` or
+/// `~/.copilot/session-state`, and `$PI_CODING_AGENT_SESSION_DIR`,
+/// `$PI_CODING_AGENT_DIR/sessions` or `~/.pi/agent/sessions`. A root that does not exist
+/// is looked for again on every sweep.
 pub fn default_roots() -> Vec<Root> {
     let mut roots = Vec::new();
     if let Some(dir) = env_dir("CLAUDE_CONFIG_DIR").or_else(|| home().map(|h| h.join(".claude"))) {
@@ -47,6 +51,27 @@ pub fn default_roots() -> Vec<Root> {
         roots.push(Root {
             path: dir.join("sessions"),
             provider: Some(ProviderKind::Codex),
+        });
+    }
+    if let Some(h) = home() {
+        roots.push(Root {
+            path: h.join(".cursor").join("projects"),
+            provider: Some(ProviderKind::Cursor),
+        });
+    }
+    if let Some(dir) = env_dir("COPILOT_HOME").or_else(|| home().map(|h| h.join(".copilot"))) {
+        roots.push(Root {
+            path: dir.join("session-state"),
+            provider: Some(ProviderKind::Copilot),
+        });
+    }
+    let pi = env_dir("PI_CODING_AGENT_SESSION_DIR")
+        .or_else(|| env_dir("PI_CODING_AGENT_DIR").map(|d| d.join("sessions")))
+        .or_else(|| home().map(|h| h.join(".pi").join("agent").join("sessions")));
+    if let Some(path) = pi {
+        roots.push(Root {
+            path,
+            provider: Some(ProviderKind::Pi),
         });
     }
     roots
@@ -235,7 +260,9 @@ pub fn parse_watch(s: &str) -> Result<Root, String> {
     let provider = match provider {
         "auto" => None,
         p => Some(ProviderKind::parse(p).ok_or_else(|| {
-            format!("unknown provider `{p}` (claude, codex, norma, sgme or auto)")
+            format!(
+                "unknown provider `{p}` (claude, codex, norma, sgme, cursor, copilot, pi or auto)"
+            )
         })?),
     };
     if dir.is_empty() {
@@ -436,7 +463,9 @@ impl Config {
         let _ = writeln!(
             o,
             "# Watch ~/.claude/projects and ~/.codex/sessions (or $CLAUDE_CONFIG_DIR/projects,\n\
-             # $CODEX_HOME/sessions).\ndefault_roots = {}",
+             # $CODEX_HOME/sessions), ~/.cursor/projects, ~/.copilot/session-state\n\
+             # ($COPILOT_HOME) and ~/.pi/agent/sessions ($PI_CODING_AGENT_SESSION_DIR,\n\
+             # $PI_CODING_AGENT_DIR) when they exist.\ndefault_roots = {}",
             self.default_roots
         );
         let watch: Vec<String> = self
@@ -449,7 +478,8 @@ impl Config {
             .collect();
         let _ = writeln!(
             o,
-            "# More transcript directories, as \"PROVIDER=DIR\" (claude, codex, norma, sgme, auto).\n\
+            "# More transcript directories, as \"PROVIDER=DIR\" (claude, codex, norma, sgme,\n\
+             # cursor, copilot, pi, auto).\n\
              watch = {}",
             list(&watch)
         );

@@ -12,10 +12,24 @@ pub enum ProviderKind {
     Codex,
     Norma,
     Sgme,
+    /// Cursor's agent (IDE agent and `cursor-agent` CLI).
+    Cursor,
+    /// GitHub Copilot CLI.
+    Copilot,
+    /// The Pi coding agent (badlogic/pi-mono).
+    Pi,
 }
 
 impl ProviderKind {
-    pub const ALL: [ProviderKind; 4] = [Self::Claude, Self::Codex, Self::Norma, Self::Sgme];
+    pub const ALL: [ProviderKind; 7] = [
+        Self::Claude,
+        Self::Codex,
+        Self::Norma,
+        Self::Sgme,
+        Self::Cursor,
+        Self::Copilot,
+        Self::Pi,
+    ];
 
     pub fn as_str(self) -> &'static str {
         match self {
@@ -23,7 +37,16 @@ impl ProviderKind {
             Self::Codex => "codex",
             Self::Norma => "norma",
             Self::Sgme => "sgme",
+            Self::Cursor => "cursor",
+            Self::Copilot => "copilot",
+            Self::Pi => "pi",
         }
+    }
+
+    /// False for agents whose records carry no timestamp (Cursor): replay then takes the
+    /// file's modification time as the records' time.
+    pub fn records_have_time(self) -> bool {
+        self != Self::Cursor
     }
 
     pub fn parse(s: &str) -> Option<Self> {
@@ -51,6 +74,9 @@ pub enum EventKind {
     DaemonStopping,
     /// Additive (Norma boundary records): context was compacted mid-turn.
     ContextCompacted,
+    /// Additive: activity in the same turn contradicted a `quiet` completion, which
+    /// `supersedes` names; the turn is working again.
+    TurnResumed,
 }
 
 impl EventKind {
@@ -65,6 +91,7 @@ impl EventKind {
             Self::DaemonReady => "daemon_ready",
             Self::DaemonStopping => "daemon_stopping",
             Self::ContextCompacted => "context_compacted",
+            Self::TurnResumed => "turn_resumed",
         }
     }
 }
@@ -99,6 +126,9 @@ pub struct Event {
     /// Additive: tokens before a compaction, on `context_compacted`.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub pre_tokens: Option<u64>,
+    /// Additive: on `turn_resumed`, the `id` of the completion it takes back.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub supersedes: Option<String>,
     /// Additive: on `turn_completed`, how many background tasks the session launched
     /// are still running or waiting to report back (absent when none).
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -136,6 +166,7 @@ struct EventWire {
     #[serde(default)]
     pre_tokens: Option<u64>,
     #[serde(default)]
+    supersedes: Option<String>,
     background_tasks: Option<u32>,
     #[serde(default)]
     background_finished: Option<u32>,
@@ -174,6 +205,7 @@ impl From<EventWire> for Event {
                 _ => "unknown",
             }),
             pre_tokens: w.pre_tokens,
+            supersedes: w.supersedes,
             background_tasks: w.background_tasks,
             background_finished: w.background_finished,
             replay: w.replay,
@@ -202,6 +234,7 @@ impl Event {
             resets_at: None,
             initiator: None,
             pre_tokens: None,
+            supersedes: None,
             background_tasks: None,
             background_finished: None,
             replay: false,

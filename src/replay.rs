@@ -79,7 +79,13 @@ fn run_counting(
             path: f.path.clone(),
             source,
         })?;
-        let mut clock: i64 = 0;
+        // Records that carry no time of their own (Cursor's) happened by the file's last
+        // change: that is the clock until a record says otherwise.
+        let mut clock: i64 = if f.provider.records_have_time() {
+            0
+        } else {
+            file_mtime_ms(&file)
+        };
         feed.read_to_end(&mut file, |src, obs| {
             if let Some(t) = obs.record_ts {
                 clock = clock.max(t);
@@ -107,6 +113,16 @@ fn run_counting(
         }
     }
     Ok((reducer, last_lines))
+}
+
+/// The file's modification time, Unix ms (0 when unknown).
+fn file_mtime_ms(file: &File) -> i64 {
+    file.metadata()
+        .and_then(|m| m.modified())
+        .ok()
+        .and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok())
+        .and_then(|d| i64::try_from(d.as_millis()).ok())
+        .unwrap_or(0)
 }
 
 /// `scan`: every session's state as of now.

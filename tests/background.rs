@@ -11,7 +11,7 @@ mod common;
 
 use baton::clock::parse_rfc3339;
 use baton::model::{Event, EventKind, ProviderKind};
-use baton::sink::desktop::{DesktopConfig, DesktopSink, Note};
+use baton::sink::desktop::{DesktopConfig, DesktopSink, Job, Note};
 use baton::sink::exec::{ExecConfig, ExecSink};
 use baton::sink::{Sink, escape_markup, plain_message};
 use serde::Deserialize;
@@ -45,8 +45,10 @@ fn desktop_pages(events: &[Event], hold: Duration) -> Vec<Sent> {
     let mut sent = Vec::new();
     let mut next: Option<Instant> = None;
     let drain = |at: i64, sent: &mut Vec<Sent>| {
-        while let Ok(note) = rx.try_recv() {
-            sent.push(Sent { at, note });
+        while let Ok(job) = rx.try_recv() {
+            if let Job::Show(note) = job {
+                sent.push(Sent { at, note });
+            }
         }
     };
     let end = ms(events.last().unwrap()) + 3_600_000;

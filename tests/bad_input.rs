@@ -162,16 +162,20 @@ fn oversized_lines_keep_the_clock_and_scope_from_their_ends() {
         &opts,
     );
     // The quiet period ran out (10 s + 90 s < 110 s) before the big line: the timestamp
-    // from its tail fires the first candidate, then the big line reopens the turn.
+    // from its tail fires the first candidate, then the big line reopens the turn and
+    // takes the quiet completion back.
     assert_eq!(
         kinds(&evs),
         [
             "turn_started",
             "turn_completed",
             "anomaly",
+            "turn_resumed",
             "turn_completed"
         ]
     );
     assert_eq!(evs[1].line, Some(2));
-    assert_eq!(evs[3].line, Some(4));
+    assert_eq!(evs[3].line, Some(3));
+    assert_eq!(evs[3].supersedes.as_deref(), Some(evs[1].id.as_str()));
+    assert_eq!(evs[4].line, Some(4));
 }

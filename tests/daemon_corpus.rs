@@ -173,3 +173,67 @@ fn all(events: &[serde_json::Value]) -> BTreeSet<(String, u64, String, String)> 
         })
         .collect()
 }
+
+/// Sets every file under `dir` to have last changed `ago` before now.
+fn age_tree(dir: &Path, ago: std::time::Duration) {
+    let when = std::time::SystemTime::now() - ago;
+    for entry in std::fs::read_dir(dir).unwrap() {
+        let entry = entry.unwrap();
+        if entry.file_type().unwrap().is_dir() {
+            age_tree(&entry.path(), ago);
+        } else {
+            std::fs::File::open(entry.path())
+                .unwrap()
+                .set_modified(when)
+                .unwrap();
+        }
+    }
+}
+
+/// (provider, session, agent) → state, from `scan --json` / `status --json` rows. (Not
+/// the path: a continued session spans two files, read in either order.)
+fn states(rows: &str) -> std::collections::BTreeMap<(String, String, String), String> {
+    rows.lines()
+        .map(|l| serde_json::from_str::<serde_json::Value>(l).unwrap())
+        .map(|v| {
+            let s = |k: &str| v[k].as_str().unwrap_or("").to_owned();
+            ((s("provider"), s("session"), s("agent")), s("state"))
+        })
+        .collect()
+}
+
+#[test]
+fn status_at_ready_equals_scan_of_the_same_tree() {
+    let Some(corpus) = common::corpus() else {
+        return;
+    };
+    let d = Daemon::tree();
+    let (claude, codex) = (d.claude(), d.codex());
+    copy_tree(&corpus.join("claude"), &claude);
+    copy_tree(&corpus.join("codex"), &codex);
+    // Nobody has touched these files for a long while (an hour is far beyond --settle).
+    age_tree(d.dir.path(), std::time::Duration::from_secs(3600));
+    let mut scan = std::collections::BTreeMap::new();
+    for (root, provider) in [(&claude, "claude"), (&codex, "codex")] {
+        let out = std::process::Command::new(env!("CARGO_BIN_EXE_baton"))
+            .args(["scan", "--json", "--provider", provider])
+            .arg(root)
+            .output()
+            .unwrap();
+        assert!(out.status.success());
+        scan.extend(states(&String::from_utf8(out.stdout).unwrap()));
+    }
+    assert!(scan.len() > 19, "{} sessions", scan.len());
+    // Default settle (90 s): a pending answer must not wait for its timer in real time.
+    let d = d.start(&["--no-desktop"]);
+    let out = d.baton().args(["status", "--json"]).output().unwrap();
+    assert!(out.status.success());
+    let status = states(&String::from_utf8(out.stdout).unwrap());
+    let differ: Vec<_> = scan
+        .iter()
+        .filter(|(k, v)| status.get(*k) != Some(*v))
+        .map(|(k, v)| format!("{k:?}: scan {v}, status {:?}", status.get(k)))
+        .collect();
+    assert!(differ.is_empty(), "{}", differ.join("\n"));
+    assert_eq!(status.len(), scan.len());
+}

@@ -75,6 +75,8 @@ struct Call {
 
 struct Notifications {
     calls: Arc<Mutex<Vec<Call>>>,
+    /// Ids passed to `CloseNotification`.
+    closed: Arc<Mutex<Vec<u32>>>,
     next_id: u32,
 }
 
@@ -126,7 +128,9 @@ impl Notifications {
         )
     }
 
-    fn close_notification(&self, _id: u32) {}
+    fn close_notification(&self, id: u32) {
+        self.closed.lock().expect("lock").push(id);
+    }
 }
 
 /// A `dbus-daemon` on a given socket path, killed on drop.
@@ -217,6 +221,7 @@ fn event(kind: EventKind, provider: ProviderKind, session: &str, path: &str) -> 
         resets_at: None,
         initiator: None,
         pre_tokens: None,
+        supersedes: None,
         background_tasks: None,
         background_finished: None,
         replay: false,
@@ -275,8 +280,10 @@ fn private_bus_scenario() {
     // --- The bus and the notification server come up.
     let _bus = Bus::start(&dir, &socket);
     let calls = Arc::new(Mutex::new(Vec::<Call>::new()));
+    let closed = Arc::new(Mutex::new(Vec::<u32>::new()));
     let server = Notifications {
         calls: Arc::clone(&calls),
+        closed: Arc::clone(&closed),
         next_id: 0,
     };
     let _conn = zbus::block_on(
@@ -398,4 +405,45 @@ fn private_bus_scenario() {
     let got = recorded();
     assert_eq!(got.len(), 2);
     assert_eq!(got[1].replaces_id, got[0].id);
+
+    // --- A turn_resumed closes the notification of the completion it takes back, and
+    // only while that notification is still the session's; a Codex question notifies.
+    calls.lock().expect("lock").clear();
+    let mut sink = DesktopSink::new(DesktopConfig {
+        cooldown: Duration::ZERO,
+        ..DesktopConfig::default()
+    })
+    .expect("sink");
+    let s8 = "88888888-aaaa-4000-8000-00000000beef";
+    let mut quiet = done(s8);
+    quiet.evidence = Some("quiet".to_owned());
+    sink.deliver(&quiet);
+    let mut resumed = event(EventKind::TurnResumed, ProviderKind::Claude, s8, MYPROJECT);
+    resumed.supersedes = Some(quiet.id.clone());
+    wait_until("the quiet completion's notification", || {
+        recorded().len() == 1
+    });
+    sink.deliver(&resumed);
+    // A stale retraction (names an event that is not on screen) closes nothing.
+    let s9 = "99999999-aaaa-4000-8000-00000000beef";
+    sink.deliver(&done(s9));
+    let mut stale = event(EventKind::TurnResumed, ProviderKind::Claude, s9, MYPROJECT);
+    stale.supersedes = Some("not-shown".to_owned());
+    sink.deliver(&stale);
+    let mut ask = event(
+        EventKind::NeedsInput,
+        ProviderKind::Codex,
+        CODEX_SESSION,
+        CODEX,
+    );
+    ask.reason = Some("request_user_input".to_owned());
+    ask.message = Some("Which end state should this plan deliver?".to_owned());
+    sink.deliver(&ask);
+    let (stats, _) = sink.close(PATIENCE);
+    assert_eq!(stats.shown, 3, "{stats:?}");
+    let got = recorded();
+    assert_eq!(got.len(), 3, "{got:#?}");
+    assert_eq!(*closed.lock().expect("lock"), vec![got[0].id]);
+    assert_eq!(got[2].summary, "Codex · 2e3f4a5b: needs your answer");
+    assert_eq!(got[2].body, "Which end state should this plan deliver?");
 }

@@ -147,6 +147,33 @@ fn norma_and_sgme_fixtures_resume_at_any_line_like_a_straight_read() {
     assert!(check(&files) > 50);
 }
 
+#[test]
+fn cursor_and_copilot_fixtures_resume_at_any_line_like_a_straight_read() {
+    let root = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures");
+    let mut files = files_under(&root.join("cursor"), Some(ProviderKind::Cursor));
+    files.extend(files_under(
+        &root.join("copilot"),
+        Some(ProviderKind::Copilot),
+    ));
+    assert_eq!(files.len(), 4, "fixtures found: {files:?}");
+    assert!(check(&files) > 40);
+}
+
+/// Per-file context of newer versions (a forked child's copy in progress, a file that
+/// stamps every block, a quiet completion that may be taken back) survives a cut.
+#[test]
+fn part_d_fixtures_resume_at_any_line_like_a_straight_read() {
+    let root = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/part-d");
+    let mut files = files_under(&root, Some(ProviderKind::Claude));
+    files.retain(|f| f.path.to_string_lossy().contains("claude"));
+    let mut codex = files_under(&root, Some(ProviderKind::Codex));
+    codex.retain(|f| f.path.to_string_lossy().contains("codex"));
+    files.extend(codex);
+    assert_eq!(files.len(), 8, "fixtures found: {}", files.len());
+    let cuts = check(&files);
+    assert!(cuts > 80, "cuts checked: {cuts}");
+}
+
 /// Inline sidechains (Claude ≤ 1.0.x) find their agent through the parent chain, which
 /// the projector remembers: a cut between a sidechain's records must keep that memory.
 #[test]

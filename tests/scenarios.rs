@@ -1,6 +1,6 @@
 //! Reducer scenarios as data: each tests/cases/reducer/*.toml holds transcript records
 //! and the exact events they must produce. An expectation is `event key=value ...`; only
-//! the keys given are compared (`-` stands for null).
+//! the keys given are compared (`-` stands for null; `supersedes=#N` names the N-th event).
 
 #![allow(clippy::unwrap_used)]
 
@@ -24,8 +24,15 @@ struct Case {
     expect: Vec<String>,
 }
 
-fn field(e: &Event, key: &str) -> Option<String> {
+/// The value of `key` in `e`; `all` is every event of the case, so `supersedes` can name
+/// the event it takes back by its 1-based position.
+fn field(e: &Event, key: &str, all: &[Event]) -> Option<String> {
     match key {
+        "supersedes" => e.supersedes.as_ref().map(|id| {
+            all.iter()
+                .position(|o| &o.id == id)
+                .map_or_else(|| format!("unknown id {id}"), |i| format!("#{}", i + 1))
+        }),
         "line" => e.line.map(|l| l.to_string()),
         "turn" => e.turn.clone(),
         "agent" => e.agent.clone(),
@@ -64,7 +71,7 @@ fn tokens(s: &str) -> Vec<String> {
     out
 }
 
-fn check(e: &Event, want: &str) -> Result<(), String> {
+fn check(e: &Event, want: &str, all: &[Event]) -> Result<(), String> {
     let toks = tokens(want);
     let mut parts = toks.iter().map(String::as_str);
     let kind = parts.next().unwrap_or_default();
@@ -75,7 +82,7 @@ fn check(e: &Event, want: &str) -> Result<(), String> {
         let (k, v) = kv
             .split_once('=')
             .ok_or_else(|| format!("bad expectation `{kv}`"))?;
-        let got = field(e, k);
+        let got = field(e, k, all);
         let ok = if v == "-" {
             got.is_none()
         } else {
@@ -126,7 +133,7 @@ fn run_case(path: &Path) -> Result<(), String> {
         ));
     }
     for (i, (e, want)) in events.iter().zip(&case.expect).enumerate() {
-        check(e, want)
+        check(e, want, &events)
             .map_err(|m| format!("{}: event {}: {m}\n{listing}", case.description, i + 1))?;
     }
     Ok(())

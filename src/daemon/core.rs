@@ -1086,6 +1086,12 @@ impl Core {
                 }
             }
         }
+        if mode == Mode::History {
+            let idle = now.wall.saturating_sub(Stat::of(meta).mtime_ms());
+            let live = now.wall.saturating_sub(self.catch_up()).max(self.since);
+            let p = path_str(path);
+            self.reducer.settle_idle(&p, idle, live, now, &mut self.out);
+        }
         // History decides many ids, most too old for the ledger: sift them per file.
         self.record_decided();
         let cold = self.cold_ms();

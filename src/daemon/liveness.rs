@@ -157,7 +157,12 @@ fn need(q: &Quiet) -> Option<Need> {
     match q.key.provider {
         ProviderKind::Codex => fs::canonicalize(&*q.path).ok().map(Need::Open),
         ProviderKind::Claude => q.cwd.as_ref().map(|c| Need::ClaudeIn(PathBuf::from(c))),
-        ProviderKind::Norma | ProviderKind::Sgme => None,
+        // No rule for these agents' processes yet: never judged.
+        ProviderKind::Norma
+        | ProviderKind::Sgme
+        | ProviderKind::Cursor
+        | ProviderKind::Copilot
+        | ProviderKind::Pi => None,
     }
 }
 

@@ -157,10 +157,12 @@ impl Fanout {
 pub async fn run(
     mut rx: mpsc::Receiver<Out>,
     out: Box<dyn Write + Send>,
-    persist: Persist,
+    mut persist: Persist,
     replay: Vec<Event>,
     mut fan: Fanout,
 ) -> Result<Fanout, Error> {
+    // After the last run's outage: what comes out again says `replay` to every sink.
+    let mut suspect = persist.take_suspect();
     fan.deliver(&replay);
     let (stx, srx) = mpsc::channel::<Out>(BATCH_CAPACITY);
     let mut writer = tokio::spawn(stage(srx, out, persist, replay));
@@ -177,8 +179,9 @@ pub async fn run(
         tokio::select! {
             () = due => held_due = fan.tick(),
             msg = rx.recv() => {
-                let Some(msg) = msg else { break };
-                if let Out::Batch(batch) = &msg {
+                let Some(mut msg) = msg else { break };
+                if let Out::Batch(batch) = &mut msg {
+                    crate::state::flag_replays(&mut suspect, batch);
                     fan.deliver(batch);
                     held_due = fan.tick();
                 }

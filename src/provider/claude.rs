@@ -50,6 +50,17 @@ struct Rec<'a> {
     prevented_continuation: Option<bool>,
     #[serde(rename = "compactMetadata")]
     compact: Option<CompactMeta>,
+    /// `progress` records: what is in progress (e.g. a Stop hook running).
+    #[serde(borrow)]
+    data: Option<Progress<'a>>,
+}
+
+#[derive(Deserialize)]
+struct Progress<'a> {
+    #[serde(rename = "type", borrow)]
+    ty: Option<Cow<'a, str>>,
+    #[serde(rename = "hookEvent", borrow)]
+    hook_event: Option<Cow<'a, str>>,
 }
 
 #[derive(Deserialize)]
@@ -121,6 +132,64 @@ const NEEDS_INPUT_TOOLS: [&str; 2] = ["AskUserQuestion", "ExitPlanMode"];
 /// Stop reasons that end a response for good (max_tokens and refusal: done, but degraded).
 const TERMINAL_STOPS: [&str; 4] = ["end_turn", "stop_sequence", "max_tokens", "refusal"];
 
+/// Built-in slash commands that run locally: no model turn follows them, however the
+/// record that names them is chained or ordered.
+const LOCAL_COMMANDS: [&str; 34] = [
+    "/exit",
+    "/quit",
+    "/clear",
+    "/reset",
+    "/new",
+    "/model",
+    "/mcp",
+    "/config",
+    "/settings",
+    "/cost",
+    "/usage",
+    "/status",
+    "/help",
+    "/login",
+    "/logout",
+    "/resume",
+    "/doctor",
+    "/memory",
+    "/permissions",
+    "/allowed-tools",
+    "/hooks",
+    "/agents",
+    "/ide",
+    "/vim",
+    "/theme",
+    "/terminal-setup",
+    "/export",
+    "/add-dir",
+    "/bashes",
+    "/tasks",
+    "/context",
+    "/statusline",
+    "/output-style",
+    "/rewind",
+];
+
+/// Record types Claude Code writes that are understood (the projector reads them) or
+/// deliberately ignored (bookkeeping, no model activity). `check` lists any other type.
+pub const KNOWN_TYPES: [&str; 14] = [
+    "user",
+    "assistant",
+    "system",
+    "progress",
+    "attachment",
+    "summary",
+    "file-history-snapshot",
+    "file-history-delta",
+    "queue-operation",
+    "last-prompt",
+    "mode",
+    "permission-mode",
+    "atis-latch",
+    "custom-title",
+];
+
 pub struct ClaudeProjector {
     session: String,
     /// True once the session id is settled (from the path or a first record).
@@ -132,6 +201,10 @@ pub struct ClaudeProjector {
     /// Made on the first inline sidechain record: newer files never need it.
     side_roots: Option<LruCache<String, String>>,
     last_caveat: Option<String>,
+    /// The file stamps `stop_reason` on every block (a block with no tool call said
+    /// `tool_use`): it writes explicit ends, so a text record with a null one is
+    /// mid-response, never a final answer.
+    explicit_stops: bool,
     /// Whether the session's starting directory was passed on (not saved: the reducer
     /// keeps the first one it is given).
     cwd_sent: bool,
@@ -147,6 +220,8 @@ struct Saved {
     side: Vec<(String, String)>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     caveat: Option<String>,
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    stops: bool,
 }
 
 fn side_roots() -> LruCache<String, String> {
@@ -184,6 +259,7 @@ impl ClaudeProjector {
             helper,
             side_roots: None,
             last_caveat: None,
+            explicit_stops: false,
             cwd_sent: false,
         }
     }
@@ -272,11 +348,8 @@ impl ClaudeProjector {
         if t.starts_with("<local-command-std") || t.starts_with("<bash-") {
             return;
         }
-        if t.contains("<command-name>")
-            && rec.parent.is_some()
-            && rec.parent.as_deref() == self.last_caveat.as_deref()
-        {
-            // A local slash command (/mcp, /model…): no model turn follows.
+        if self.local_command(rec, t) {
+            // A local slash command (/exit, /mcp, /model…): no model turn follows.
             return;
         }
         let origin = rec.origin.as_ref().and_then(|o| o.kind.as_deref());
@@ -296,7 +369,32 @@ impl ClaudeProjector {
         });
     }
 
-    fn assistant(rec: &Rec<'_>, kinds: &mut Vec<ObsKind>) {
+    /// Whether a user record names a slash command that runs locally. Claude Code writes
+    /// these as a caveat, the command, and its `<local-command-stdout>`; the command record
+    /// leads with `<command-name>` (a command that prompts the model leads with
+    /// `<command-message>`), follows the caveat, or names a built-in local command.
+    fn local_command(&self, rec: &Rec<'_>, t: &str) -> bool {
+        let Some(at) = t.find("<command-name>") else {
+            return false;
+        };
+        if at == 0 || (rec.parent.is_some() && rec.parent.as_deref() == self.last_caveat.as_deref())
+        {
+            return true;
+        }
+        if !t.starts_with("<command-") {
+            // A prompt that merely quotes a command tag.
+            return false;
+        }
+        let name = &t[at + "<command-name>".len()..];
+        let name = name
+            .split("</command-name>")
+            .next()
+            .unwrap_or_default()
+            .trim();
+        LOCAL_COMMANDS.contains(&name)
+    }
+
+    fn assistant(&mut self, rec: &Rec<'_>, kinds: &mut Vec<ObsKind>) {
         let Some(msg) = &rec.message else { return };
         let mut text = String::new();
         let mut calls = Vec::new();
@@ -316,6 +414,19 @@ impl ClaudeProjector {
             text.push_str(s);
         }
         let synthetic = msg.model.as_deref() == Some("<synthetic>");
+        if text
+            .trim_start()
+            .starts_with("Claude AI usage limit reached")
+        {
+            // The legacy (1.0.x) limit record, `<synthetic>` or not.
+            kinds.push(ObsKind::Failed {
+                turn: None,
+                reason: "usage_limit".to_owned(),
+                resets_at: reset_hint(&text),
+                message: crate::model::clip_message(text.split('|').next().unwrap_or_default()),
+            });
+            return;
+        }
         let error_kind = rec.error.as_ref().and_then(|t| t.0.clone());
         if rec.api_error == Some(true) || (synthetic && error_kind.is_some()) {
             kinds.push(ObsKind::Failed {
@@ -327,19 +438,8 @@ impl ClaudeProjector {
             return;
         }
         if synthetic {
-            // e.g. "No response requested." after a queued no-op: never a real answer.
-            return;
-        }
-        if text
-            .trim_start()
-            .starts_with("Claude AI usage limit reached")
-        {
-            kinds.push(ObsKind::Failed {
-                turn: None,
-                reason: "usage_limit".to_owned(),
-                resets_at: reset_hint(&text),
-                message: crate::model::clip_message(text.split('|').next().unwrap_or_default()),
-            });
+            // e.g. "No response requested." written on resume or after a queued no-op:
+            // never a real answer.
             return;
         }
         if !calls.is_empty() {
@@ -360,8 +460,19 @@ impl ClaudeProjector {
             return;
         }
         let stop = msg.stop_reason.as_deref();
-        if text.trim().is_empty() || matches!(stop, Some("tool_use" | "pause_turn")) {
-            // Thinking, or an empty lead-in block: the response is still streaming.
+        let has_text = !text.trim().is_empty();
+        if stop == Some("tool_use") {
+            // A text or thinking block stamped with the stop of the tool call that follows
+            // it: this writer stamps every block (2.1.23x), not only a message's last
+            // (1.0.x stamps the last block alone, so never a block without the call).
+            self.explicit_stops = true;
+        }
+        if !has_text
+            || matches!(stop, Some("tool_use" | "pause_turn"))
+            || (stop.is_none() && self.explicit_stops)
+        {
+            // Thinking, an empty lead-in block, or (in a file that writes explicit ends)
+            // text with no end yet: the response is still streaming.
             kinds.push(ObsKind::Work);
             return;
         }
@@ -380,6 +491,16 @@ impl ClaudeProjector {
             message: crate::model::clip_message(&text),
             confirm,
         });
+    }
+
+    /// Stop hooks run only once the model has ended its turn: their progress confirms it.
+    fn progress(rec: &Rec<'_>, kinds: &mut Vec<ObsKind>) {
+        if let Some(d) = &rec.data
+            && d.ty.as_deref() == Some("hook_progress")
+            && d.hook_event.as_deref() == Some("Stop")
+        {
+            kinds.push(ObsKind::Confirm(Evidence::StopHook));
+        }
     }
 
     fn system(rec: &Rec<'_>, kinds: &mut Vec<ObsKind>) {
@@ -458,8 +579,9 @@ impl Projector for ClaudeProjector {
         let mut kinds = Vec::new();
         match rec.ty.as_deref() {
             Some("user") => self.user(&rec, &key, agent.is_some(), &mut kinds),
-            Some("assistant") => Self::assistant(&rec, &mut kinds),
+            Some("assistant") => self.assistant(&rec, &mut kinds),
             Some("system") => Self::system(&rec, &mut kinds),
+            Some("progress") => Self::progress(&rec, &mut kinds),
             _ => {}
         }
         if agent.is_none()
@@ -527,6 +649,7 @@ impl Projector for ClaudeProjector {
             fixed: self.session_fixed,
             side,
             caveat: self.last_caveat.clone(),
+            stops: self.explicit_stops,
         })
     }
 
@@ -537,6 +660,7 @@ impl Projector for ClaudeProjector {
         self.session = s.session;
         self.session_fixed = s.fixed;
         self.last_caveat = s.caveat;
+        self.explicit_stops = s.stops;
         self.side_roots = (!s.side.is_empty()).then(|| {
             let mut l = side_roots();
             for (k, v) in s.side {

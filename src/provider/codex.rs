@@ -51,6 +51,13 @@ struct Payload<'a> {
     content: Option<StrOrList<'a, ContentItem<'a>>>,
     #[serde(borrow)]
     call_id: Option<Cow<'a, str>>,
+    #[serde(borrow)]
+    name: Option<Cow<'a, str>>,
+    /// A function call's arguments: a JSON document in a string.
+    #[serde(borrow)]
+    arguments: Option<Cow<'a, str>>,
+    #[serde(borrow)]
+    forked_from_id: Option<Cow<'a, str>>,
     codex_error_info: Option<Tag>,
     rate_limits: Option<RateLimits<'a>>,
 }
@@ -113,6 +120,91 @@ struct Spawn<'a> {
     agent_nickname: Option<Cow<'a, str>>,
 }
 
+/// `request_user_input` arguments: the questions put to the person.
+#[derive(Deserialize)]
+struct AskArgs<'a> {
+    #[serde(borrow)]
+    questions: Option<Vec<Ask<'a>>>,
+}
+
+#[derive(Deserialize)]
+struct Ask<'a> {
+    #[serde(borrow)]
+    question: Option<Cow<'a, str>>,
+}
+
+/// The function Codex calls to put a question to the person and wait for the answer.
+const ASK_TOOL: &str = "request_user_input";
+
+/// Top-level record types Codex writes that are understood or deliberately ignored
+/// (legacy pre-wrapper files put response items at the top level). `check` lists others.
+pub const KNOWN_TYPES: [&str; 11] = [
+    "session_meta",
+    "event_msg",
+    "response_item",
+    "turn_context",
+    "compacted",
+    "world_state",
+    "inter_agent_communication_metadata",
+    "message",
+    "reasoning",
+    "function_call",
+    "function_call_output",
+];
+
+/// `event_msg` payload types understood or deliberately ignored.
+pub const KNOWN_EVENTS: [&str; 31] = [
+    "task_started",
+    "turn_started",
+    "task_complete",
+    "turn_complete",
+    "turn_aborted",
+    "error",
+    "warning",
+    "stream_error",
+    "agent_reasoning",
+    "agent_reasoning_raw_content",
+    "agent_reasoning_section_break",
+    "user_message",
+    "agent_message",
+    "token_count",
+    "context_compacted",
+    "sub_agent_activity",
+    "thread_settings_applied",
+    "item_completed",
+    "item_started",
+    "mcp_tool_call_begin",
+    "mcp_tool_call_end",
+    "exec_command_begin",
+    "exec_command_end",
+    "patch_apply_begin",
+    "patch_apply_end",
+    "web_search_begin",
+    "web_search_end",
+    "plan_update",
+    "turn_diff",
+    "entered_review_mode",
+    "exited_review_mode",
+];
+
+/// `response_item` payload types understood or deliberately ignored.
+pub const KNOWN_ITEMS: [&str; 14] = [
+    "message",
+    "reasoning",
+    "function_call",
+    "function_call_output",
+    "custom_tool_call",
+    "custom_tool_call_output",
+    "local_shell_call",
+    "local_shell_call_output",
+    "web_search_call",
+    "image_generation_call",
+    "agent_message",
+    "tool_search_call",
+    "tool_search_output",
+    "ghost_snapshot",
+];
+
 /// Saved whole: every field is per-file context.
 #[derive(Serialize, Deserialize)]
 pub struct CodexProjector {
@@ -123,6 +215,19 @@ pub struct CodexProjector {
     ordinal: u64,
     /// Legacy files: a prompt arrived and no final answer has followed yet.
     awaiting_answer: bool,
+    /// The file's own thread id, from its first `session_meta`.
+    #[serde(default)]
+    own_id: Option<String>,
+    /// The first `session_meta` names a thread this one was forked from.
+    #[serde(default)]
+    forked: bool,
+    /// A forked child rollout is copying its parent's history: nothing here is a turn of
+    /// the child.
+    #[serde(default)]
+    copying: bool,
+    /// The copy's timestamp, once its first record is seen.
+    #[serde(default)]
+    copy_stamp: Option<String>,
 }
 
 impl CodexProjector {
@@ -139,11 +244,26 @@ impl CodexProjector {
             has_task_events: false,
             ordinal: 0,
             awaiting_answer: false,
+            own_id: None,
+            forked: false,
+            copying: false,
+            copy_stamp: None,
         }
     }
 
     fn meta(&mut self, p: &Payload<'_>) {
         let own = p.id.as_deref().map(str::to_owned);
+        if let Some(first) = &self.own_id {
+            // A later `session_meta` of another thread: a forked child's copy of its
+            // parent's history begins here (the parent's meta, then the parent's records).
+            if own.as_ref().is_some_and(|o| o != first) && (self.agent.is_some() || self.forked) {
+                self.copying = true;
+                self.copy_stamp = None;
+            }
+            return;
+        }
+        self.own_id.clone_from(&own);
+        self.forked = p.forked_from_id.is_some();
         let parent = p.parent_thread_id.as_deref().map(str::to_owned);
         match &p.source {
             Some(Source::Sub { subagent }) => {
@@ -298,10 +418,15 @@ impl CodexProjector {
                 if !self.has_task_events {
                     self.awaiting_answer = true;
                 }
+                let asks = p.name.as_deref() == Some(ASK_TOOL);
                 kinds.push(ObsKind::ToolCall {
                     id: call,
-                    needs_input: None,
-                    message: None,
+                    needs_input: asks.then(|| ASK_TOOL.to_owned()),
+                    message: if asks {
+                        p.arguments.as_deref().and_then(first_question)
+                    } else {
+                        None
+                    },
                 });
             }
             Some(
@@ -309,12 +434,25 @@ impl CodexProjector {
             ) => {
                 kinds.push(ObsKind::ToolResult { id: call });
             }
-            Some("reasoning" | "web_search_call" | "image_generation_call") => {
-                kinds.push(ObsKind::Work)
-            }
+            Some(
+                "reasoning"
+                | "web_search_call"
+                | "image_generation_call"
+                | "tool_search_call"
+                | "tool_search_output",
+            ) => kinds.push(ObsKind::Work),
+            // `agent_message` items pass between agents; they are no answer to the person.
             _ => {}
         }
     }
+}
+
+/// The first question of a `request_user_input` call, for the notification.
+fn first_question(args: &str) -> Option<String> {
+    let a: AskArgs<'_> = serde_json::from_str(args).ok()?;
+    a.questions?
+        .iter()
+        .find_map(|q| q.question.as_deref().and_then(clip_message))
 }
 
 fn message_str<'p>(p: &'p Payload<'_>) -> Option<&'p str> {
@@ -335,6 +473,38 @@ fn limit_reset(rl: &RateLimits) -> Option<String> {
     full.or(any).map(|s| format_rfc3339(s * 1000))
 }
 
+impl CodexProjector {
+    /// Whether `rec` belongs to a forked child's copy of its parent's history. The copy
+    /// is written at the fork, all with one timestamp; it ends at the first record with
+    /// a later one, or at `thread_settings_applied` (written before the child's own turn).
+    fn in_copy(&mut self, rec: &Line<'_>) -> bool {
+        if !self.copying {
+            return false;
+        }
+        if rec.ty.as_deref() == Some("session_meta") {
+            return true;
+        }
+        let settings = rec.ty.as_deref() == Some("event_msg")
+            && rec.payload.as_ref().and_then(|p| p.ty.as_deref())
+                == Some("thread_settings_applied");
+        let ts = rec.timestamp.as_deref();
+        let same = match (self.copy_stamp.as_deref(), ts) {
+            (None, Some(t)) => {
+                self.copy_stamp = Some(t.to_owned());
+                true
+            }
+            (Some(s), Some(t)) => s == t,
+            (_, None) => true,
+        };
+        if same && !settings {
+            return true;
+        }
+        self.copying = false;
+        self.copy_stamp = None;
+        false
+    }
+}
+
 impl Projector for CodexProjector {
     fn project(&mut self, line: &[u8], out: &mut Vec<Obs>) -> Result<(), Malformed> {
         let buf: Vec<u8>;
@@ -350,6 +520,9 @@ impl Projector for CodexProjector {
             &line[line.len() - ends..],
         ]);
         let record_ts = rec.timestamp.as_deref().and_then(parse_rfc3339);
+        if self.in_copy(&rec) {
+            return Ok(());
+        }
         let mut kinds = Vec::new();
         if let Some(reason) = repaired {
             kinds.push(ObsKind::Anomaly {

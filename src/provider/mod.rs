@@ -6,7 +6,10 @@ pub mod background;
 pub mod claude;
 pub mod codex;
 mod content;
+pub mod copilot;
+pub mod cursor;
 pub mod norma;
+pub mod pi;
 pub mod sgme;
 
 use crate::model::ProviderKind;
@@ -30,6 +33,10 @@ pub enum Evidence {
     ToolEndsTurn,
     /// A whole assistant message with no tool call (providers that write whole messages).
     FinalMessage,
+    /// Cursor's `turn_ended` record.
+    TurnEnded,
+    /// Copilot CLI's `assistant.turn_end` after a round with no tool request.
+    TurnEnd,
     /// Nothing followed for the settle period.
     Quiet,
     /// The person sent the next prompt.
@@ -46,6 +53,8 @@ impl Evidence {
             Self::TaskComplete => "task_complete",
             Self::ToolEndsTurn => "tool_ends_turn",
             Self::FinalMessage => "final_message",
+            Self::TurnEnded => "turn_ended",
+            Self::TurnEnd => "turn_end",
             Self::Quiet => "quiet",
             Self::NextPrompt => "next_prompt",
         }
@@ -211,6 +220,9 @@ pub fn projector_for(kind: ProviderKind, path: &Path) -> Box<dyn Projector> {
         ProviderKind::Codex => Box::new(codex::CodexProjector::new(path)),
         ProviderKind::Norma => Box::new(norma::NormaProjector::new(path)),
         ProviderKind::Sgme => Box::new(sgme::SgmeProjector::new(path)),
+        ProviderKind::Cursor => Box::new(cursor::CursorProjector::new(path)),
+        ProviderKind::Copilot => Box::new(copilot::CopilotProjector::new(path)),
+        ProviderKind::Pi => Box::new(pi::PiProjector::new(path)),
     }
 }
 
@@ -260,6 +272,15 @@ pub fn detect(path: &Path, first_line: &[u8]) -> Option<ProviderKind> {
     if s.contains("/.claude/projects/") {
         return Some(ProviderKind::Claude);
     }
+    if s.contains("/agent-transcripts/") {
+        return Some(ProviderKind::Cursor);
+    }
+    if s.contains("/.copilot/session-state/") {
+        return Some(ProviderKind::Copilot);
+    }
+    if s.contains("/.pi/agent/sessions/") {
+        return Some(ProviderKind::Pi);
+    }
     sniff(first_line)
 }
 
@@ -267,6 +288,10 @@ pub fn detect(path: &Path, first_line: &[u8]) -> Option<ProviderKind> {
 pub fn sniff(line: &[u8]) -> Option<ProviderKind> {
     let line = strip_nul(line);
     let has = |needle: &[u8]| memchr::memmem::find(line, needle).is_some();
+    // Before the others: Copilot's `session.start` data holds a `sessionId`.
+    if let Some(kind) = sniff_newer(line) {
+        return Some(kind);
+    }
     if has(b"\"payload\"")
         && (has(b"\"session_meta\"")
             || has(b"\"event_msg\"")
@@ -285,6 +310,44 @@ pub fn sniff(line: &[u8]) -> Option<ProviderKind> {
     {
         // Norma's first record has no `parent_uuid` (seed 000), so `uuid` must do.
         Some(ProviderKind::Norma)
+    } else {
+        None
+    }
+}
+
+/// Content detection for Pi, Copilot CLI and Cursor, by the first record's top-level
+/// keys (parsed: their key names are common words that may sit in any text).
+fn sniff_newer(line: &[u8]) -> Option<ProviderKind> {
+    #[derive(serde::Deserialize)]
+    struct Top<'a> {
+        #[serde(rename = "type", borrow)]
+        ty: Option<std::borrow::Cow<'a, str>>,
+        version: Option<serde::de::IgnoredAny>,
+        cwd: Option<serde::de::IgnoredAny>,
+        data: Option<serde::de::IgnoredAny>,
+        id: Option<serde::de::IgnoredAny>,
+        role: Option<serde::de::IgnoredAny>,
+        message: Option<serde::de::IgnoredAny>,
+        status: Option<serde::de::IgnoredAny>,
+        timestamp: Option<serde::de::IgnoredAny>,
+        uuid: Option<serde::de::IgnoredAny>,
+    }
+    // Only first lines of files no path rule claimed get here, at most 64 KiB each.
+    if !line.starts_with(b"{") {
+        return None;
+    }
+    let t: Top<'_> = serde_json::from_slice(line).ok()?;
+    let ty = t.ty.as_deref();
+    if ty == Some("session") && t.version.is_some() && t.cwd.is_some() {
+        Some(ProviderKind::Pi)
+    } else if ty.is_some_and(|ty| ty.contains('.')) && t.data.is_some() && t.id.is_some() {
+        Some(ProviderKind::Copilot)
+    } else if (t.role.is_some() && t.message.is_some() && ty.is_none()
+        || ty == Some("turn_ended") && t.status.is_some())
+        && t.timestamp.is_none()
+        && t.uuid.is_none()
+    {
+        Some(ProviderKind::Cursor)
     } else {
         None
     }

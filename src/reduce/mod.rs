@@ -4,6 +4,7 @@
 
 mod background;
 mod dedup;
+mod retract;
 
 pub use dedup::{DEFAULT_SEEN, Seen};
 
@@ -52,6 +53,10 @@ struct Turn {
     cand: Option<Candidate>,
     last_line: u64,
     last_ts: Option<i64>,
+    /// Set while the turn's completion was decided by quiet alone: the candidate's key,
+    /// from which the completion's id is derived (see [`retract`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    quiet: Option<String>,
 }
 
 impl Turn {
@@ -63,6 +68,7 @@ impl Turn {
             cand: None,
             last_line: line,
             last_ts: ts,
+            quiet: None,
         }
     }
 }
@@ -139,6 +145,8 @@ struct Draft {
     resets_at: Option<String>,
     initiator: Option<&'static str>,
     pre_tokens: Option<u64>,
+    /// Content key of the `turn_completed` a `turn_resumed` takes back.
+    supersedes: Option<String>,
     background_tasks: Option<u32>,
 }
 
@@ -520,6 +528,38 @@ impl Reducer {
         }
     }
 
+    /// After `path` was read at start: if the file has been idle (`idle_ms`, from its
+    /// modification time) for at least the settle period, every answer it left pending
+    /// is complete — the quiet period passed while nobody watched. Events about records
+    /// older than `live_before` are absorbed as history, like the read itself.
+    pub fn settle_idle(
+        &mut self,
+        path: &str,
+        idle_ms: i64,
+        live_before: i64,
+        now: Now,
+        out: &mut Vec<Event>,
+    ) {
+        if idle_ms < i64::try_from(self.settle_ms).unwrap_or(i64::MAX) {
+            return;
+        }
+        let keys = self.by_path.get(path).cloned().unwrap_or_default();
+        let keep = self.history_before;
+        self.history_before = Some(live_before);
+        for key in keys {
+            let Some(sess) = self.sessions.get_mut(&key) else {
+                continue;
+            };
+            let Some(d) = confirm(sess, Evidence::Quiet, now.wall) else {
+                continue;
+            };
+            let path = sess.path.clone();
+            mark(&mut self.changed, &key);
+            out.extend(self.finish(&key, &path, d));
+        }
+        self.history_before = keep;
+    }
+
     /// The main sessions working on an open turn (no answer pending) and quiet for at
     /// least `after_ms` at `now`: the ones whose writer should be looked for.
     pub fn quiet_working(&self, now: Now, after_ms: u64) -> Vec<Quiet> {
@@ -575,12 +615,11 @@ impl Reducer {
     fn finish(&mut self, key: &SessionKey, path: &Arc<str>, d: Draft) -> Option<Event> {
         let kind = d.kind?;
         let turn = d.turn.as_deref().unwrap_or_default();
-        let id = crate::provider::content_hash(&[
-            key.provider.as_str().as_bytes(),
-            kind.as_str().as_bytes(),
-            turn.as_bytes(),
-            d.key.as_bytes(),
-        ]);
+        let id = event_id(key, kind, turn, &d.key);
+        let supersedes = d
+            .supersedes
+            .as_deref()
+            .map(|k| event_id(key, EventKind::TurnCompleted, turn, k));
         if !self.seen.insert(&id) {
             return None;
         }
@@ -614,11 +653,22 @@ impl Reducer {
             resets_at: d.resets_at,
             initiator: d.initiator,
             pre_tokens: d.pre_tokens,
+            supersedes,
             background_tasks: d.background_tasks,
             background_finished: None,
             replay: false,
         })
     }
+}
+
+/// The id of an event: derived from content only, so it is the same on every read.
+fn event_id(key: &SessionKey, kind: EventKind, turn: &str, record: &str) -> String {
+    crate::provider::content_hash(&[
+        key.provider.as_str().as_bytes(),
+        kind.as_str().as_bytes(),
+        turn.as_bytes(),
+        record.as_bytes(),
+    ])
 }
 
 /// Marks the completions among `drafts` with the session's background tasks, if any.
@@ -659,6 +709,7 @@ fn step(
     settle: u64,
 ) -> Vec<Draft> {
     let mut out = Vec::new();
+    out.extend(retract::contradicted(sess, &kind, line, ts, key, now.wall));
     match kind {
         ObsKind::TurnStart { turn, initiator } => {
             if let Some(t) = sess.turn.as_ref().filter(|t| t.open) {
@@ -908,6 +959,7 @@ fn confirm(sess: &mut Session, ev: Evidence, at: i64) -> Option<Draft> {
     let t = sess.turn.as_mut().filter(|t| t.open)?;
     let c = t.cand.take()?;
     let turn = t.id.clone();
+    retract::note_quiet(sess, ev, &c.key);
     close(
         sess,
         SessionState::Completed,

@@ -4,7 +4,8 @@
 //! (critical urgency) and `needs_input`. Subagents and anomalies never do, nor does a
 //! completion whose evidence is `next_prompt` — the person already typed the next prompt.
 //! A session's new notification replaces its previous one, and a per-session cooldown
-//! keeps a flapping session from flooding the screen.
+//! keeps a flapping session from flooding the screen. A `turn_resumed` closes the
+//! notification its superseded completion showed, if that one is still up.
 //!
 //! The D-Bus call runs on a dedicated thread fed by a bounded queue. Without a session bus
 //! (or a notification server) the failure is logged once, events keep streaming, and
@@ -57,6 +58,8 @@ impl Default for DesktopConfig {
 pub struct Note {
     /// The session it belongs to: notifications with the same key replace each other.
     pub key: String,
+    /// The id of the event it shows, so a later `turn_resumed` can take it back.
+    pub event: String,
     pub summary: String,
     /// Plain text with markup escaped.
     pub body: String,
@@ -78,10 +81,33 @@ pub fn compose(kinds: &[EventKind], ev: &Event) -> Option<Note> {
     let provider = ev.provider.map_or("", |p| p.as_str());
     Some(Note {
         key: format!("{provider}:{session}"),
+        event: ev.id.clone(),
         summary: title(ev),
         body: escape_markup(&plain_message(ev)),
         critical: ev.event == EventKind::TurnFailed,
     })
+}
+
+/// What the D-Bus thread does.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Job {
+    Show(Note),
+    /// Close the session's notification if it still shows this event.
+    Close {
+        key: String,
+        event: String,
+    },
+}
+
+/// The notification `ev` takes back: (session key, event id), for a `turn_resumed` of the
+/// main conversation. Pure.
+pub fn retraction(ev: &Event) -> Option<(String, String)> {
+    if ev.event != EventKind::TurnResumed || ev.agent.is_some() {
+        return None;
+    }
+    let session = ev.session.as_deref()?;
+    let provider = ev.provider.map_or("", |p| p.as_str());
+    Some((format!("{provider}:{session}"), ev.supersedes.clone()?))
 }
 
 /// The per-session cooldown. Pure: time is an argument.
@@ -142,7 +168,7 @@ pub struct DesktopSink {
     cooldown: Cooldown,
     retry_after: Duration,
     next_probe: Option<Instant>,
-    tx: Sender<Note>,
+    tx: Sender<Job>,
     shared: Arc<Shared>,
     finished: Finished,
     suppressed: u64,
@@ -153,7 +179,7 @@ pub struct DesktopSink {
 impl DesktopSink {
     /// Starts the D-Bus thread. The bus itself is first tried on the first notification.
     pub fn new(cfg: DesktopConfig) -> Result<Self, SinkError> {
-        let (tx, rx) = crossbeam_channel::bounded::<Note>(cfg.queue.max(1));
+        let (tx, rx) = crossbeam_channel::bounded::<Job>(cfg.queue.max(1));
         let (done_tx, done_rx) = crossbeam_channel::bounded::<()>(0);
         let shared = Arc::new(Shared::default());
         let worker_shared = Arc::clone(&shared);
@@ -161,11 +187,21 @@ impl DesktopSink {
             .name("baton-desktop".to_owned())
             .spawn(move || {
                 let _done = done_tx;
-                let mut ids: LruCache<String, u32> = LruCache::new(
-                    NonZeroUsize::new(SESSIONS_REMEMBERED).unwrap_or(NonZeroUsize::MIN),
-                );
-                for note in rx {
-                    show(&note, &mut ids, &worker_shared);
+                let cap = NonZeroUsize::new(SESSIONS_REMEMBERED).unwrap_or(NonZeroUsize::MIN);
+                // Per session: the server's id of its notification, and the event shown.
+                let mut ids: LruCache<String, (u32, String)> = LruCache::new(cap);
+                for job in rx {
+                    match job {
+                        Job::Show(note) => show(&note, &mut ids, &worker_shared),
+                        Job::Close { key, event } => {
+                            if ids.peek(&key).is_some_and(|(_, e)| *e == event)
+                                && let Some((id, _)) = ids.pop(&key)
+                                && let Err(e) = close_notification(id)
+                            {
+                                tracing::debug!(error = %e, id, "Closing a desktop notification failed.");
+                            }
+                        }
+                    }
                 }
             })
             .map_err(|source| SinkError::Thread {
@@ -196,8 +232,8 @@ impl DesktopSink {
 
     /// A sink whose notifications go to the returned receiver instead of D-Bus: every
     /// decision (hold, kinds, cooldown, queue) is the real sink's. For tests.
-    pub fn capture(cfg: DesktopConfig) -> (Self, crossbeam_channel::Receiver<Note>) {
-        let (tx, rx) = crossbeam_channel::bounded::<Note>(cfg.queue.max(1));
+    pub fn capture(cfg: DesktopConfig) -> (Self, crossbeam_channel::Receiver<Job>) {
+        let (tx, rx) = crossbeam_channel::bounded::<Job>(cfg.queue.max(1));
         let (_, done_rx) = crossbeam_channel::bounded::<()>(0);
         let sink = DesktopSink {
             kinds: cfg.kinds,
@@ -231,6 +267,14 @@ impl DesktopSink {
     }
 
     fn page(&mut self, ev: &Event, now: Instant) {
+        if let Some((key, event)) = retraction(ev) {
+            if !self.shared.down.load(Ordering::Acquire)
+                && self.tx.try_send(Job::Close { key, event }).is_err()
+            {
+                self.dropped += 1;
+            }
+            return;
+        }
         let Some(note) = compose(&self.kinds, ev) else {
             return;
         };
@@ -252,7 +296,7 @@ impl DesktopSink {
             );
             return;
         }
-        match self.tx.try_send(note) {
+        match self.tx.try_send(Job::Show(note)) {
             Ok(()) => {}
             Err(TrySendError::Full(_)) => {
                 self.dropped += 1;
@@ -316,7 +360,25 @@ impl Sink for DesktopSink {
     }
 }
 
-fn show(note: &Note, ids: &mut LruCache<String, u32>, shared: &Shared) {
+/// Asks the notification server to close notification `id`. By id, on a connection of
+/// its own: keeping each shown notification's handle would keep a bus connection open
+/// per session.
+fn close_notification(id: u32) -> zbus::Result<()> {
+    zbus::block_on(async {
+        let conn = zbus::Connection::session().await?;
+        conn.call_method(
+            Some("org.freedesktop.Notifications"),
+            "/org/freedesktop/Notifications",
+            Some("org.freedesktop.Notifications"),
+            "CloseNotification",
+            &(id,),
+        )
+        .await?;
+        Ok(())
+    })
+}
+
+fn show(note: &Note, ids: &mut LruCache<String, (u32, String)>, shared: &Shared) {
     let mut n = Notification::new();
     n.appname("baton")
         .summary(&note.summary)
@@ -326,12 +388,12 @@ fn show(note: &Note, ids: &mut LruCache<String, u32>, shared: &Shared) {
         } else {
             Urgency::Normal
         });
-    if let Some(id) = ids.get(&note.key) {
+    if let Some((id, _)) = ids.get(&note.key) {
         n.id(*id);
     }
     match n.show() {
         Ok(handle) => {
-            ids.put(note.key.clone(), handle.id());
+            ids.put(note.key.clone(), (handle.id(), note.event.clone()));
             shared.shown.fetch_add(1, Ordering::Relaxed);
             if shared.down.swap(false, Ordering::AcqRel) {
                 tracing::info!("Desktop notifications work again.");

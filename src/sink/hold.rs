@@ -77,6 +77,15 @@ impl Hold {
                 }
                 Some(Cow::Borrowed(ev))
             }
+            EventKind::TurnResumed => {
+                // The held completion was taken back (its turn went on): nothing waits
+                // for it any more; the turn's real end decides afresh.
+                let held = self.sessions.peek(&key).and_then(|t| t.held.as_ref());
+                if held.is_some_and(|(h, _)| ev.supersedes.as_deref() == Some(h.id.as_str())) {
+                    self.sessions.pop(&key);
+                }
+                Some(Cow::Borrowed(ev))
+            }
             // The person already typed the next prompt.
             EventKind::TurnCompleted if ev.evidence.as_deref() == Some("next_prompt") => {
                 Some(Cow::Borrowed(ev))
@@ -211,6 +220,25 @@ mod tests {
         assert!(h.due(t0 + Duration::from_secs(601)).is_empty());
         let ev = paged(&mut h, &completed(20, 0), t0).expect("pages");
         assert_eq!(ev.background_finished, None);
+    }
+
+    #[test]
+    fn a_taken_back_completion_is_no_longer_held() {
+        let t0 = Instant::now();
+        let mut h = Hold::new(Duration::from_secs(600));
+        let mut quiet = completed(10, 1);
+        quiet.id = "quiet1".to_owned();
+        assert_eq!(paged(&mut h, &quiet, t0), None);
+        let mut resumed = event(EventKind::TurnResumed, ProviderKind::Claude, P);
+        resumed.supersedes = Some("other".to_owned());
+        assert!(paged(&mut h, &resumed, t0).is_some());
+        assert_eq!(h.next_due(), Some(t0 + Duration::from_secs(600)));
+        resumed.supersedes = Some("quiet1".to_owned());
+        assert!(paged(&mut h, &resumed, t0).is_some());
+        assert_eq!(h.next_due(), None);
+        // The real end, tasks still running: held afresh.
+        assert_eq!(paged(&mut h, &completed(20, 1), t0), None);
+        assert_eq!(h.next_due(), Some(t0 + Duration::from_secs(600)));
     }
 
     #[test]

@@ -63,7 +63,7 @@ pub enum SinkError {
 }
 
 /// Every event kind, for parsing configuration.
-pub const EVENT_KINDS: [EventKind; 9] = [
+pub const EVENT_KINDS: [EventKind; 10] = [
     EventKind::TurnStarted,
     EventKind::TurnCompleted,
     EventKind::TurnFailed,
@@ -73,6 +73,7 @@ pub const EVENT_KINDS: [EventKind; 9] = [
     EventKind::DaemonReady,
     EventKind::DaemonStopping,
     EventKind::ContextCompacted,
+    EventKind::TurnResumed,
 ];
 
 /// The kinds that mean "the agent handed the turn back": the default for every sink.
@@ -135,6 +136,9 @@ pub fn agent_name(p: Option<ProviderKind>) -> &'static str {
         Some(ProviderKind::Codex) => "Codex",
         Some(ProviderKind::Norma) => "Norma",
         Some(ProviderKind::Sgme) => "SGME",
+        Some(ProviderKind::Cursor) => "Cursor",
+        Some(ProviderKind::Copilot) => "Copilot",
+        Some(ProviderKind::Pi) => "Pi",
         None => "baton",
     }
 }
@@ -160,16 +164,25 @@ fn title_part(s: &str) -> String {
 /// - Claude Code keeps a session under `projects/<cwd with '/' → '-'>/`: the last
 ///   non-empty `-`-separated word of that directory (`-home-me-src-myproject` →
 ///   `myproject`; a hyphenated `my-app` shows as `app`, since the encoding is lossy).
+/// - Cursor's `projects/<slug>/agent-transcripts/…` and Pi's `sessions/--<cwd>--/…` the
+///   same way.
 /// - Everything else (Codex keeps sessions by date) and anything unrecognised: the last
 ///   8 characters of the session id (Codex thread ids are UUIDv7, whose leading
 ///   characters are a timestamp shared by sessions started together).
 pub fn project_name(ev: &Event) -> String {
-    if ev.provider == Some(ProviderKind::Claude)
+    // Cursor keeps sessions under `projects/<slug>/` as Claude Code does, and Pi under
+    // `sessions/--<cwd with '/' → '-'>--/`.
+    let marker = match ev.provider {
+        Some(ProviderKind::Claude | ProviderKind::Cursor) => Some("projects"),
+        Some(ProviderKind::Pi) => Some("sessions"),
+        _ => None,
+    };
+    if let Some(marker) = marker
         && let Some(path) = ev.path.as_deref()
     {
         let mut parts = path.split('/');
         while let Some(p) = parts.next() {
-            if p == "projects" {
+            if p == marker {
                 if let Some(dir) = parts.next()
                     && let Some(word) = dir.rsplit('-').find(|w| !w.is_empty())
                     && parts.next().is_some()
@@ -243,6 +256,7 @@ pub fn headline(ev: &Event) -> String {
         EventKind::TurnInterrupted => "interrupted".to_owned(),
         EventKind::TurnStarted => "working".to_owned(),
         EventKind::ContextCompacted => "context compacted".to_owned(),
+        EventKind::TurnResumed => "working again".to_owned(),
         EventKind::Anomaly => match ev.reason.as_deref() {
             Some(r) => format!("anomaly ({})", title_part(r)),
             None => "anomaly".to_owned(),
@@ -319,6 +333,7 @@ pub(crate) mod tests {
             resets_at: None,
             initiator: None,
             pre_tokens: None,
+            supersedes: None,
             background_tasks: None,
             background_finished: None,
             replay: false,
@@ -388,6 +403,19 @@ pub(crate) mod tests {
     }
 
     #[test]
+    fn titles_name_cursor_copilot_and_pi() {
+        let cursor = "/h/.cursor/projects/Users-me-src-myproject/agent-transcripts/a/a.jsonl";
+        let ev = event(EventKind::TurnCompleted, ProviderKind::Cursor, cursor);
+        assert_eq!(title(&ev), "Cursor · myproject: your turn");
+        let copilot = "/h/.copilot/session-state/0199a1b2/events.jsonl";
+        let ev = event(EventKind::TurnInterrupted, ProviderKind::Copilot, copilot);
+        assert_eq!(title(&ev), "Copilot · 2e3f4a5b: interrupted");
+        let pi = "/h/.pi/agent/sessions/--home-me-web--/2026-01-01T00-00-00-000Z_x.jsonl";
+        let ev = event(EventKind::TurnCompleted, ProviderKind::Pi, pi);
+        assert_eq!(title(&ev), "Pi · web: your turn");
+    }
+
+    #[test]
     fn filter_defaults_to_main_handbacks() {
         let f = EventFilter::default();
         let mut ev = event(EventKind::TurnCompleted, ProviderKind::Claude, CLAUDE);
@@ -414,7 +442,8 @@ pub(crate) mod tests {
             | EventKind::Anomaly
             | EventKind::DaemonReady
             | EventKind::DaemonStopping
-            | EventKind::ContextCompacted => EVENT_KINDS.len(),
+            | EventKind::ContextCompacted
+            | EventKind::TurnResumed => EVENT_KINDS.len(),
         }
     }
 }

@@ -110,6 +110,7 @@ pub fn open(dir: &Path, catch_up_ms: u64) -> Result<(Persist, Loaded), Error> {
         )));
     }
     let lock = lock::lock(dir)?;
+    let mark = lock::read_mark(&lock);
     for name in [store::CURRENT, store::PREVIOUS, store::TMP] {
         lock::check_owned(&dir.join(name))?;
     }
@@ -127,7 +128,14 @@ pub fn open(dir: &Path, catch_up_ms: u64) -> Result<(Persist, Loaded), Error> {
     };
     let journals = listed(journal::list(dir))?;
     let logs = listed(store::list_logs(dir))?;
-    let (status, base) = load(dir, !journals.is_empty() || !logs.is_empty());
+    let leftovers = if !journals.is_empty() || !logs.is_empty() {
+        Some("state files missing but journals or logs present")
+    } else if mark.had_state {
+        Some("every state file but the lock is gone")
+    } else {
+        None
+    };
+    let (status, base, base_name) = load(dir, leftovers);
     let (journals, replay) = match &base {
         Some(_) => {
             let paths: Vec<PathBuf> = journals.iter().map(|(_, p)| p.clone()).collect();
@@ -151,6 +159,7 @@ pub fn open(dir: &Path, catch_up_ms: u64) -> Result<(Persist, Loaded), Error> {
         Some(b) => b.meta.since,
         None => {
             if let Err(e) = write_empty_base(dir, now) {
+                store::discard_tmp(dir);
                 tracing::warn!(dir = %dir.display(), error = %e, "Cannot write the first state generation.");
             } else {
                 first_gen = 2;
@@ -158,6 +167,21 @@ pub fn open(dir: &Path, catch_up_ms: u64) -> Result<(Persist, Loaded), Error> {
             now
         }
     };
+    // From now on, a state directory without a generation has lost its state. Written
+    // at once, so the lock file has its bytes before any trouble with space.
+    let mark = lock::Mark {
+        had_state: mark.had_state || first_gen == 2 || base.is_some(),
+        ..mark
+    };
+    if let Err(e) = lock::write_mark(&lock, mark) {
+        tracing::warn!(dir = %dir.display(), error = %e, "Cannot write the lock file.");
+    }
+    // Events of the last run may have gone out unjournaled: those derived again now are
+    // flagged until this run's state covers them.
+    let suspect = mark.outage_since.map(|since| {
+        tracing::warn!(since = %format_rfc3339(since), "The last run delivered events it could not journal; events derived again at this start are flagged replay.");
+        Suspect::new(now)
+    });
     let base_log = base.as_ref().map_or(0, |b| b.meta.log);
     let health = Arc::new(Health::default());
     let progress = Arc::new(Progress::default());
@@ -177,6 +201,9 @@ pub fn open(dir: &Path, catch_up_ms: u64) -> Result<(Persist, Loaded), Error> {
         next_log: logs.last().map_or(1, |l| l.0 + 1).max(base_log + 1),
         // Unknown until the first merge: merging then is due soon anyway.
         base_bytes: 0,
+        base_name,
+        behind: false,
+        dropped_previous: false,
         health: Arc::clone(&health),
         progress: Arc::clone(&progress),
     };
@@ -189,8 +216,13 @@ pub fn open(dir: &Path, catch_up_ms: u64) -> Result<(Persist, Loaded), Error> {
     let shared = Arc::clone(&progress);
     let persist = Persist {
         dir: dir.to_path_buf(),
-        _lock: lock,
+        lock,
+        mark,
+        // The state this run saves first covers what it derives again.
+        clear_at: u64::from(mark.outage_since.is_some()),
+        suspect,
         journal: None,
+        journal_retry: None,
         next_journal,
         // The last run's journals go once this run's first state is written twice.
         closed: journals.iter().map(|(n, _)| (*n, 1)).collect(),
@@ -220,47 +252,56 @@ fn write_empty_base(dir: &Path, now: i64) -> io::Result<u64> {
     };
     w.line(&store::Line::Meta(meta).encode())?;
     w.line(&store::Line::Ledger(Ledger::default()).encode())?;
-    w.finish(dir)
+    w.finish(dir, false)
 }
 
-fn load(dir: &Path, journals: bool) -> (Status, Option<store::Base>) {
-    let (status, base) = load_base(dir, journals);
+/// The newest usable base with its logs applied, and the file it was read from.
+/// `leftovers`: why finding no generation at all is not a first run.
+fn load(dir: &Path, leftovers: Option<&str>) -> (Status, Option<store::Base>, &'static str) {
+    let (status, base, name) = load_base(dir, leftovers);
     let Some(mut base) = base else {
-        return (status, None);
+        return (status, None, store::CURRENT);
     };
     match store::apply_logs(dir, &mut base) {
-        Ok(()) => (status, Some(base)),
+        Ok(()) => (status, Some(base), name),
         Err(e) => (
             Status::Lost(format!("cannot read the state logs: {e}")),
             None,
+            store::CURRENT,
         ),
     }
 }
 
-fn load_base(dir: &Path, journals: bool) -> (Status, Option<store::Base>) {
+fn load_base(dir: &Path, leftovers: Option<&str>) -> (Status, Option<store::Base>, &'static str) {
     let current = store::read(dir, store::CURRENT);
-    let fallback = |why: String| match store::read(dir, store::PREVIOUS) {
-        Ok(Some(s)) => (Status::FellBack(why), Some(s)),
-        Ok(None) => (Status::Lost(format!("{why}; no previous generation")), None),
+    let prev = store::PREVIOUS;
+    let fallback = |why: String| match store::read(dir, prev) {
+        Ok(Some(s)) => (Status::FellBack(why), Some(s), prev),
+        Ok(None) => (
+            Status::Lost(format!("{why}; no previous generation")),
+            None,
+            prev,
+        ),
         Err(e) => (
             Status::Lost(format!("{why}; previous generation: {e}")),
             None,
+            prev,
         ),
     };
     match current {
-        Ok(Some(s)) => (Status::Restored, Some(s)),
+        Ok(Some(s)) => (Status::Restored, Some(s), store::CURRENT),
         Err(e) => fallback(format!("{}: {e}", store::CURRENT)),
-        Ok(None) => match store::read(dir, store::PREVIOUS) {
+        Ok(None) => match store::read(dir, prev) {
             // A crash between the two renames of a write: the previous one is whole.
-            Ok(Some(s)) => (Status::Restored, Some(s)),
-            Ok(None) if journals => (
-                Status::Lost("state files missing but journals or logs present".to_owned()),
-                None,
-            ),
-            Ok(None) => (Status::FirstRun, None),
+            Ok(Some(s)) => (Status::Restored, Some(s), prev),
+            Ok(None) => match leftovers {
+                Some(why) => (Status::Lost(why.to_owned()), None, prev),
+                None => (Status::FirstRun, None, prev),
+            },
             Err(e) => (
                 Status::Lost(format!("{} missing; previous: {e}", store::CURRENT)),
                 None,
+                prev,
             ),
         },
     }
@@ -364,14 +405,26 @@ impl Health {
 
 /// A journal is left for the next one past this size.
 const JOURNAL_ROTATE: u64 = 1 << 20;
+/// After opening or writing a journal failed, opening one is tried again no sooner than
+/// this (not once per batch: each try can leave a file behind).
+const JOURNAL_RETRY: Duration = Duration::from_secs(1);
 
 /// The state directory seen from the delivery task: it journals events around their
 /// delivery and hands the core's deltas to the state writer thread.
 pub struct Persist {
     dir: PathBuf,
-    _lock: File,
+    /// Held for the lock, and where the [`lock::Mark`] is kept.
+    lock: File,
+    mark: lock::Mark,
+    /// The mark's outage is cleared once every delta up to this one is on disk: the
+    /// first one sent after the last event that went out unjournaled.
+    clear_at: u64,
+    /// Flags what this run derives again after the last run's outage; the sink takes it.
+    suspect: Option<Suspect>,
     /// `None` after a write to it failed; the next one is opened on the next write.
     journal: Option<Journal>,
+    /// No journal is opened before this, after a failure.
+    journal_retry: Option<Instant>,
     next_journal: u64,
     /// Full journals, each with the delta sequence number that covers it.
     closed: Vec<(u64, u64)>,
@@ -383,14 +436,27 @@ pub struct Persist {
 }
 
 impl Persist {
-    /// Records transcript events as pending before delivery.
+    /// Records transcript events as pending before delivery. When that fails they go
+    /// out all the same, but first the lock file says so, so that a restart flags
+    /// whatever it derives again as `replay` rather than pass it for new.
     pub fn pending(&mut self, events: &[Event]) {
         let durable: Vec<&Event> = events.iter().filter(|e| journaled(e)).collect();
         if durable.is_empty() {
             return;
         }
-        let res = self.journal().and_then(|j| j.pending(&durable));
-        self.check("record pending events", res);
+        let res = match self.journal() {
+            Some(Ok(j)) => j.pending(&durable),
+            Some(Err(e)) => Err(e),
+            // Failing still; already said.
+            None => {
+                self.unjournaled();
+                return;
+            }
+        };
+        if let Err(e) = res {
+            self.journal_failed("record pending events", &e);
+            self.unjournaled();
+        }
     }
 
     /// Records that `ev` was delivered.
@@ -398,30 +464,79 @@ impl Persist {
         if !journaled(ev) {
             return;
         }
-        if let Some(j) = self.journal.as_mut() {
-            let res = j.done(&ev.id);
-            self.check("record a delivered event", res);
+        if let Some(j) = self.journal.as_mut()
+            && let Err(e) = j.done(&ev.id)
+        {
+            // It stays pending: a restart replays it, flagged.
+            self.journal_failed("record a delivered event", &e);
         }
     }
 
-    fn journal(&mut self) -> io::Result<&mut Journal> {
+    /// The journal to write to, opened if need be; `None` while waiting to retry.
+    fn journal(&mut self) -> Option<io::Result<&mut Journal>> {
         if self.journal.is_none() {
-            let j = Journal::open(&self.dir, self.next_journal)?;
-            self.next_journal += 1;
-            self.journal = Some(j);
+            if self.journal_retry.is_some_and(|t| Instant::now() < t) {
+                return None;
+            }
+            match Journal::open(&self.dir, self.next_journal) {
+                Ok(j) => {
+                    self.next_journal += 1;
+                    self.journal_retry = None;
+                    self.journal = Some(j);
+                }
+                Err(e) => {
+                    self.journal_retry = Some(Instant::now() + JOURNAL_RETRY);
+                    return Some(Err(e));
+                }
+            }
         }
-        self.journal
-            .as_mut()
-            .ok_or_else(|| io::Error::other("no journal"))
+        self.journal.as_mut().map(Ok)
     }
 
-    fn check(&mut self, what: &str, res: io::Result<()>) {
-        if let Err(e) = res {
-            if let Some(j) = self.journal.take() {
-                self.closed.push((j.number, self.seq + 1));
-            }
-            self.health.failed(&self.dir, what, &e);
+    fn journal_failed(&mut self, what: &str, e: &io::Error) {
+        if let Some(j) = self.journal.take() {
+            self.closed.push((j.number, self.seq + 1));
         }
+        self.journal_retry = Some(Instant::now() + JOURNAL_RETRY);
+        self.health.failed(&self.dir, what, e);
+    }
+
+    /// Events are about to go out with no journal record: mark the outage (once) in
+    /// the lock file, which is open for writing whatever became of the directory.
+    fn unjournaled(&mut self) {
+        self.clear_at = self.seq + 1;
+        if self.mark.outage_since.is_some() {
+            return;
+        }
+        self.mark.outage_since = Some(wall_now());
+        if let Err(e) = lock::write_mark(&self.lock, self.mark) {
+            tracing::error!(dir = %self.dir.display(), error = %e, "Cannot mark the lock file: after a crash now, events delivered meanwhile may be delivered again without the replay flag.");
+        }
+    }
+
+    /// Clears the outage mark once the saved state covers every event that went out
+    /// unjournaled (a restart no longer derives any of them again).
+    fn clear_outage(&mut self) {
+        if self.mark.outage_since.is_none()
+            || self.progress.covered.load(Ordering::Acquire) < self.clear_at
+        {
+            return;
+        }
+        self.mark.outage_since = None;
+        match lock::write_mark(&self.lock, self.mark) {
+            Ok(()) => {
+                tracing::info!(dir = %self.dir.display(), "Every event delivered is in the saved state again.")
+            }
+            Err(e) => {
+                tracing::warn!(dir = %self.dir.display(), error = %e, "Cannot clear the lock file's outage mark.");
+            }
+        }
+    }
+
+    /// The flagging of events derived again after the last run's outage, if there was
+    /// one (see [`Suspect`]).
+    pub fn take_suspect(&mut self) -> Option<Suspect> {
+        self.suspect.take()
     }
 
     /// Hands a delta to the state writer. It follows the events delivered before it,
@@ -436,14 +551,7 @@ impl Persist {
     /// Moves on to a new journal when this one is full, and deletes full ones that both
     /// generations on disk cover (the next delta covers what was delivered before it).
     pub fn tidy(&mut self) {
-        if self
-            .journal
-            .as_ref()
-            .is_some_and(|j| j.written >= JOURNAL_ROTATE)
-            && let Some(j) = self.journal.take()
-        {
-            self.closed.push((j.number, self.seq + 1));
-        }
+        self.rotate_journal();
         let covered = self.progress.covered.load(Ordering::Acquire);
         self.closed.retain(|&(n, seq)| {
             if seq > covered {
@@ -452,6 +560,33 @@ impl Persist {
             let _ = fs::remove_file(self.dir.join(journal::name(n)));
             false
         });
+        self.clear_outage();
+    }
+
+    /// Opens the next journal when this one is full. If that fails (a read-only
+    /// directory) the full one goes on: it can still be written, and rotating only
+    /// serves to delete journals sooner.
+    fn rotate_journal(&mut self) {
+        if self
+            .journal
+            .as_ref()
+            .is_none_or(|j| j.written < JOURNAL_ROTATE)
+            || self.journal_retry.is_some_and(|t| Instant::now() < t)
+        {
+            return;
+        }
+        match Journal::open(&self.dir, self.next_journal) {
+            Ok(next) => {
+                self.next_journal += 1;
+                if let Some(j) = self.journal.replace(next) {
+                    self.closed.push((j.number, self.seq + 1));
+                }
+            }
+            Err(e) => {
+                tracing::debug!(dir = %self.dir.display(), error = %e, "Cannot open the next journal; the full one goes on.");
+                self.journal_retry = Some(Instant::now() + JOURNAL_RETRY);
+            }
+        }
     }
 
     /// Stops the state writer after it wrote what it was given.
@@ -462,12 +597,76 @@ impl Persist {
                 tracing::error!("The state writer panicked.");
             }
         }
+        self.clear_outage();
     }
 }
 
 impl Drop for Persist {
     fn drop(&mut self) {
         self.finish();
+    }
+}
+
+/// For a while after the start that follows an outage (events delivered without a
+/// journal record, then a crash), flags as `replay` the transcript events that may have
+/// gone out already: every one up to and including the batch with `daemon_ready`
+/// (derived again from what was read at start), and for [`SUSPECT_AFTER_READY`] after
+/// it those whose record predates this start (a completion whose quiet period fell due
+/// while baton was down comes out at the first tick). Repeating one with the flag is
+/// the promise (an idempotent consumer drops it); passing one off as new is not.
+#[derive(Debug)]
+pub struct Suspect {
+    /// This run's start (Unix ms).
+    started: i64,
+    /// When `daemon_ready` went by.
+    ready_at: Option<Instant>,
+}
+
+const SUSPECT_AFTER_READY: Duration = Duration::from_secs(60);
+
+impl Suspect {
+    fn new(started: i64) -> Suspect {
+        Suspect {
+            started,
+            ready_at: None,
+        }
+    }
+
+    /// Flags what in `batch` may have gone out before; false once nothing can.
+    pub fn flag(&mut self, batch: &mut [Event]) -> bool {
+        if self
+            .ready_at
+            .is_some_and(|t| t.elapsed() > SUSPECT_AFTER_READY)
+        {
+            return false;
+        }
+        let reading = self.ready_at.is_none();
+        for ev in batch.iter_mut() {
+            if !journaled(ev) {
+                if ev.event == EventKind::DaemonReady {
+                    self.ready_at = Some(Instant::now());
+                }
+                continue;
+            }
+            let before_start = ev
+                .record_ts
+                .as_deref()
+                .and_then(crate::clock::parse_rfc3339)
+                .is_none_or(|t| t < self.started);
+            if reading || before_start {
+                ev.replay = true;
+            }
+        }
+        true
+    }
+}
+
+/// [`Suspect::flag`], dropping it when it is done.
+pub fn flag_replays(suspect: &mut Option<Suspect>, batch: &mut [Event]) {
+    if let Some(s) = suspect
+        && !s.flag(batch)
+    {
+        *suspect = None;
     }
 }
 
@@ -510,4 +709,94 @@ pub fn numbered(dir: &Path, prefix: &str, suffix: &str) -> io::Result<Vec<(u64, 
 /// Transcript events go through the journal; the daemon's own events do not.
 fn journaled(ev: &Event) -> bool {
     ev.provider.is_some()
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+    use crate::model::ProviderKind;
+
+    fn turn_event(id: &str, record_ts: Option<&str>) -> Event {
+        let mut e = Event::lifecycle(EventKind::TurnCompleted, "t".to_owned(), id.to_owned());
+        e.provider = Some(ProviderKind::Claude);
+        e.record_ts = record_ts.map(str::to_owned);
+        e
+    }
+
+    /// Events that go out unjournaled mark the lock file before they go; the next start
+    /// finds the mark and flags what it derives again; once the state covers them the
+    /// mark is gone.
+    #[test]
+    fn an_unjournaled_delivery_marks_the_lock_until_the_state_covers_it() {
+        let tmp = tempfile::tempdir().unwrap();
+        let dir = tmp.path();
+        {
+            let (mut p, _) = open(dir, 600_000).unwrap();
+            // The journal cannot be created (even as root): its name is a directory.
+            fs::create_dir(dir.join(journal::name(1))).unwrap();
+            assert_eq!(p.mark.outage_since, None);
+            p.pending(&[turn_event("a", None)]);
+            let on_disk = lock::read_mark(&File::open(dir.join(lock::LOCK)).unwrap());
+            assert!(on_disk.outage_since.is_some(), "marked before delivery");
+            assert!(on_disk.had_state);
+            // Killed here: no delta ever covers the event.
+            p.saver = None;
+        }
+        fs::remove_dir(dir.join(journal::name(1))).unwrap();
+        let (mut p, _) = open(dir, 600_000).unwrap();
+        let mut suspect = p.take_suspect();
+        assert!(suspect.is_some());
+        let mut batch = vec![
+            turn_event("a", None),
+            Event::lifecycle(EventKind::DaemonReady, "t".to_owned(), "r".to_owned()),
+            turn_event("b", Some("2020-01-01T00:00:00Z")),
+        ];
+        flag_replays(&mut suspect, &mut batch);
+        assert!(batch[0].replay && batch[2].replay, "{batch:?}");
+        // After daemon_ready only what was recorded before this start.
+        let mut later = vec![
+            turn_event("c", Some("2020-01-01T00:00:00Z")),
+            turn_event("d", Some("2999-01-01T00:00:00Z")),
+        ];
+        flag_replays(&mut suspect, &mut later);
+        assert!(later[0].replay && !later[1].replay, "{later:?}");
+        // This run's first delta covers what it derived again: the mark goes.
+        let cp = Checkpoint {
+            path: "/t/a.jsonl".to_owned(),
+            dev: 1,
+            ino: 2,
+            offset: 10,
+            line: 2,
+            marker: 3,
+            resume: None,
+        };
+        p.save(Box::new(Delta {
+            files: vec![cp],
+            ..Delta::default()
+        }));
+        p.finish();
+        let on_disk = lock::read_mark(&File::open(dir.join(lock::LOCK)).unwrap());
+        assert_eq!(on_disk.outage_since, None);
+    }
+
+    #[test]
+    fn only_a_lock_left_is_state_lost_and_an_empty_dir_a_first_run() {
+        let tmp = tempfile::tempdir().unwrap();
+        let dir = tmp.path();
+        let (_, loaded) = open(dir, 600_000).unwrap();
+        assert_eq!(loaded.status, Status::FirstRun);
+        drop(loaded);
+        for e in fs::read_dir(dir).unwrap().flatten() {
+            if e.file_name() != lock::LOCK {
+                fs::remove_file(e.path()).unwrap();
+            }
+        }
+        let (_, loaded) = open(dir, 600_000).unwrap();
+        assert!(
+            matches!(loaded.status, Status::Lost(_)),
+            "{:?}",
+            loaded.status
+        );
+    }
 }

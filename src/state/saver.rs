@@ -58,6 +58,16 @@ pub struct Saver {
     pub next_log: u64,
     /// Body bytes of the current base.
     pub base_bytes: u64,
+    /// The file the current base is read from when merging: [`store::CURRENT`], or
+    /// [`store::PREVIOUS`] when loading fell back to it (the current file is unusable,
+    /// or missing after a crash between the two renames of a write).
+    pub base_name: &'static str,
+    /// A write failed: what piles up meanwhile goes into the next base directly, not
+    /// into the log. A base is bounded by the files and the ledger; the log of a long
+    /// outage is not, and may not fit where a base would.
+    pub behind: bool,
+    /// The previous generation was given up for room at least once this run.
+    pub dropped_previous: bool,
     /// See [`Meta::since`].
     pub since: i64,
     pub health: Arc<Health>,
@@ -73,6 +83,9 @@ struct Pending {
     files: Vec<Vec<u8>>,
     index: HashMap<String, usize>,
     decided: Vec<Vec<u8>>,
+    /// Decided ids left out of `decided` (the writer is behind: the next base holds them
+    /// in its ledger), which still need a write.
+    ledger_only: bool,
     seq: u64,
     bytes: usize,
 }
@@ -106,7 +119,19 @@ impl Pending {
     }
 
     fn is_empty(&self) -> bool {
-        self.files.is_empty() && self.decided.is_empty()
+        self.files.is_empty() && self.decided.is_empty() && !self.ledger_only
+    }
+
+    /// Drops the decided lines, which only a log needs: while the writer is behind, a
+    /// long outage would pile them up in memory for nothing.
+    fn ledger_only(&mut self) {
+        if self.decided.is_empty() {
+            return;
+        }
+        for line in self.decided.drain(..) {
+            self.bytes -= line.len();
+        }
+        self.ledger_only = true;
     }
 }
 
@@ -135,6 +160,9 @@ impl Saver {
                         self.apply_ledger(&d);
                         pending.add(seq, *d);
                     }
+                    if self.behind {
+                        pending.ledger_only();
+                    }
                     self.progress.received.store(pending.seq, Ordering::Release);
                     false
                 }
@@ -143,28 +171,43 @@ impl Saver {
             };
             if !pending.is_empty() && (closed || pending.bytes >= WRITE_AT || Instant::now() >= due)
             {
-                match self.append(&mut log, &pending) {
-                    Ok(()) => {
+                if self.behind {
+                    // Everything since the last good write, as one new base.
+                    if self.merge(&mut log, Some(&pending)) {
+                        self.behind = false;
+                        merged_this_run = true;
                         self.progress.covered.store(pending.seq, Ordering::Release);
                         pending = Pending::default();
                         due = Instant::now() + SAVE_EVERY;
-                        let big = log
-                            .as_ref()
-                            .is_some_and(|l| l.written >= MERGE_AT.max(self.base_bytes / 2));
-                        if big || !merged_this_run {
-                            merged_this_run |= self.merge(&mut log);
-                        }
-                    }
-                    Err(e) => {
-                        self.health.failed(&self.dir, "save the state", &e);
-                        log = None;
+                    } else {
                         due = Instant::now() + RETRY_EVERY;
+                    }
+                } else {
+                    match self.append(&mut log, &pending) {
+                        Ok(()) => {
+                            self.progress.covered.store(pending.seq, Ordering::Release);
+                            pending = Pending::default();
+                            due = Instant::now() + SAVE_EVERY;
+                            let big = log
+                                .as_ref()
+                                .is_some_and(|l| l.written >= MERGE_AT.max(self.base_bytes / 2));
+                            if big || !merged_this_run {
+                                merged_this_run |= self.merge(&mut log, None);
+                            }
+                        }
+                        Err(e) => {
+                            self.health.failed(&self.dir, "save the state", &e);
+                            log = None;
+                            self.behind = true;
+                            pending.ledger_only();
+                            due = Instant::now() + RETRY_EVERY;
+                        }
                     }
                 }
             }
             if closed {
                 if pending.is_empty() && log.is_some() {
-                    self.merge(&mut log);
+                    self.merge(&mut log, None);
                 }
                 return;
             }
@@ -191,28 +234,32 @@ impl Saver {
         l.append(lines)
     }
 
-    /// Writes a new base: the current one with every later log applied. True on success.
-    fn merge(&mut self, log: &mut Option<LogWriter>) -> bool {
+    /// Writes a new base: the current one with every later log applied, and `pending`
+    /// (not written to any log) on top. True on success.
+    fn merge(&mut self, log: &mut Option<LogWriter>, pending: Option<&Pending>) -> bool {
         let upto = log.as_ref().map_or(self.next_log - 1, |l| l.number);
-        match self.write_base(upto) {
+        let mut res = self.write_base(upto, pending);
+        if let Err(e) = &res
+            && store::is_full(e)
+            && self.drop_previous()
+        {
+            res = self.write_base(upto, pending);
+        }
+        match res {
             Ok(bytes) => {
                 *log = None;
                 self.next_gen += 1;
                 self.base_bytes = bytes;
+                self.base_name = store::CURRENT;
                 self.prev_log = self.base_log;
                 self.base_log = upto;
                 // The previous base needs the logs after its own; older ones can go.
-                if let Ok(list) = store::list_logs(&self.dir) {
-                    for (n, p) in list {
-                        if n <= self.prev_log {
-                            let _ = fs::remove_file(p);
-                        }
-                    }
-                }
+                self.remove_logs_upto(self.prev_log);
                 self.health.recovered(&self.dir);
                 true
             }
             Err(e) => {
+                store::discard_tmp(&self.dir);
                 // The log goes on; merging is tried again when it grows.
                 self.health.failed(&self.dir, "save the state", &e);
                 false
@@ -220,31 +267,83 @@ impl Saver {
         }
     }
 
-    fn write_base(&mut self, upto: u64) -> io::Result<u64> {
+    fn remove_logs_upto(&self, upto: u64) {
+        if let Ok(list) = store::list_logs(&self.dir) {
+            for (n, p) in list {
+                if n <= upto {
+                    let _ = fs::remove_file(p);
+                }
+            }
+        }
+    }
+
+    /// Makes room on a full filesystem by giving up the previous generation (and the
+    /// logs only it needs): a fallback is worth less than saving at all, and a base
+    /// needs room for itself next to the current one. True if something was freed.
+    fn drop_previous(&mut self) -> bool {
+        if self.base_name != store::CURRENT {
+            // The previous generation is the base itself.
+            return false;
+        }
+        store::discard_tmp(&self.dir);
+        match fs::remove_file(self.dir.join(store::PREVIOUS)) {
+            Ok(()) => {}
+            Err(e) if e.kind() == io::ErrorKind::NotFound => {}
+            Err(_) => return false,
+        }
+        self.remove_logs_upto(self.base_log);
+        self.prev_log = self.base_log;
+        // On a filesystem too small for three generations this is every merge: say it once.
+        if std::mem::replace(&mut self.dropped_previous, true) {
+            tracing::debug!(dir = %self.dir.display(), "State directory full: dropped the previous state generation to make room.");
+        } else {
+            tracing::warn!(dir = %self.dir.display(), "State directory full: dropped the previous state generation to make room (said once per run).");
+        }
+        true
+    }
+
+    fn write_base(&mut self, upto: u64, pending: Option<&Pending>) -> io::Result<u64> {
         // Where the newest line about each file changed since the current base is
         // (log, offset, length), not the line itself: after a first run that is every
         // file.
         let mut logs: HashMap<u64, fs::File> = HashMap::new();
-        let mut changed: HashMap<String, Option<(u64, u64, usize)>> = HashMap::new();
+        let mut changed: HashMap<String, Newer> = HashMap::new();
         for (n, path) in store::list_logs(&self.dir)? {
             if n <= self.base_log || n > upto {
                 continue;
             }
             store::read_log(&path, |line, at| {
                 if let Some((p, gone)) = store::path_of(line) {
-                    changed.insert(p, (!gone).then_some((n, at, line.len())));
+                    let newer = if gone {
+                        Newer::Gone
+                    } else {
+                        Newer::Log(n, at, line.len())
+                    };
+                    changed.insert(p, newer);
                 }
             })?;
             logs.insert(n, fs::File::open(&path)?);
         }
+        // What is not in any log yet is newer still.
+        for (i, line) in pending.iter().flat_map(|p| p.files.iter().enumerate()) {
+            if let Some((p, gone)) = std::str::from_utf8(line).ok().and_then(store::path_of) {
+                changed.insert(p, if gone { Newer::Gone } else { Newer::Pending(i) });
+            }
+        }
         let mut buf = Vec::new();
-        let mut newer = |at: (u64, u64, usize)| -> io::Result<Vec<u8>> {
-            let f = logs
-                .get(&at.0)
-                .ok_or_else(|| io::Error::other("state log vanished"))?;
-            buf.resize(at.2, 0);
-            std::os::unix::fs::FileExt::read_exact_at(f, &mut buf, at.1)?;
-            Ok(buf.clone())
+        let mut newer = |at: &Newer| -> io::Result<Vec<u8>> {
+            match *at {
+                Newer::Log(n, offset, len) => {
+                    let f = logs
+                        .get(&n)
+                        .ok_or_else(|| io::Error::other("state log vanished"))?;
+                    buf.resize(len, 0);
+                    std::os::unix::fs::FileExt::read_exact_at(f, &mut buf, offset)?;
+                    Ok(buf.clone())
+                }
+                Newer::Pending(i) => Ok(pending.map(|p| p.files[i].clone()).unwrap_or_default()),
+                Newer::Gone => Ok(Vec::new()),
+            }
         };
         let now = wall_now();
         self.ledger.prune(now);
@@ -256,9 +355,9 @@ impl Saver {
             since: self.since,
         };
         w.line(&Line::Meta(meta).encode())?;
-        let current = self.dir.join(store::CURRENT);
-        if current.exists() {
-            let res = store::for_each_line(&current, |line| {
+        let base = self.dir.join(self.base_name);
+        if base.exists() {
+            let res = store::for_each_line(&base, |line| {
                 if !line.starts_with("{\"file\":") {
                     return Ok(());
                 }
@@ -266,29 +365,45 @@ impl Saver {
                     return Ok(());
                 };
                 match changed.remove(&p) {
-                    Some(None) => {}
-                    Some(Some(at)) => w.line(&newer(at)?)?,
+                    Some(Newer::Gone) => {}
+                    Some(at) => w.line(&newer(&at)?)?,
                     None => w.line(line.as_bytes())?,
                 }
                 Ok(())
             });
-            if let Err(e) = res {
-                // Only this process writes it; if it went bad under us, the logs and the
-                // previous generation still hold what is needed to load.
-                return Err(io::Error::other(format!(
-                    "cannot read the current state to merge into: {e}"
-                )));
+            match res {
+                Ok(()) => {}
+                // Kept as it is: a full disk is told apart by its kind.
+                Err(store::DecodeError::Io(e)) => return Err(e),
+                Err(e) => {
+                    // Only this process writes it, and it was whole when loaded; if it
+                    // went bad under us, the logs and the previous generation still hold
+                    // what is needed to load.
+                    return Err(io::Error::other(format!(
+                        "cannot read the current state to merge into: {e}"
+                    )));
+                }
             }
         }
-        let mut rest: Vec<(String, (u64, u64, usize))> = changed
+        let mut rest: Vec<(String, Newer)> = changed
             .into_iter()
-            .filter_map(|(p, at)| Some((p, at?)))
+            .filter(|(_, at)| !matches!(at, Newer::Gone))
             .collect();
-        rest.sort();
+        rest.sort_by(|a, b| a.0.cmp(&b.0));
         for (_, at) in rest {
-            w.line(&newer(at)?)?;
+            w.line(&newer(&at)?)?;
         }
         w.line(&Line::Ledger(self.ledger.clone()).encode())?;
-        w.finish(&self.dir)
+        w.finish(&self.dir, self.base_name != store::CURRENT)
     }
+}
+
+/// Where the newest line about a file changed since the base is.
+enum Newer {
+    /// In log N, at this offset, this long.
+    Log(u64, u64, usize),
+    /// In the lines not yet written, at this index.
+    Pending(usize),
+    /// The file is no longer tracked.
+    Gone,
 }

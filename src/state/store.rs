@@ -360,9 +360,11 @@ impl BaseWriter {
         Ok(())
     }
 
-    /// Patches the header in, fsyncs, makes it the current generation (the current one
-    /// becoming the previous) and fsyncs the directory.
-    pub fn finish(self, dir: &Path) -> io::Result<u64> {
+    /// Patches the header in, fsyncs, makes it the current generation and fsyncs the
+    /// directory. The current one becomes the previous, unless `over_current`: then the
+    /// current one is unusable (the base was loaded from the previous generation), and
+    /// the previous generation stays what it is, the last good one.
+    pub fn finish(self, dir: &Path, over_current: bool) -> io::Result<u64> {
         let f = self
             .out
             .into_inner()
@@ -373,15 +375,31 @@ impl BaseWriter {
         f.sync_all()?;
         drop(f);
         let current = dir.join(CURRENT);
-        match fs::rename(&current, dir.join(PREVIOUS)) {
-            Ok(()) => {}
-            Err(e) if e.kind() == io::ErrorKind::NotFound => {}
-            Err(e) => return Err(e),
+        if !over_current {
+            match fs::rename(&current, dir.join(PREVIOUS)) {
+                Ok(()) => {}
+                Err(e) if e.kind() == io::ErrorKind::NotFound => {}
+                Err(e) => return Err(e),
+            }
         }
         fs::rename(dir.join(TMP), &current)?;
         sync_dir(dir)?;
         Ok(self.len)
     }
+}
+
+/// Deletes what a failed write left of the temporary file: on a small filesystem it may
+/// hold the very space the next try needs.
+pub fn discard_tmp(dir: &Path) {
+    let _ = fs::remove_file(dir.join(TMP));
+}
+
+/// Whether a write failed for want of space (the disk or the quota is full).
+pub fn is_full(e: &io::Error) -> bool {
+    matches!(
+        e.kind(),
+        io::ErrorKind::StorageFull | io::ErrorKind::QuotaExceeded
+    )
 }
 
 pub fn sync_dir(dir: &Path) -> io::Result<()> {
@@ -426,16 +444,21 @@ pub fn read_log(path: &Path, mut each: impl FnMut(&str, u64)) -> io::Result<()> 
 pub struct LogWriter {
     file: File,
     pub number: u64,
+    /// Bytes written by this process.
     pub written: u64,
+    /// The length the file had when opened.
+    start: u64,
 }
 
 impl LogWriter {
     pub fn open(dir: &Path, number: u64) -> io::Result<LogWriter> {
         let file = super::open_append(&dir.join(log_name(number)))?;
+        let start = file.metadata()?.len();
         Ok(LogWriter {
             file,
             number,
             written: 0,
+            start,
         })
     }
 
@@ -447,8 +470,16 @@ impl LogWriter {
             buf.extend_from_slice(json);
             buf.push(b'\n');
         }
-        self.file.write_all(&buf)?;
-        self.file.sync_data()?;
+        let res = self
+            .file
+            .write_all(&buf)
+            .and_then(|()| self.file.sync_data());
+        if let Err(e) = res {
+            // What a failed write left is a torn line (which would end the log when it
+            // is read) taking space that may be short: cut it off.
+            let _ = self.file.set_len(self.start + self.written);
+            return Err(e);
+        }
         self.written += buf.len() as u64;
         Ok(())
     }
@@ -485,7 +516,7 @@ mod tests {
             w.line(&Line::File(f.clone()).encode()).unwrap();
         }
         w.line(&Line::Ledger(ledger).encode()).unwrap();
-        w.finish(dir).unwrap();
+        w.finish(dir, false).unwrap();
         fs::read(dir.join(CURRENT)).unwrap()
     }
 
@@ -534,6 +565,24 @@ mod tests {
             3
         );
         assert!(!tmp.path().join(TMP).exists());
+    }
+
+    #[test]
+    fn writing_over_an_unusable_current_keeps_the_good_previous_one() {
+        let tmp = tempfile::tempdir().unwrap();
+        write_base(tmp.path(), 3, 0, &[]);
+        write_base(tmp.path(), 4, 0, &[]);
+        fs::write(tmp.path().join(CURRENT), b"baton-state 2 trunc").unwrap();
+        let mut w = BaseWriter::create(tmp.path()).unwrap();
+        let meta = Meta {
+            generation: 5,
+            ..Meta::default()
+        };
+        w.line(&Line::Meta(meta).encode()).unwrap();
+        w.finish(tmp.path(), true).unwrap();
+        let generation = |name| read(tmp.path(), name).unwrap().unwrap().meta.generation;
+        assert_eq!(generation(CURRENT), 5);
+        assert_eq!(generation(PREVIOUS), 3, "the damaged one is not kept");
     }
 
     #[test]

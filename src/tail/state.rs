@@ -32,6 +32,11 @@ pub struct Stat {
 }
 
 impl Stat {
+    /// The modification time in Unix ms.
+    pub fn mtime_ms(&self) -> i64 {
+        i64::try_from(self.mtime_ns / 1_000_000).unwrap_or(0)
+    }
+
     pub fn of(m: &Metadata) -> Self {
         Stat {
             id: FileId {

@@ -32,6 +32,10 @@ pub fn is_candidate(path: &Path, provider: Option<ProviderKind>) -> bool {
     match provider {
         // `raw/{sessions,uploads,external}/*.md`; `archive/**/*.md.zst` never matches.
         Some(ProviderKind::Sgme) => provider::sgme::is_l0_file(path),
+        // The default root is `~/.cursor/projects`, whose other folders hold no transcripts.
+        Some(ProviderKind::Cursor) => {
+            name.ends_with(".jsonl") && provider::cursor::is_transcript(path)
+        }
         Some(_) => name.ends_with(".jsonl"),
         None => {
             name.ends_with(".jsonl")

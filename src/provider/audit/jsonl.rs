@@ -1,5 +1,5 @@
-//! Audit of the JSON Lines providers (Claude, Codex, Norma): ids, parent links, tool
-//! calls and their results.
+//! Audit of the JSON Lines providers (Claude, Codex, Norma, Pi, Copilot CLI, Cursor): ids,
+//! parent links, tool calls and their results.
 
 use super::{Audit, Problem, Unresolved, glimpse_ids, main_file_of, shown, string_values};
 use crate::model::ProviderKind;
@@ -23,7 +23,11 @@ pub fn record_id(kind: ProviderKind, line: &[u8]) -> Option<String> {
             .ok()?
             .uuid
             .map(Cow::into_owned),
-        ProviderKind::Codex | ProviderKind::Sgme => None,
+        ProviderKind::Codex
+        | ProviderKind::Sgme
+        | ProviderKind::Cursor
+        | ProviderKind::Copilot
+        | ProviderKind::Pi => None,
     }
 }
 
@@ -32,6 +36,10 @@ pub(super) enum Flavor {
     Claude,
     Codex,
     Norma,
+    Pi,
+    Copilot,
+    /// Cursor writes no ids and no tool results: only that lines parse is checked.
+    Cursor,
 }
 
 /// Which model response a record belongs to.
@@ -61,6 +69,11 @@ struct Facts {
     prompt: bool,
     /// Norma: the session the record claims.
     session: Option<String>,
+    /// A record type the projector neither reads nor deliberately ignores.
+    unknown: Option<String>,
+    /// Codex: the thread a `session_meta` names, and the record's timestamp.
+    meta: Option<String>,
+    stamp: Option<String>,
 }
 
 #[derive(Deserialize)]
@@ -115,6 +128,8 @@ struct CodexLine<'a> {
     #[serde(rename = "type", borrow)]
     ty: Option<Cow<'a, str>>,
     #[serde(borrow)]
+    timestamp: Option<Cow<'a, str>>,
+    #[serde(borrow)]
     payload: Option<CodexPayload<'a>>,
 }
 
@@ -122,6 +137,8 @@ struct CodexLine<'a> {
 struct CodexPayload<'a> {
     #[serde(rename = "type", borrow)]
     ty: Option<Cow<'a, str>>,
+    #[serde(borrow)]
+    id: Option<Cow<'a, str>>,
     #[serde(borrow)]
     call_id: Option<Cow<'a, str>>,
     #[serde(borrow)]
@@ -191,6 +208,11 @@ fn claude_facts(line: &[u8]) -> Result<Facts, serde_json::Error> {
             (None, Some(true)) => Some("sidechain".to_owned()),
             _ => None,
         },
+        unknown: r
+            .ty
+            .as_deref()
+            .filter(|t| !crate::provider::claude::KNOWN_TYPES.contains(t))
+            .map(str::to_owned),
         ..Facts::default()
     };
     match r.ty.as_deref() {
@@ -220,9 +242,28 @@ fn claude_facts(line: &[u8]) -> Result<Facts, serde_json::Error> {
 }
 
 fn codex_facts(line: &[u8]) -> Result<Facts, serde_json::Error> {
+    use crate::provider::codex::{KNOWN_EVENTS, KNOWN_ITEMS, KNOWN_TYPES};
     let l: CodexLine<'_> = serde_json::from_slice(line)?;
-    let mut f = Facts::default();
+    let inner = l.payload.as_ref().and_then(|p| p.ty.as_deref());
+    let unknown = match (l.ty.as_deref(), inner) {
+        (Some(t), _) if !KNOWN_TYPES.contains(&t) => Some(t.to_owned()),
+        (Some("event_msg"), Some(e)) if !KNOWN_EVENTS.contains(&e) => {
+            Some(format!("event_msg/{e}"))
+        }
+        (Some("response_item"), Some(i)) if !KNOWN_ITEMS.contains(&i) => {
+            Some(format!("response_item/{i}"))
+        }
+        _ => None,
+    };
+    let mut f = Facts {
+        unknown,
+        stamp: l.timestamp.as_deref().map(str::to_owned),
+        ..Facts::default()
+    };
     let Some(p) = &l.payload else { return Ok(f) };
+    if l.ty.as_deref() == Some("session_meta") {
+        f.meta = p.id.as_deref().map(str::to_owned);
+    }
     let call = || {
         p.call_id
             .as_deref()
@@ -291,6 +332,137 @@ fn norma_facts(line: &[u8]) -> Result<Facts, serde_json::Error> {
     Ok(f)
 }
 
+#[derive(Deserialize)]
+struct PiRec<'a> {
+    #[serde(rename = "type", borrow)]
+    ty: Option<Cow<'a, str>>,
+    #[serde(borrow)]
+    id: Option<Cow<'a, str>>,
+    #[serde(rename = "parentId", borrow)]
+    parent: Option<Cow<'a, str>>,
+    #[serde(borrow)]
+    message: Option<PiMsg<'a>>,
+}
+
+#[derive(Deserialize)]
+struct PiMsg<'a> {
+    #[serde(borrow)]
+    role: Option<Cow<'a, str>>,
+    #[serde(borrow)]
+    content: Option<StrOrList<'a, Block<'a>>>,
+    #[serde(rename = "toolCallId", borrow)]
+    tool_call_id: Option<Cow<'a, str>>,
+}
+
+fn pi_facts(line: &[u8]) -> Result<Facts, serde_json::Error> {
+    let r: PiRec<'_> = serde_json::from_slice(line)?;
+    let mut f = Facts {
+        id: r.id.as_deref().map(str::to_owned),
+        parent: r.parent.as_deref().map(str::to_owned),
+        // The header starts the tree; its id is the session's, not an entry's.
+        boundary: r.ty.as_deref() == Some("session"),
+        ..Facts::default()
+    };
+    if f.boundary {
+        f.id = None;
+    }
+    let Some(m) = &r.message else { return Ok(f) };
+    match m.role.as_deref() {
+        Some("assistant") => {
+            f.calls = ids_of(blocks(m.content.as_ref()), "toolCall", |b| {
+                b.id.as_deref().map(str::to_owned)
+            });
+            f.response = Some(Resp::Key(f.id.clone().unwrap_or_default()));
+        }
+        Some("toolResult") => {
+            f.results = m
+                .tool_call_id
+                .as_deref()
+                .map(str::to_owned)
+                .into_iter()
+                .collect();
+        }
+        Some("user") => f.prompt = true,
+        _ => {}
+    }
+    Ok(f)
+}
+
+#[derive(Deserialize)]
+struct CopilotRec<'a> {
+    #[serde(rename = "type", borrow)]
+    ty: Option<Cow<'a, str>>,
+    #[serde(borrow)]
+    id: Option<Cow<'a, str>>,
+    #[serde(rename = "parentId", borrow)]
+    parent: Option<Cow<'a, str>>,
+    #[serde(rename = "agentId", borrow)]
+    agent: Option<Cow<'a, str>>,
+    #[serde(borrow)]
+    data: Option<CopilotData<'a>>,
+}
+
+#[derive(Deserialize)]
+struct CopilotData<'a> {
+    #[serde(rename = "messageId", borrow)]
+    message_id: Option<Cow<'a, str>>,
+    #[serde(rename = "toolRequests", borrow)]
+    tool_requests: Option<Vec<CopilotCall<'a>>>,
+    #[serde(rename = "toolCallId", borrow)]
+    tool_call_id: Option<Cow<'a, str>>,
+    #[serde(borrow)]
+    delivery: Option<Cow<'a, str>>,
+}
+
+#[derive(Deserialize)]
+struct CopilotCall<'a> {
+    #[serde(rename = "toolCallId", borrow)]
+    tool_call_id: Option<Cow<'a, str>>,
+}
+
+fn copilot_facts(line: &[u8]) -> Result<Facts, serde_json::Error> {
+    let r: CopilotRec<'_> = serde_json::from_slice(line)?;
+    let mut f = Facts {
+        id: r.id.as_deref().map(str::to_owned),
+        parent: r.parent.as_deref().map(str::to_owned),
+        scope: r.agent.as_deref().map(str::to_owned),
+        ..Facts::default()
+    };
+    let Some(d) = &r.data else { return Ok(f) };
+    match r.ty.as_deref() {
+        Some("assistant.message") => {
+            f.calls = d
+                .tool_requests
+                .iter()
+                .flatten()
+                .filter_map(|c| c.tool_call_id.as_deref().map(str::to_owned))
+                .collect();
+            let key = d
+                .message_id
+                .as_deref()
+                .or(r.id.as_deref())
+                .unwrap_or_default();
+            f.response = Some(Resp::Key(key.to_owned()));
+        }
+        Some("tool.execution_complete") => {
+            f.results = d
+                .tool_call_id
+                .as_deref()
+                .map(str::to_owned)
+                .into_iter()
+                .collect();
+        }
+        Some("user.message") => f.prompt = d.delivery.as_deref() != Some("steering"),
+        _ => {}
+    }
+    Ok(f)
+}
+
+fn cursor_facts(line: &[u8]) -> Result<Facts, serde_json::Error> {
+    serde_json::from_slice::<IgnoredAny>(line)?;
+    Ok(Facts::default())
+}
+
 #[derive(Debug)]
 struct OpenCall {
     id: String,
@@ -317,6 +489,14 @@ pub(super) struct JsonAudit {
     open: Vec<OpenCall>,
     batch: u64,
     reported_sessions: Vec<String>,
+    /// Unknown record types: first line and count, listed at the end of the file.
+    unknown: std::collections::BTreeMap<String, (u64, u64)>,
+    /// Codex: the file's own thread, from its first `session_meta`.
+    own_thread: Option<String>,
+    /// Codex: a forked child is copying its parent's history (another thread's
+    /// `session_meta`, then records with one timestamp): the line it began at, and the
+    /// copy's timestamp once seen.
+    copy: Option<(u64, Option<String>)>,
 }
 
 impl JsonAudit {
@@ -340,6 +520,9 @@ impl JsonAudit {
             open: Vec::new(),
             batch: 0,
             reported_sessions: Vec::new(),
+            unknown: std::collections::BTreeMap::new(),
+            own_thread: None,
+            copy: None,
         }
     }
 
@@ -348,6 +531,9 @@ impl JsonAudit {
             Flavor::Claude => claude_facts(line),
             Flavor::Codex => codex_facts(line),
             Flavor::Norma => norma_facts(line),
+            Flavor::Pi => pi_facts(line),
+            Flavor::Copilot => copilot_facts(line),
+            Flavor::Cursor => cursor_facts(line),
         }
     }
 
@@ -355,14 +541,56 @@ impl JsonAudit {
         for id in glimpse_ids(bytes) {
             self.weak_ids.insert(id);
         }
-        for key in [&b"\"tool_use_id\":\""[..], b"\"call_id\":\""] {
+        if matches!(self.flavor, Flavor::Pi | Flavor::Copilot) {
+            for id in string_values(bytes, b"\"id\":\"") {
+                self.weak_ids.insert(id);
+            }
+        }
+        for key in [
+            &b"\"tool_use_id\":\""[..],
+            b"\"call_id\":\"",
+            b"\"toolCallId\":\"",
+        ] {
             for id in string_values(bytes, key) {
                 self.weak_results.insert(id);
             }
         }
     }
 
+    /// Codex fork copies: the parent's calls in the copy were answered in the parent's
+    /// file, not here, so when the copy ends its open calls are dropped.
+    fn fork_copy(&mut self, line_no: u64, f: &Facts) {
+        if let Some(meta) = &f.meta {
+            match &self.own_thread {
+                None => self.own_thread = Some(meta.clone()),
+                Some(own) if own != meta && self.copy.is_none() => {
+                    self.copy = Some((line_no, None));
+                }
+                Some(_) => {}
+            }
+            return;
+        }
+        let Some((start, stamp)) = self.copy.as_mut() else {
+            return;
+        };
+        match (stamp.as_deref(), f.stamp.as_deref()) {
+            (None, Some(t)) => *stamp = Some(t.to_owned()),
+            (Some(s), Some(t)) if s != t => {
+                let start = *start;
+                self.open.retain(|c| c.line < start);
+                self.copy = None;
+            }
+            _ => {}
+        }
+    }
+
     fn apply(&mut self, line_no: u64, f: Facts, out: &mut Vec<Problem>) {
+        if self.flavor == Flavor::Codex {
+            self.fork_copy(line_no, &f);
+        }
+        if let Some(ty) = f.unknown {
+            self.unknown.entry(ty).or_insert((line_no, 0)).1 += 1;
+        }
         if let Some(id) = f.id.filter(|id| !id.is_empty()) {
             if let Some(first) = self.ids.get(&id) {
                 out.push(Problem::at(
@@ -457,6 +685,9 @@ impl Audit for JsonAudit {
                     Flavor::Claude => claude_facts(b).is_ok(),
                     Flavor::Codex => codex_facts(b).is_ok(),
                     Flavor::Norma => norma_facts(b).is_ok(),
+                    Flavor::Pi => pi_facts(b).is_ok(),
+                    Flavor::Copilot => copilot_facts(b).is_ok(),
+                    Flavor::Cursor => cursor_facts(b).is_ok(),
                 };
                 match repair(clean, parses, &e) {
                     Ok((fixed, why)) => {
@@ -493,6 +724,17 @@ impl Audit for JsonAudit {
     }
 
     fn finish(&mut self, out: &mut Vec<Problem>) -> Vec<Unresolved> {
+        for (ty, (first, n)) in std::mem::take(&mut self.unknown) {
+            let records = if n == 1 { "record" } else { "records" };
+            out.push(Problem::at(
+                first,
+                "unknown_record_type",
+                format!(
+                    "record type {} ({n} {records}) is not known: ignored",
+                    shown(&ty)
+                ),
+            ));
+        }
         for c in std::mem::take(&mut self.open) {
             if c.superseded && !self.weak_results.contains(&c.id) {
                 out.push(Problem::at(

@@ -56,6 +56,9 @@ pub fn auditor(kind: ProviderKind, path: &Path) -> Box<dyn Audit> {
         ProviderKind::Codex => Box::new(jsonl::JsonAudit::new(jsonl::Flavor::Codex, path)),
         ProviderKind::Norma => Box::new(jsonl::JsonAudit::new(jsonl::Flavor::Norma, path)),
         ProviderKind::Sgme => Box::new(sgme::SgmeAudit::new(path)),
+        ProviderKind::Pi => Box::new(jsonl::JsonAudit::new(jsonl::Flavor::Pi, path)),
+        ProviderKind::Copilot => Box::new(jsonl::JsonAudit::new(jsonl::Flavor::Copilot, path)),
+        ProviderKind::Cursor => Box::new(jsonl::JsonAudit::new(jsonl::Flavor::Cursor, path)),
     }
 }
 

@@ -1,0 +1,386 @@
+//! GitHub Copilot CLI sessions: `~/.copilot/session-state/<uuid>/events.jsonl`
+//! (`$COPILOT_HOME`), or `<uuid>.jsonl` before 1.0.11. The CLI is closed source; the
+//! event names and fields are those of the public SDK schema (github/copilot-sdk
+//! `docs/features/streaming-events.md`), and shared/docs/other-agents.md records what real
+//! 1.0.12–1.0.74 files hold.
+//!
+//! Every line is `{type, data, id, timestamp, parentId, agentId?}`. `assistant.turn_start`
+//! and `assistant.turn_end` wrap each model round, not each user turn: the turn ends at the
+//! `turn_end` of a round whose `assistant.message` asked for no tool. `session.idle`, the
+//! SDK's own end signal, is never saved.
+
+use super::{
+    Evidence, Initiator, Malformed, Obs, ObsKind, Projector, content_hash, file_stem, parse_line,
+};
+use crate::clock::parse_rfc3339;
+use crate::model::clip_message;
+use serde::de::IgnoredAny;
+use serde::{Deserialize, Serialize};
+use std::borrow::Cow;
+use std::collections::BTreeMap;
+use std::path::Path;
+
+#[derive(Deserialize)]
+struct Rec<'a> {
+    #[serde(rename = "type", borrow)]
+    ty: Option<Cow<'a, str>>,
+    #[serde(borrow)]
+    id: Option<Cow<'a, str>>,
+    #[serde(borrow)]
+    timestamp: Option<Cow<'a, str>>,
+    #[serde(rename = "agentId", borrow)]
+    agent_id: Option<Cow<'a, str>>,
+    #[serde(borrow)]
+    data: Option<Data<'a>>,
+}
+
+#[derive(Deserialize, Default)]
+struct Data<'a> {
+    #[serde(borrow)]
+    content: Option<Cow<'a, str>>,
+    #[serde(rename = "toolRequests", borrow)]
+    tool_requests: Option<Vec<ToolRequest<'a>>>,
+    #[serde(rename = "toolCallId", borrow)]
+    tool_call_id: Option<Cow<'a, str>>,
+    #[serde(rename = "parentToolCallId", borrow)]
+    parent_tool_call_id: Option<Cow<'a, str>>,
+    #[serde(rename = "interactionId", borrow)]
+    interaction_id: Option<Cow<'a, str>>,
+    #[serde(borrow)]
+    delivery: Option<Cow<'a, str>>,
+    #[serde(borrow)]
+    source: Option<Cow<'a, str>>,
+    #[serde(rename = "errorType", borrow)]
+    error_type: Option<Cow<'a, str>>,
+    #[serde(rename = "statusCode")]
+    status_code: Option<i64>,
+    #[serde(borrow)]
+    message: Option<Cow<'a, str>>,
+    #[serde(borrow)]
+    reason: Option<Cow<'a, str>>,
+    #[serde(borrow)]
+    summary: Option<Cow<'a, str>>,
+    #[serde(borrow)]
+    error: Option<ErrorText<'a>>,
+    #[serde(rename = "requestId", borrow)]
+    request_id: Option<Cow<'a, str>>,
+    #[serde(borrow)]
+    question: Option<Cow<'a, str>>,
+    #[serde(rename = "permissionRequest", borrow)]
+    permission: Option<Permission<'a>>,
+    #[serde(rename = "preCompactionTokens")]
+    pre_compaction_tokens: Option<u64>,
+}
+
+#[derive(Deserialize)]
+struct ToolRequest<'a> {
+    #[serde(rename = "toolCallId", borrow)]
+    tool_call_id: Option<Cow<'a, str>>,
+}
+
+#[derive(Deserialize)]
+struct Permission<'a> {
+    #[serde(borrow)]
+    kind: Option<Cow<'a, str>>,
+    #[serde(borrow)]
+    intention: Option<Cow<'a, str>>,
+    #[serde(rename = "fullCommandText", borrow)]
+    command: Option<Cow<'a, str>>,
+}
+
+/// `error` is a string on `subagent.failed` and `{message, code}` on tool results.
+#[derive(Deserialize)]
+#[serde(untagged)]
+enum ErrorText<'a> {
+    Text(#[serde(borrow)] Cow<'a, str>),
+    Other(IgnoredAny),
+}
+
+/// How many subagent tool calls a file remembers (their agent ids, for failures).
+const SUBAGENTS_KEPT: usize = 64;
+
+/// Saved whole: every field is per-file context.
+#[derive(Serialize, Deserialize)]
+pub struct CopilotProjector {
+    session: String,
+    /// The open user turn's `interactionId` (typed-ahead messages share it).
+    interaction: Option<String>,
+    /// Per scope (main = ""), whether the last `assistant.message` asked for no tool.
+    final_round: BTreeMap<String, bool>,
+    /// Subagent tool call id → the agent id its records carry.
+    subagents: BTreeMap<String, String>,
+    /// Subagents whose turn has begun (their first record was seen).
+    started: Vec<String>,
+    ordinal: u64,
+}
+
+impl CopilotProjector {
+    pub fn new(path: &Path) -> Self {
+        // `<uuid>/events.jsonl`, or the older flat `<uuid>.jsonl`.
+        let stem = file_stem(path);
+        let session = if stem == "events" {
+            path.parent()
+                .and_then(Path::file_name)
+                .map_or(stem, |n| n.to_string_lossy().into_owned())
+        } else {
+            stem
+        };
+        CopilotProjector {
+            session,
+            interaction: None,
+            final_round: BTreeMap::new(),
+            subagents: BTreeMap::new(),
+            started: Vec::new(),
+            ordinal: 0,
+        }
+    }
+
+    fn user(&mut self, d: &Data<'_>, scope: &str, kinds: &mut Vec<ObsKind>) {
+        let steering = d.delivery.as_deref() == Some("steering")
+            || d.source.as_deref() == Some("system")
+            || !scope.is_empty();
+        let same = d.interaction_id.is_some()
+            && d.interaction_id.as_deref() == self.interaction.as_deref();
+        if steering || same {
+            kinds.push(ObsKind::Work);
+            return;
+        }
+        self.ordinal += 1;
+        let turn = d
+            .interaction_id
+            .as_deref()
+            .map_or_else(|| format!("#{}", self.ordinal), str::to_owned);
+        self.interaction = d.interaction_id.as_deref().map(str::to_owned);
+        self.final_round.clear();
+        kinds.push(ObsKind::TurnStart {
+            turn,
+            initiator: Initiator::Human,
+        });
+    }
+
+    fn assistant(&mut self, d: &Data<'_>, scope: &str, kinds: &mut Vec<ObsKind>) {
+        let calls: Vec<String> = d
+            .tool_requests
+            .iter()
+            .flatten()
+            .map(|t| t.tool_call_id.as_deref().unwrap_or_default().to_owned())
+            .collect();
+        self.final_round.insert(scope.to_owned(), calls.is_empty());
+        if calls.is_empty() {
+            kinds.push(ObsKind::Final {
+                message: d.content.as_deref().and_then(clip_message),
+                confirm: None,
+            });
+        }
+        for id in calls {
+            kinds.push(ObsKind::ToolCall {
+                id,
+                needs_input: None,
+                message: None,
+            });
+        }
+    }
+
+    fn event(&mut self, ty: &str, d: &Data<'_>, scope: &str, kinds: &mut Vec<ObsKind>) {
+        match ty {
+            "user.message" => self.user(d, scope, kinds),
+            "assistant.message" => self.assistant(d, scope, kinds),
+            "assistant.turn_end" if self.final_round.remove(scope) == Some(true) => {
+                kinds.push(ObsKind::Confirm(Evidence::TurnEnd));
+            }
+            // A round that asked for tools: the turn goes on.
+            "assistant.turn_end" => {}
+            "assistant.turn_start"
+            | "assistant.reasoning"
+            | "tool.execution_start"
+            | "session.compaction_start"
+            | "subagent.started"
+            | "hook.start"
+            | "hook.end" => kinds.push(ObsKind::Work),
+            "tool.execution_complete" => kinds.push(ObsKind::ToolResult {
+                id: d.tool_call_id.as_deref().unwrap_or_default().to_owned(),
+            }),
+            // Autopilot mode ends a task with a `task_complete` tool call and this event.
+            "session.task_complete" => kinds.push(ObsKind::Completed {
+                turn: None,
+                message: d.summary.as_deref().and_then(clip_message),
+                evidence: Evidence::TaskComplete,
+            }),
+            "session.error" => {
+                let text = d.message.as_deref().unwrap_or_default();
+                let kind = d.error_type.as_deref().unwrap_or("error");
+                let reason = match d.status_code {
+                    Some(code) => format!("{kind} {code}"),
+                    None => kind.to_owned(),
+                };
+                kinds.push(ObsKind::Failed {
+                    turn: None,
+                    reason,
+                    message: clip_message(text),
+                    resets_at: super::content::reset_hint(text),
+                });
+            }
+            "abort" => kinds.push(ObsKind::Interrupted {
+                turn: None,
+                reason: d.reason.as_deref().unwrap_or("abort").to_owned(),
+                message: None,
+            }),
+            "session.compaction_complete" => kinds.push(ObsKind::Compacted {
+                pre_tokens: d.pre_compaction_tokens,
+            }),
+            "permission.requested" => {
+                let p = d.permission.as_ref();
+                let what = p
+                    .and_then(|p| p.intention.as_deref().or(p.command.as_deref()))
+                    .and_then(clip_message);
+                let kind = p.and_then(|p| p.kind.as_deref()).unwrap_or("permission");
+                kinds.push(ObsKind::ToolCall {
+                    id: d.request_id.as_deref().unwrap_or_default().to_owned(),
+                    needs_input: Some(format!("permission:{kind}")),
+                    message: what,
+                });
+            }
+            "user_input.requested" | "elicitation.requested" => {
+                let text = d.question.as_deref().or(d.message.as_deref());
+                kinds.push(ObsKind::ToolCall {
+                    id: d.request_id.as_deref().unwrap_or_default().to_owned(),
+                    needs_input: Some("question".to_owned()),
+                    message: text.and_then(clip_message),
+                });
+            }
+            "permission.completed" | "user_input.completed" | "elicitation.completed" => {
+                kinds.push(ObsKind::ToolResult {
+                    id: d.request_id.as_deref().unwrap_or_default().to_owned(),
+                });
+            }
+            // New event types arrive often; the unknown ones change nothing.
+            _ => {}
+        }
+    }
+}
+
+impl Projector for CopilotProjector {
+    fn project(&mut self, line: &[u8], out: &mut Vec<Obs>) -> Result<(), Malformed> {
+        let buf: Vec<u8>;
+        let (rec, repaired) = parse_line!(line, buf, Rec<'_>);
+        let record_ts = rec.timestamp.as_deref().and_then(parse_rfc3339);
+        let key = rec.id.as_deref().map_or_else(
+            || content_hash(&[self.session.as_bytes(), line]),
+            str::to_owned,
+        );
+        let scope = rec.agent_id.as_deref().unwrap_or_default().to_owned();
+        let mut kinds = Vec::new();
+        if let Some(reason) = repaired {
+            kinds.push(ObsKind::Anomaly {
+                reason: reason.to_owned(),
+                message: "line repaired before parsing".to_owned(),
+            });
+        }
+        let empty = Data::default();
+        let d = rec.data.as_ref().unwrap_or(&empty);
+        if !scope.is_empty()
+            && let Some(call) = d.parent_tool_call_id.as_deref()
+            && self.subagents.len() < SUBAGENTS_KEPT
+        {
+            self.subagents
+                .entry(call.to_owned())
+                .or_insert_with(|| scope.clone());
+        }
+        // A subagent's records follow one another without a prompt of their own: its
+        // first record begins its turn, named by its agent id.
+        if !scope.is_empty()
+            && !self.started.contains(&scope)
+            && self.started.len() < SUBAGENTS_KEPT
+        {
+            self.started.push(scope.clone());
+            kinds.push(ObsKind::TurnStart {
+                turn: scope.clone(),
+                initiator: Initiator::Agent,
+            });
+        }
+        if let Some(ty) = rec.ty.as_deref() {
+            self.event(ty, d, &scope, &mut kinds);
+        }
+        let mut extra = None;
+        if rec.ty.as_deref() == Some("subagent.failed")
+            && let Some(agent) = d
+                .tool_call_id
+                .as_deref()
+                .and_then(|c| self.subagents.remove(c))
+        {
+            // The parent reports its subagent's failure: it ends the subagent's turn.
+            let text = match &d.error {
+                Some(ErrorText::Text(t)) => t.as_ref(),
+                _ => "",
+            };
+            extra = Some(Obs {
+                session: self.session.clone(),
+                agent: Some(agent),
+                record_ts,
+                key: key.clone(),
+                kind: ObsKind::Failed {
+                    turn: None,
+                    reason: "subagent_failed".to_owned(),
+                    message: clip_message(text),
+                    resets_at: None,
+                },
+            });
+        } else if rec.ty.as_deref() == Some("subagent.completed")
+            && let Some(call) = d.tool_call_id.as_deref()
+        {
+            self.subagents.remove(call);
+        }
+        let agent = (!scope.is_empty()).then_some(scope);
+        for kind in kinds {
+            out.push(Obs {
+                session: self.session.clone(),
+                agent: agent.clone(),
+                record_ts,
+                key: key.clone(),
+                kind,
+            });
+        }
+        out.extend(extra);
+        Ok(())
+    }
+
+    fn oversized(&mut self, head: &[u8], tail: &[u8], key: String, out: &mut Vec<Obs>) {
+        // The envelope's `timestamp` and `agentId` come after `data`: look at the tail.
+        let record_ts = super::raw_str_field(tail, "timestamp", true)
+            .or_else(|| super::raw_str_field(head, "timestamp", false))
+            .and_then(parse_rfc3339);
+        let agent = super::raw_str_field(tail, "agentId", true).map(str::to_owned);
+        out.push(Obs {
+            session: self.session.clone(),
+            agent,
+            record_ts,
+            key,
+            kind: ObsKind::Work,
+        });
+    }
+
+    fn obs(&self, key: String, record_ts: Option<i64>, kind: ObsKind) -> Obs {
+        Obs {
+            session: self.session.clone(),
+            agent: None,
+            record_ts,
+            key,
+            kind,
+        }
+    }
+
+    super::saved_whole!();
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn session_from_the_directory_or_the_flat_name() {
+        let p = CopilotProjector::new(Path::new("/h/.copilot/session-state/u-1/events.jsonl"));
+        assert_eq!(p.session, "u-1");
+        let p = CopilotProjector::new(Path::new("/h/.copilot/session-state/u-2.jsonl"));
+        assert_eq!(p.session, "u-2");
+    }
+}
