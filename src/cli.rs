@@ -46,7 +46,7 @@ pub enum Command {
     /// ~/.claude/projects) and $CODEX_HOME/sessions (or ~/.codex/sessions).
     Scan(ScanArgs),
     /// Run the daemon: watch the transcript roots and report turns live.
-    Run(crate::daemon::RunArgs),
+    Run(Box<crate::daemon::RunArgs>),
     /// Audit transcripts for damage: malformed, partial or oversized lines, duplicate
     /// uuids, broken parent chains, dangling tool calls. Exits 1 when it finds problems.
     Check(crate::check::CheckArgs),

@@ -114,9 +114,14 @@ pub fn status(socket: Option<&Path>, json: bool, out: &mut impl Write) -> Result
             .and_then(parse_rfc3339)
             .map(ago)
             .unwrap_or_default();
+        // Wider than its column when background tasks are named: never cut.
+        let state = crate::scan_view::state_text(
+            text(r, "state"),
+            r["background_tasks"].as_u64().unwrap_or(0),
+        );
         let line = format!(
             "{} {} {} {} {} {}",
-            w(text(r, "state"), 12),
+            w(&state, state.chars().count().max(12)),
             w(agent_name(provider), 11),
             w(&project, 18),
             w(text(r, "turn"), 10),

@@ -110,6 +110,8 @@ pub struct RawConfig {
     pub poll_interval: Option<String>,
     pub settle: Option<String>,
     pub catch_up: Option<String>,
+    pub hold_background: Option<String>,
+    pub liveness_after: Option<String>,
     pub max_line_bytes: Option<usize>,
     pub desktop: Option<RawDesktop>,
     pub on_event: Option<RawExec>,
@@ -204,6 +206,10 @@ pub struct Config {
     pub poll_interval_ms: u64,
     pub settle_ms: u64,
     pub catch_up_ms: u64,
+    /// How long a completion's page waits for its session's background tasks.
+    pub hold_background_ms: u64,
+    /// How long a working session stays quiet before its writer is looked for.
+    pub liveness_after_ms: u64,
     pub max_line_bytes: usize,
     pub desktop: Desktop,
     pub on_event: Option<ExecConfig>,
@@ -224,6 +230,8 @@ impl Default for Config {
             poll_interval_ms: 2_000,
             settle_ms: crate::reduce::DEFAULT_SETTLE_MS,
             catch_up_ms: 10 * 60_000,
+            hold_background_ms: ms_of(crate::sink::hold::DEFAULT_HOLD_BACKGROUND),
+            liveness_after_ms: crate::daemon::liveness::DEFAULT_LIVENESS_AFTER_MS,
             max_line_bytes: DEFAULT_MAX_LINE_BYTES,
             desktop: Desktop {
                 enabled: true,
@@ -357,6 +365,12 @@ impl Config {
         }
         if let Some(ms) = dur("catch_up", &raw.catch_up, false)? {
             c.catch_up_ms = ms;
+        }
+        if let Some(ms) = dur("hold_background", &raw.hold_background, false)? {
+            c.hold_background_ms = ms;
+        }
+        if let Some(ms) = dur("liveness_after", &raw.liveness_after, true)? {
+            c.liveness_after_ms = ms;
         }
         if let Some(n) = raw.max_line_bytes {
             if n == 0 {
@@ -507,6 +521,18 @@ impl Config {
             "# Turns older than this are history: they update state but notify nobody.\n\
              catch_up = {}",
             q(&fmt_duration(self.catch_up_ms))
+        );
+        let _ = writeln!(
+            o,
+            "# How long a completion's page waits while background tasks it launched still run.\n\
+             hold_background = {}",
+            q(&fmt_duration(self.hold_background_ms))
+        );
+        let _ = writeln!(
+            o,
+            "# Quiet time after which a working session's agent process is looked for.\n\
+             liveness_after = {}",
+            q(&fmt_duration(self.liveness_after_ms))
         );
         let _ = writeln!(
             o,

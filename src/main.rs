@@ -50,7 +50,7 @@ fn run(cli: Cli) -> Result<(), Error> {
             })?;
             sink.flush().map_err(Error::Output)
         }
-        Command::Run(args) => baton::daemon::main(args),
+        Command::Run(args) => baton::daemon::main(*args),
         Command::Check(args) => {
             if baton::check::main(args)? {
                 return Err(Error::ProblemsFound);

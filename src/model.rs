@@ -129,6 +129,14 @@ pub struct Event {
     /// Additive: on `turn_resumed`, the `id` of the completion it takes back.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub supersedes: Option<String>,
+    /// Additive: on `turn_completed`, how many background tasks the session launched
+    /// are still running or waiting to report back (absent when none).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub background_tasks: Option<u32>,
+    /// Additive, on pages only (never on the event stream): how many background tasks
+    /// finished while a completion was held back for them.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub background_finished: Option<u32>,
     /// Additive: set on a re-delivery after a crash (same `id`).
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub replay: bool,
@@ -159,6 +167,9 @@ struct EventWire {
     pre_tokens: Option<u64>,
     #[serde(default)]
     supersedes: Option<String>,
+    background_tasks: Option<u32>,
+    #[serde(default)]
+    background_finished: Option<u32>,
     #[serde(default)]
     replay: bool,
 }
@@ -195,6 +206,8 @@ impl From<EventWire> for Event {
             }),
             pre_tokens: w.pre_tokens,
             supersedes: w.supersedes,
+            background_tasks: w.background_tasks,
+            background_finished: w.background_finished,
             replay: w.replay,
         }
     }
@@ -222,6 +235,8 @@ impl Event {
             initiator: None,
             pre_tokens: None,
             supersedes: None,
+            background_tasks: None,
+            background_finished: None,
             replay: false,
         }
     }

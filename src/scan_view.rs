@@ -17,6 +17,22 @@ struct Row<'a> {
     record_ts: Option<String>,
     message: Option<&'a str>,
     evidence: Option<&'a str>,
+    #[serde(skip_serializing_if = "is_zero")]
+    background_tasks: u32,
+}
+
+fn is_zero(n: &u32) -> bool {
+    *n == 0
+}
+
+/// A state as people read it: `completed (2 background tasks running)` while tasks the
+/// session launched have not reported back.
+pub fn state_text(state: &str, background_tasks: u64) -> String {
+    match background_tasks {
+        0 => state.to_owned(),
+        1 => format!("{state} (1 background task running)"),
+        n => format!("{state} ({n} background tasks running)"),
+    }
 }
 
 /// One JSON object (no newline).
@@ -32,6 +48,7 @@ pub fn json_line(v: &SessionView) -> String {
         record_ts: v.record_ts.map(format_rfc3339),
         message: v.message.as_deref(),
         evidence: v.evidence,
+        background_tasks: v.background_tasks,
     };
     serde_json::to_string(&row).unwrap_or_default()
 }
@@ -60,7 +77,7 @@ pub fn table(views: &[SessionView]) -> String {
             .unwrap_or_default();
         out.push_str(&format!(
             "{:<12} {:<7} {} {} {:<20} {}\n",
-            v.state.as_str(),
+            state_text(v.state.as_str(), u64::from(v.background_tasks)),
             v.key.provider.as_str(),
             cell(&v.key.session, 13),
             cell(v.key.agent.as_deref().unwrap_or("-"), 12),

@@ -153,6 +153,9 @@ struct StatusRow<'a> {
     since: Option<String>,
     message: Option<&'a str>,
     evidence: Option<&'a str>,
+    /// Background tasks still running or waiting to report back (absent when none).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    background_tasks: Option<u32>,
 }
 
 fn status_line(v: &SessionView) -> String {
@@ -172,6 +175,7 @@ fn status_line(v: &SessionView) -> String {
         since: v.record_ts.map(format_rfc3339),
         message: v.message.as_deref(),
         evidence: v.evidence,
+        background_tasks: (v.background_tasks > 0).then_some(v.background_tasks),
     };
     serde_json::to_string(&row).unwrap_or_default()
 }

@@ -196,6 +196,7 @@ pub(crate) fn test_view(session: &str, agent: Option<&str>, state: SessionState)
         record_ts: None,
         message: None,
         evidence: None,
+        background_tasks: 0,
     }
 }
 

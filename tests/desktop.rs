@@ -222,6 +222,8 @@ fn event(kind: EventKind, provider: ProviderKind, session: &str, path: &str) -> 
         initiator: None,
         pre_tokens: None,
         supersedes: None,
+        background_tasks: None,
+        background_finished: None,
         replay: false,
     }
 }

@@ -284,3 +284,49 @@ fn decode_rfc2047(s: &str) -> String {
     }
     String::from_utf8(out).expect("utf-8")
 }
+
+/// The hold, on a fake clock: a completion with a background task running posts
+/// nothing; the system turn answering the task's notification posts once, saying so;
+/// a second hold that runs out posts the held completion, saying the task still runs.
+#[test]
+fn held_for_background_tasks() {
+    let server = Server::start(local(), &[]);
+    let cfg = quick(vec![Endpoint::new(server.url("/t"), Format::Ntfy)]);
+    let mut sink = WebhookSink::new(cfg)
+        .expect("sink")
+        .with_hold(Duration::from_secs(600));
+    let t0 = Instant::now();
+    let mut held = event(EventKind::TurnCompleted, 1, "Started it in the background.");
+    held.background_tasks = Some(1);
+    sink.deliver_at(&held, t0);
+    let mut system = event(EventKind::TurnStarted, 2, "");
+    system.initiator = Some("system");
+    sink.deliver_at(&system, t0 + Duration::from_secs(60));
+    let done = event(EventKind::TurnCompleted, 3, "The tests pass.");
+    sink.deliver_at(&done, t0 + Duration::from_secs(65));
+    // Another round whose task never ends.
+    let mut human = event(EventKind::TurnStarted, 4, "");
+    human.initiator = Some("human");
+    sink.deliver_at(&human, t0 + Duration::from_secs(100));
+    let mut server_up = event(EventKind::TurnCompleted, 5, "The dev server is up.");
+    server_up.background_tasks = Some(1);
+    sink.deliver_at(&server_up, t0 + Duration::from_secs(110));
+    assert_eq!(
+        sink.tick_at(t0 + Duration::from_secs(709)),
+        Some(t0 + Duration::from_secs(710))
+    );
+    assert_eq!(sink.tick_at(t0 + Duration::from_secs(710)), None);
+    let got = server.wait_for(2);
+    let (stats, _) = sink.close(PATIENCE);
+    assert_eq!(stats.delivered, 2, "{stats:?}");
+    assert_eq!(
+        decode_rfc2047(got[0].header("title").expect("title")),
+        "Claude Code · web: your turn — 1 background task finished"
+    );
+    assert_eq!(got[0].body, "The tests pass.");
+    assert_eq!(
+        decode_rfc2047(got[1].header("title").expect("title")),
+        "Claude Code · web: your turn — 1 background task still running"
+    );
+    assert_eq!(got[1].body, "The dev server is up.");
+}

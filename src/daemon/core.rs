@@ -1379,6 +1379,12 @@ impl Core {
         let now = self.clock.now();
         self.rebuild_live(now);
         self.enforce_caps(now);
+        super::liveness::sweep(
+            self.settings.liveness_after_ms,
+            &mut self.reducer,
+            now,
+            &mut self.out,
+        );
     }
 
     /// Live: changed in the last [`LIVE_MS`], or in the last [`OPEN_TURN_MS`] with a

@@ -18,6 +18,7 @@
 //! is just the select's timeout.
 
 mod core;
+pub mod liveness;
 mod service;
 mod sink;
 
@@ -113,6 +114,14 @@ pub struct RunArgs {
     /// emit nothing (so a late file full of old turns pages nobody) [default: 10m].
     #[arg(long, value_name = "DUR", value_parser = parse_duration)]
     pub catch_up: Option<u64>,
+    /// How long a completion's page (desktop, exec hook, webhook) waits while background
+    /// tasks the session launched still run; the event stream never waits [default: 10m].
+    #[arg(long, value_name = "DUR", value_parser = parse_duration)]
+    pub hold_background: Option<u64>,
+    /// Quiet time after which a working session's agent process is looked for; with
+    /// none alive, the turn ends as interrupted (writer_gone) [default: 2m].
+    #[arg(long, value_name = "DUR", value_parser = parse_positive_duration)]
+    pub liveness_after: Option<u64>,
     /// Longest line parsed, in bytes. Longer lines are streamed past (memory stays
     /// bounded) and reported as an `oversized_line` anomaly [default: 16777216].
     #[arg(long, value_name = "BYTES")]
@@ -167,6 +176,8 @@ pub struct Settings {
     pub sweep_interval: Duration,
     pub settle_ms: u64,
     pub catch_up_ms: u64,
+    pub hold_background: Duration,
+    pub liveness_after_ms: u64,
     pub max_line: usize,
     pub drop_native_events: bool,
     pub max_watches: Option<usize>,
@@ -235,6 +246,10 @@ impl Settings {
             sweep_interval: Duration::from_millis(args.debug_sweep_interval),
             settle_ms: args.settle.unwrap_or(config.settle_ms),
             catch_up_ms: args.catch_up.unwrap_or(config.catch_up_ms),
+            hold_background: Duration::from_millis(
+                args.hold_background.unwrap_or(config.hold_background_ms),
+            ),
+            liveness_after_ms: args.liveness_after.unwrap_or(config.liveness_after_ms),
             max_line: args.max_line_bytes.unwrap_or(config.max_line_bytes),
             drop_native_events: args.debug_drop_native_events,
             max_watches: args.debug_max_watches,
@@ -311,17 +326,23 @@ fn build_sinks(settings: &Settings) -> Result<Vec<sink::Delivery>, Error> {
     let mut sinks = Vec::new();
     if let Some(cfg) = &settings.desktop {
         sinks.push(sink::Delivery::Desktop(
-            DesktopSink::new(cfg.clone()).map_err(bad)?,
+            DesktopSink::new(cfg.clone())
+                .map_err(bad)?
+                .with_hold(settings.hold_background),
         ));
     }
     if let Some(cfg) = &settings.on_event {
         sinks.push(sink::Delivery::Exec(
-            ExecSink::new(cfg.clone()).map_err(bad)?,
+            ExecSink::new(cfg.clone())
+                .map_err(bad)?
+                .with_hold(settings.hold_background),
         ));
     }
     for cfg in &settings.webhooks {
         sinks.push(sink::Delivery::Webhook(
-            WebhookSink::new(cfg.clone()).map_err(bad)?,
+            WebhookSink::new(cfg.clone())
+                .map_err(bad)?
+                .with_hold(settings.hold_background),
         ));
     }
     Ok(sinks)

@@ -135,6 +135,21 @@ impl Fanout {
             s.sink().flush();
         }
     }
+
+    /// Sends the pages that fell due (held for background tasks); returns when the
+    /// next one is due.
+    fn tick(&mut self) -> Option<std::time::Instant> {
+        let now = std::time::Instant::now();
+        let mut next = None;
+        for s in &mut self.sinks {
+            let sink = s.sink();
+            if let Some(at) = sink.tick(now) {
+                next = Some(next.map_or(at, |n: std::time::Instant| n.min(at)));
+            }
+            sink.flush();
+        }
+        next
+    }
 }
 
 /// Runs until the core drops its sender, then returns the delivery sinks for closing.
@@ -152,13 +167,23 @@ pub async fn run(
     let (stx, srx) = mpsc::channel::<Out>(BATCH_CAPACITY);
     let mut writer = tokio::spawn(stage(srx, out, persist, replay));
     let mut waits: u64 = 0;
+    // When a page held back for background tasks falls due.
+    let mut held_due: Option<std::time::Instant> = None;
     loop {
+        let due = async move {
+            match held_due {
+                Some(at) => tokio::time::sleep_until(at.into()).await,
+                None => std::future::pending().await,
+            }
+        };
         tokio::select! {
+            () = due => held_due = fan.tick(),
             msg = rx.recv() => {
                 let Some(mut msg) = msg else { break };
                 if let Out::Batch(batch) = &mut msg {
                     crate::state::flag_replays(&mut suspect, batch);
                     fan.deliver(batch);
+                    held_due = fan.tick();
                 }
                 match stx.try_send(msg) {
                     Ok(()) => {}

@@ -205,6 +205,9 @@ pub struct ClaudeProjector {
     /// `tool_use`): it writes explicit ends, so a text record with a null one is
     /// mid-response, never a final answer.
     explicit_stops: bool,
+    /// Whether the session's starting directory was passed on (not saved: the reducer
+    /// keeps the first one it is given).
+    cwd_sent: bool,
 }
 
 /// What [`ClaudeProjector`] keeps between lines (the rest comes from the path).
@@ -257,6 +260,7 @@ impl ClaudeProjector {
             side_roots: None,
             last_caveat: None,
             explicit_stops: false,
+            cwd_sent: false,
         }
     }
 
@@ -350,6 +354,7 @@ impl ClaudeProjector {
         }
         let origin = rec.origin.as_ref().and_then(|o| o.kind.as_deref());
         let system = t.starts_with("<task-notification>")
+            || t.starts_with("<agent-notification>")
             || t.starts_with("<teammate-message")
             || origin.is_some_and(|k| k != "human");
         kinds.push(ObsKind::TurnStart {
@@ -579,6 +584,18 @@ impl Projector for ClaudeProjector {
             Some("progress") => Self::progress(&rec, &mut kinds),
             _ => {}
         }
+        if agent.is_none()
+            && !self.cwd_sent
+            && matches!(rec.ty.as_deref(), Some("user" | "assistant" | "system"))
+            && let Some(dir) = super::raw_str_field(line, "cwd", false)
+        {
+            // The first record's `cwd` is where the process runs; later ones follow `cd`.
+            self.cwd_sent = true;
+            kinds.push(ObsKind::StartDir(dir.to_owned()));
+        }
+        let mut tasks = Vec::new();
+        super::background::claude(rec.ty.as_deref(), line, &mut tasks);
+        kinds.extend(tasks.into_iter().map(ObsKind::Background));
         for kind in kinds {
             out.push(Obs {
                 session: self.session.clone(),

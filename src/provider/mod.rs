@@ -2,6 +2,7 @@
 //! line into zero or more provider-neutral [`Obs`]ervations for the reducer.
 
 pub mod audit;
+pub mod background;
 pub mod claude;
 pub mod codex;
 mod content;
@@ -126,6 +127,11 @@ pub enum ObsKind {
     Compacted { pre_tokens: Option<u64> },
     /// Something in the transcript is wrong but the scan goes on.
     Anomaly { reason: String, message: String },
+    /// A background task started, finished or was queued for delivery.
+    Background(background::Background),
+    /// The directory the agent process runs in (Claude Code's first `cwd`): where a
+    /// live writer is looked for.
+    StartDir(String),
 }
 
 /// One observation from one record.

@@ -2,6 +2,7 @@
 //! `now` in, events out. A completion is a *candidate* until evidence confirms it, and
 //! any later activity supersedes it (seed 004).
 
+mod background;
 mod dedup;
 mod retract;
 
@@ -83,6 +84,18 @@ pub struct SessionView {
     pub record_ts: Option<i64>,
     pub message: Option<String>,
     pub evidence: Option<&'static str>,
+    /// Background tasks still running or waiting to report back.
+    pub background_tasks: u32,
+}
+
+/// A working main session that has been quiet long enough to ask whether its writer
+/// still lives (see [`Reducer::quiet_working`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Quiet {
+    pub key: SessionKey,
+    pub path: Arc<str>,
+    /// The directory the agent process runs in, if the transcript says.
+    pub cwd: Option<String>,
 }
 
 /// What became of one session since the last [`Reducer::take_changes`].
@@ -105,6 +118,15 @@ struct Session {
     decided_ts: Option<i64>,
     message: Option<String>,
     evidence: Option<Evidence>,
+    #[serde(default, skip_serializing_if = "background::Tasks::is_empty")]
+    bg: background::Tasks,
+    /// Where the agent process runs, if the transcript says (for the liveness check).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    cwd: Option<String>,
+    /// When the last record arrived (monotonic ms; not saved: a restored session counts
+    /// from its restore).
+    #[serde(skip)]
+    last_seen: u64,
 }
 
 /// The decisive facts of one event, before it becomes a schema line.
@@ -125,6 +147,7 @@ struct Draft {
     pre_tokens: Option<u64>,
     /// Content key of the `turn_completed` a `turn_resumed` takes back.
     supersedes: Option<String>,
+    background_tasks: Option<u32>,
 }
 
 fn draft(
@@ -203,6 +226,7 @@ fn view(key: &SessionKey, s: &Session) -> SessionView {
         record_ts: if working { s.last_ts } else { s.decided_ts },
         message: s.message.clone(),
         evidence: s.evidence.map(Evidence::as_str),
+        background_tasks: s.bg.count(),
     }
 }
 
@@ -327,8 +351,12 @@ impl Reducer {
             decided_ts: obs.record_ts,
             message: None,
             evidence: None,
+            bg: background::Tasks::default(),
+            cwd: None,
+            last_seen: now.mono,
         });
         mark(&mut self.changed, &key);
+        sess.last_seen = now.mono;
         if sess.path != src.path {
             sess.path = src.path.clone();
         }
@@ -347,6 +375,7 @@ impl Reducer {
             self.settle_ms,
         );
         let path = sess.path.clone();
+        let drafts = with_tasks(drafts, &sess.bg);
         if candidate {
             self.schedule(&key);
         }
@@ -380,6 +409,7 @@ impl Reducer {
             // Stamp the event with when the timer was due, not when we noticed.
             let at = now.wall - i64::try_from(now.mono.saturating_sub(deadline)).unwrap_or(0);
             let drafts: Vec<Draft> = confirm(sess, Evidence::Quiet, at).into_iter().collect();
+            let drafts = with_tasks(drafts, &sess.bg);
             let path = sess.path.clone();
             mark(&mut self.changed, &key);
             for d in drafts {
@@ -477,6 +507,7 @@ impl Reducer {
     pub fn restore_path(&mut self, path: &Arc<str>, saved: Vec<SavedSession>, now: Now) {
         for SavedSession { key, mut state } in saved {
             state.path = path.clone();
+            state.last_seen = now.mono;
             if let Some(c) = state.turn.as_mut().and_then(|t| t.cand.as_mut()) {
                 let due = i64::try_from(c.deadline).unwrap_or(i64::MAX);
                 // Never longer than a whole settle period: the wall clock may have been
@@ -529,6 +560,50 @@ impl Reducer {
         self.history_before = keep;
     }
 
+    /// The main sessions working on an open turn (no answer pending) and quiet for at
+    /// least `after_ms` at `now`: the ones whose writer should be looked for.
+    pub fn quiet_working(&self, now: Now, after_ms: u64) -> Vec<Quiet> {
+        let mut v: Vec<Quiet> = self
+            .sessions
+            .iter()
+            .filter(|(k, s)| k.agent.is_none() && writer_check_due(s, now, after_ms))
+            .map(|(k, s)| Quiet {
+                key: k.clone(),
+                path: s.path.clone(),
+                cwd: s.cwd.clone(),
+            })
+            .collect();
+        v.sort_by(|a, b| a.key.cmp(&b.key));
+        v
+    }
+
+    /// The answer for one [`Quiet`] session: nothing lives that could still write it, so
+    /// its turn ends as interrupted (`writer_gone`). Checked again against `now`: a
+    /// record that came in since the question keeps the turn open.
+    pub fn writer_gone(&mut self, key: &SessionKey, now: Now, after_ms: u64, out: &mut Vec<Event>) {
+        let Some(sess) = self.sessions.get_mut(key) else {
+            return;
+        };
+        if key.agent.is_some() || !writer_check_due(sess, now, after_ms) {
+            return;
+        }
+        let Some(t) = sess.turn.as_ref() else { return };
+        let (turn, line, ts) = (t.id.clone(), t.last_line, t.last_ts);
+        close(sess, SessionState::Interrupted, line, ts, None, None);
+        let mut d = draft(
+            EventKind::TurnInterrupted,
+            Some(turn.clone()),
+            line,
+            ts,
+            &format!("writer_gone:{turn}:{line}"),
+            now.wall,
+        );
+        d.reason = Some("writer_gone".to_owned());
+        let path = sess.path.clone();
+        mark(&mut self.changed, key);
+        out.extend(self.finish(key, &path, d));
+    }
+
     /// Paths of the sessions whose turn is still open (working or waiting for input).
     pub fn open_paths(&self) -> impl Iterator<Item = &Arc<str>> {
         self.sessions
@@ -579,6 +654,8 @@ impl Reducer {
             initiator: d.initiator,
             pre_tokens: d.pre_tokens,
             supersedes,
+            background_tasks: d.background_tasks,
+            background_finished: None,
             replay: false,
         })
     }
@@ -592,6 +669,26 @@ fn event_id(key: &SessionKey, kind: EventKind, turn: &str, record: &str) -> Stri
         turn.as_bytes(),
         record.as_bytes(),
     ])
+}
+
+/// Marks the completions among `drafts` with the session's background tasks, if any.
+fn with_tasks(mut drafts: Vec<Draft>, bg: &background::Tasks) -> Vec<Draft> {
+    let n = bg.count();
+    if n > 0 {
+        for d in &mut drafts {
+            if d.kind == Some(EventKind::TurnCompleted) {
+                d.background_tasks = Some(n);
+            }
+        }
+    }
+    drafts
+}
+
+/// Working on an open turn with no answer pending, and quiet for `after_ms`.
+fn writer_check_due(s: &Session, now: Now, after_ms: u64) -> bool {
+    s.state == SessionState::Working
+        && s.turn.as_ref().is_some_and(|t| t.open && t.cand.is_none())
+        && background::liveness_due(s.last_seen, now.mono, after_ms)
 }
 
 fn pending(s: &Session) -> Option<&Candidate> {
@@ -769,6 +866,10 @@ fn step(
             let mut d = draft(EventKind::ContextCompacted, turn, line, ts, key, now.wall);
             d.pre_tokens = pre_tokens;
             out.push(d);
+        }
+        ObsKind::Background(op) => sess.bg.apply(op),
+        ObsKind::StartDir(dir) => {
+            sess.cwd.get_or_insert(dir);
         }
         ObsKind::Anomaly { .. } => {}
     }

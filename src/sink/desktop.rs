@@ -11,6 +11,7 @@
 //! (or a notification server) the failure is logged once, events keep streaming, and
 //! `deliver` lets one event through every `retry_after` to notice when it works again.
 
+use super::hold::Hold;
 use super::{Finished, HANDBACK_KINDS, Sink, SinkError, escape_markup, plain_message, title};
 use crate::model::{Event, EventKind};
 use crossbeam_channel::{Sender, TrySendError};
@@ -88,8 +89,8 @@ pub fn compose(kinds: &[EventKind], ev: &Event) -> Option<Note> {
 }
 
 /// What the D-Bus thread does.
-#[derive(Debug)]
-enum Job {
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Job {
     Show(Note),
     /// Close the session's notification if it still shows this event.
     Close {
@@ -163,6 +164,7 @@ struct Shared {
 /// Shows desktop notifications; see the module docs.
 pub struct DesktopSink {
     kinds: Vec<EventKind>,
+    hold: Hold,
     cooldown: Cooldown,
     retry_after: Duration,
     next_probe: Option<Instant>,
@@ -208,6 +210,7 @@ impl DesktopSink {
             })?;
         Ok(DesktopSink {
             kinds: cfg.kinds,
+            hold: Hold::default(),
             cooldown: Cooldown::new(cfg.cooldown),
             retry_after: cfg.retry_after,
             next_probe: None,
@@ -220,8 +223,50 @@ impl DesktopSink {
         })
     }
 
-    /// Delivers `ev` as if at `now` (cooldowns and bus retries are measured on it).
+    /// Holds completions back for background tasks for up to `period` (see
+    /// [`Hold`]).
+    pub fn with_hold(mut self, period: Duration) -> Self {
+        self.hold = Hold::new(period);
+        self
+    }
+
+    /// A sink whose notifications go to the returned receiver instead of D-Bus: every
+    /// decision (hold, kinds, cooldown, queue) is the real sink's. For tests.
+    pub fn capture(cfg: DesktopConfig) -> (Self, crossbeam_channel::Receiver<Job>) {
+        let (tx, rx) = crossbeam_channel::bounded::<Job>(cfg.queue.max(1));
+        let (_, done_rx) = crossbeam_channel::bounded::<()>(0);
+        let sink = DesktopSink {
+            kinds: cfg.kinds,
+            hold: Hold::default(),
+            cooldown: Cooldown::new(cfg.cooldown),
+            retry_after: cfg.retry_after,
+            next_probe: None,
+            tx,
+            shared: Arc::new(Shared::default()),
+            finished: Finished(done_rx),
+            suppressed: 0,
+            dropped: 0,
+            skipped_no_bus: 0,
+        };
+        (sink, rx)
+    }
+
+    /// Delivers `ev` as if at `now` (holds, cooldowns and bus retries are measured on it).
     pub fn deliver_at(&mut self, ev: &Event, now: Instant) {
+        if let Some(ev) = self.hold.offer(ev, now) {
+            self.page(&ev, now);
+        }
+    }
+
+    /// Pages the held completions due at `now`; returns when the next one is.
+    pub fn tick_at(&mut self, now: Instant) -> Option<Instant> {
+        for ev in self.hold.due(now) {
+            self.page(&ev, now);
+        }
+        self.hold.next_due()
+    }
+
+    fn page(&mut self, ev: &Event, now: Instant) {
         if let Some((key, event)) = retraction(ev) {
             if !self.shared.down.load(Ordering::Acquire)
                 && self.tx.try_send(Job::Close { key, event }).is_err()
@@ -308,6 +353,10 @@ impl Sink for DesktopSink {
 
     fn deliver(&mut self, ev: &Event) {
         self.deliver_at(ev, Instant::now());
+    }
+
+    fn tick(&mut self, now: Instant) -> Option<Instant> {
+        self.tick_at(now)
     }
 }
 

@@ -12,6 +12,7 @@
 //! stderr is baton's. Only the program itself is killed on timeout, not processes it
 //! started in the background.
 
+use super::hold::Hold;
 use super::{EventFilter, Finished, Sink, SinkError};
 use crate::model::Event;
 use crossbeam_channel::{Receiver, Sender, TrySendError};
@@ -78,6 +79,7 @@ struct Job {
 /// Runs the configured program for matching events; see the module docs.
 pub struct ExecSink {
     filter: EventFilter,
+    hold: Hold,
     tx: Sender<Job>,
     counters: Arc<Counters>,
     finished: Finished,
@@ -115,11 +117,33 @@ impl ExecSink {
         }
         Ok(ExecSink {
             filter: cfg.filter,
+            hold: Hold::default(),
             tx,
             counters,
             finished: Finished(done_rx),
             dropped: 0,
         })
+    }
+
+    /// Holds completions back for background tasks for up to `period` (see [`Hold`]).
+    pub fn with_hold(mut self, period: Duration) -> Self {
+        self.hold = Hold::new(period);
+        self
+    }
+
+    /// Delivers `ev` as if at `now` (held completions are timed on it).
+    pub fn deliver_at(&mut self, ev: &Event, now: Instant) {
+        if let Some(ev) = self.hold.offer(ev, now) {
+            self.run_for(&ev);
+        }
+    }
+
+    /// Runs the hook for the held completions due at `now`; returns when the next is.
+    pub fn tick_at(&mut self, now: Instant) -> Option<Instant> {
+        for ev in self.hold.due(now) {
+            self.run_for(&ev);
+        }
+        self.hold.next_due()
     }
 
     pub fn stats(&self) -> ExecStats {
@@ -160,6 +184,16 @@ impl Sink for ExecSink {
     }
 
     fn deliver(&mut self, ev: &Event) {
+        self.deliver_at(ev, Instant::now());
+    }
+
+    fn tick(&mut self, now: Instant) -> Option<Instant> {
+        self.tick_at(now)
+    }
+}
+
+impl ExecSink {
+    fn run_for(&mut self, ev: &Event) {
         if !self.filter.matches(ev) {
             return;
         }

@@ -7,6 +7,7 @@
 
 pub mod desktop;
 pub mod exec;
+pub mod hold;
 pub mod jsonl;
 pub mod webhook;
 
@@ -36,6 +37,12 @@ pub trait Sink: Send {
 
     /// Flushes buffered output (on shutdown and after each batch).
     fn flush(&mut self) {}
+
+    /// Sends what falls due at `now` (pages held back for background tasks); returns
+    /// when to call again, if ever.
+    fn tick(&mut self, _now: Instant) -> Option<Instant> {
+        None
+    }
 }
 
 /// Why a delivery sink could not be built from its configuration.
@@ -218,10 +225,20 @@ fn reset_time(resets_at: &str) -> String {
     }
 }
 
+/// "1 background task finished", "3 background tasks still running".
+fn tasks(n: u32, what: &str) -> String {
+    let s = if n == 1 { "" } else { "s" };
+    format!("{n} background task{s} {what}")
+}
+
 /// What happened, in a few words, for a title.
 pub fn headline(ev: &Event) -> String {
     match ev.event {
-        EventKind::TurnCompleted => "your turn".to_owned(),
+        EventKind::TurnCompleted => match (ev.background_finished, ev.background_tasks) {
+            (Some(n), _) => format!("your turn — {}", tasks(n, "finished")),
+            (None, Some(n)) if n > 0 => format!("your turn — {}", tasks(n, "still running")),
+            _ => "your turn".to_owned(),
+        },
         EventKind::NeedsInput => "needs your answer".to_owned(),
         EventKind::TurnFailed => {
             let reason = ev.reason.as_deref().unwrap_or("");
@@ -317,6 +334,8 @@ pub(crate) mod tests {
             initiator: None,
             pre_tokens: None,
             supersedes: None,
+            background_tasks: None,
+            background_finished: None,
             replay: false,
         }
     }
@@ -351,8 +370,19 @@ pub(crate) mod tests {
 
     #[test]
     fn titles() {
-        let ev = event(EventKind::TurnCompleted, ProviderKind::Claude, CLAUDE);
+        let mut ev = event(EventKind::TurnCompleted, ProviderKind::Claude, CLAUDE);
         assert_eq!(title(&ev), "Claude Code · myproject: your turn");
+        ev.background_tasks = Some(1);
+        assert_eq!(
+            title(&ev),
+            "Claude Code · myproject: your turn — 1 background task still running"
+        );
+        ev.background_tasks = None;
+        ev.background_finished = Some(3);
+        assert_eq!(
+            title(&ev),
+            "Claude Code · myproject: your turn — 3 background tasks finished"
+        );
         let mut ev = event(EventKind::TurnFailed, ProviderKind::Codex, CODEX);
         ev.reason = Some("usage_limit_exceeded".to_owned());
         ev.resets_at = Some("2026-01-01T22:45:00.000Z".to_owned());

@@ -10,6 +10,7 @@
 //! URLs often carry secrets (tokens in paths or queries), so logs name only the
 //! endpoint's scheme, host and port.
 
+use super::hold::Hold;
 use super::{EventFilter, Finished, Sink, SinkError, headline, plain_message, title};
 use crate::model::{Event, EventKind};
 use crossbeam_channel::{Receiver, RecvTimeoutError, Sender, TrySendError};
@@ -129,6 +130,7 @@ struct Lane {
 /// Posts matching events to the configured URLs; see the module docs.
 pub struct WebhookSink {
     filter: EventFilter,
+    hold: Hold,
     lanes: Vec<Lane>,
     counters: Arc<Counters>,
     /// Dropped (never sent on) by `close`: wakes workers out of a backoff wait.
@@ -207,12 +209,34 @@ impl WebhookSink {
         }
         Ok(WebhookSink {
             filter: cfg.filter,
+            hold: Hold::default(),
             lanes,
             counters,
             stop: stop_tx,
             finished: Finished(done_rx),
             dropped: 0,
         })
+    }
+
+    /// Holds completions back for background tasks for up to `period` (see [`Hold`]).
+    pub fn with_hold(mut self, period: Duration) -> Self {
+        self.hold = Hold::new(period);
+        self
+    }
+
+    /// Delivers `ev` as if at `now` (held completions are timed on it).
+    pub fn deliver_at(&mut self, ev: &Event, now: Instant) {
+        if let Some(ev) = self.hold.offer(ev, now) {
+            self.post(&ev);
+        }
+    }
+
+    /// Posts the held completions due at `now`; returns when the next one is.
+    pub fn tick_at(&mut self, now: Instant) -> Option<Instant> {
+        for ev in self.hold.due(now) {
+            self.post(&ev);
+        }
+        self.hold.next_due()
     }
 
     pub fn stats(&self) -> WebhookStats {
@@ -255,6 +279,16 @@ impl Sink for WebhookSink {
     }
 
     fn deliver(&mut self, ev: &Event) {
+        self.deliver_at(ev, Instant::now());
+    }
+
+    fn tick(&mut self, now: Instant) -> Option<Instant> {
+        self.tick_at(now)
+    }
+}
+
+impl WebhookSink {
+    fn post(&mut self, ev: &Event) {
         if !self.filter.matches(ev) {
             return;
         }
