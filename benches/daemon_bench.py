@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Benchmarks for `baton run` (issue 3). Not tests: they print figures for BENCHMARKS.md.
+"""Benchmarks for `baton run` (latency, idle CPU and memory). Not tests: they print figures for BENCHMARKS.md.
 
     cargo build --release
     python3 benches/daemon_bench.py latency [--watcher auto|poll] [--n 500] [--idle-tree DIR]

@@ -18,6 +18,8 @@
 //! is just the select's timeout.
 
 mod core;
+mod files;
+mod persist;
 mod service;
 mod sink;
 
@@ -27,8 +29,8 @@ use crate::error::Error;
 use crate::sink::desktop::DesktopConfig;
 use crate::sink::exec::ExecConfig;
 use crate::sink::webhook::WebhookConfig;
-use crate::watch::{self, Root, poll};
-use clap::{Args, ValueEnum};
+use crate::watch::{self, Root, WatcherMode, poll};
+use clap::Args;
 use std::future::Future;
 use std::io::{self, Write};
 use std::path::PathBuf;
@@ -60,17 +62,6 @@ Examples:
 
 Stop with SIGTERM or Ctrl-C: baton emits daemon_stopping, flushes and exits 0. A second
 baton on the same state directory exits with code 5.";
-
-/// How changes are noticed.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
-pub enum WatcherMode {
-    /// The native watcher plus polling; polling alone if the native watcher cannot start.
-    Auto,
-    /// The native watcher plus polling; fail if the native watcher cannot start.
-    Native,
-    /// Polling only (NFS, SSHFS and other filesystems where inotify is blind).
-    Poll,
-}
 
 /// Arguments of `baton run`. Options left unset take the config file's value, then the
 /// built-in default.
