@@ -32,7 +32,7 @@ import uuid
 import datetime as dt
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-BIN = os.path.join(REPO, "target", "release", "baton")
+BIN = os.environ.get("BATON_BIN") or os.path.join(REPO, "target", "release", "baton")
 
 
 def now_ts():

@@ -17,6 +17,7 @@
 use super::persist::Pending;
 use crate::clock::{Clock, Now};
 use crate::feed::FileFeed;
+use crate::logging::RateLimit;
 use crate::model::{Event, ProviderKind};
 use crate::reduce::Reducer;
 use crate::state;
@@ -98,6 +99,12 @@ pub(super) struct Tracked {
     last_change: i64,
     /// When a read error was last logged as a warning (at most one a minute per file).
     warned_at: i64,
+    /// How far the writer's clock is behind ours (ms, never negative), learned from an
+    /// earlier read: the file's mtime against its newest record time. A live change is
+    /// judged against `--catch-up` on the writer's clock, so a writer whose clock runs
+    /// late still pages, while a file that appears full of old records stays quiet (its
+    /// first read has nothing earlier to learn from).
+    skew_ms: i64,
 }
 
 impl Tracked {
@@ -164,6 +171,12 @@ pub(super) struct Files {
     ignored: HashMap<PathBuf, u64>,
     pub limits: Limits,
     pub clock: Clock,
+    /// Files whose handle may be open, least recently used first: every open handle is
+    /// in it (entries whose handle was closed since are dropped as they come up), so
+    /// its length bounds the open handles at every moment.
+    handles: lru::LruCache<PathBuf, ()>,
+    /// Re-reads of a file truncated again and again log once a minute.
+    log: RateLimit,
     /// Bumped as the table makes progress, so the watchdog pings only while it does.
     pub heartbeat: Arc<AtomicU64>,
 }
@@ -189,6 +202,8 @@ impl Files {
             ignored: HashMap::new(),
             limits,
             clock,
+            handles: lru::LruCache::unbounded(),
+            log: RateLimit::new(std::time::Duration::from_secs(60)),
             heartbeat: Arc::new(AtomicU64::new(0)),
         }
     }
@@ -224,6 +239,28 @@ impl Files {
                 t.go_cold();
             }
         }
+    }
+
+    /// Makes room for `path`'s handle before it is opened: while [`MAX_OPEN`] files may
+    /// hold one, the least recently used is closed. So the cap holds at every moment,
+    /// not only after the next sweep (a burst of thousands of files must not run the
+    /// process out of descriptors).
+    fn make_room(&mut self, path: &Path) {
+        if self.table.get(path).is_none_or(|t| t.tail.is_open()) {
+            if self.handles.contains(path) {
+                self.handles.promote(path);
+            }
+            return;
+        }
+        while self.handles.len() >= MAX_OPEN && !self.handles.contains(path) {
+            let Some((victim, ())) = self.handles.pop_lru() else {
+                break;
+            };
+            if let Some(t) = self.table.get_mut(&victim) {
+                t.tail.close();
+            }
+        }
+        self.handles.put(path.to_path_buf(), ());
     }
 
     /// Stats a transcript path and brings its state up to date.
@@ -262,10 +299,16 @@ impl Files {
                 self.rederive(path, Rederive::Replaced, mode);
             }
             Change::Truncated => self.rederive(path, Rederive::Truncated, mode),
+            // Same size and mtime, yet written to: only the content can say what changed.
+            Change::Touched => self.rederive(path, Rederive::Rewritten, mode),
             Change::Changed => {
                 if !t.warm_up(path, self.limits.max_line) {
                     return self.rederive(path, Rederive::Reactivated, mode);
                 }
+                self.make_room(path);
+                let Some(t) = self.table.get_mut(path) else {
+                    return;
+                };
                 match t.tail.marker_matches(path) {
                     Ok(true) => self.read_on(path, mode),
                     Ok(false) => self.rederive(path, Rederive::Rewritten, mode),
@@ -313,6 +356,7 @@ impl Files {
                 cold: None,
                 last_change,
                 warned_at: i64::MIN,
+                skew_ms: 0,
             },
         );
         match self.resume.as_mut().map(|r| r.remove(path)) {
@@ -364,8 +408,14 @@ impl Files {
     fn rederive(&mut self, path: &Path, why: Rederive, mode: Mode) {
         *self.counters.rederived.entry(why.as_str()).or_default() += 1;
         let level_info = why != Rederive::Reactivated;
-        if level_info {
-            tracing::info!(path = %path.display(), reason = why.as_str(), "Re-reading transcript from its start.");
+        // A file truncated over and over (copytruncate) logs once a minute, with a count.
+        let repeats = if level_info {
+            self.log.check(&format!("re-read {}", path.display()))
+        } else {
+            None
+        };
+        if let Some(repeats) = repeats {
+            tracing::info!(path = %path.display(), reason = why.as_str(), repeats, "Re-reading transcript from its start.");
         } else {
             tracing::debug!(path = %path.display(), reason = why.as_str(), "Re-reading transcript from its start.");
         }
@@ -395,6 +445,7 @@ impl Files {
     /// Reads from the committed position to the end of the file, or to `limit`.
     pub(super) fn read_upto(&mut self, path: &Path, mode: Mode, limit: Option<u64>) {
         let now = self.clock.now();
+        self.make_room(path);
         let Some(t) = self.table.get_mut(path) else {
             return;
         };
@@ -411,17 +462,35 @@ impl Files {
             Err(e) => return self.read_error(path, &e),
         };
         let reducer = &mut self.reducer;
+        let catch_up = i64::try_from(self.limits.catch_up_ms).unwrap_or(i64::MAX);
+        if mode == Mode::Live {
+            // The bytes changed now: what is recent is judged on the writer's clock.
+            let writer_now = now.wall.saturating_sub(t.skew_ms);
+            reducer.set_history_before(Some(writer_now.saturating_sub(catch_up)));
+        }
         let out = &mut self.out;
         let pos = feed.reader().pos();
+        let mut newest = None;
+        let mut apply = |src: &crate::reduce::Src, obs: crate::provider::Obs| {
+            newest = newest.max(obs.record_ts);
+            reducer.apply(src, obs, now, out);
+        };
         let res = file.seek(SeekFrom::Start(pos)).and_then(|_| match limit {
             Some(end) => feed.read_to_end(
                 &mut io::Read::take(&mut *file, end.saturating_sub(pos)),
-                |src, obs| reducer.apply(src, obs, now, out),
+                &mut apply,
             ),
-            None => feed.read_to_end(file, |src, obs| reducer.apply(src, obs, now, out)),
+            None => feed.read_to_end(file, &mut apply),
         });
+        if mode == Mode::Live {
+            reducer.set_history_before(Some(now.wall.saturating_sub(catch_up)));
+        }
         let before = (t.tail.offset(), t.tail.id());
         let res = res.and_then(|_| t.tail.commit(feed.reader()));
+        if let Some(newest) = newest {
+            let mtime_ms = i64::try_from(t.tail.mtime_ns() / 1_000_000).unwrap_or(0);
+            t.skew_ms = mtime_ms.saturating_sub(newest).max(0);
+        }
         if (t.tail.offset(), t.tail.id()) != before {
             self.pending.mark(path);
         }

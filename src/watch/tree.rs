@@ -16,6 +16,7 @@ use super::discover::{is_candidate, skip_dir};
 use super::native::{Native, WatchError};
 use super::poll::list_dir;
 use crate::clock::wall_now;
+use crate::logging::RateLimit;
 use crate::model::ProviderKind;
 use crate::tail::Stat;
 use std::collections::{HashMap, HashSet};
@@ -25,6 +26,9 @@ use std::path::{Path, PathBuf};
 /// A directory listed less than this long after its last change is listed again on the
 /// next look, whatever its mtime says (file timestamps are coarse).
 const RACY_NS: i128 = 2_000_000_000;
+
+/// The same problem is logged at most this often.
+const LOG_EVERY: std::time::Duration = std::time::Duration::from_secs(60);
 
 /// A file changed this recently (monotonic ms) is live: polled every interval.
 pub const LIVE_MS: i64 = 10 * 60_000;
@@ -77,6 +81,11 @@ struct RootState {
     /// poll`, and after the watch limit was hit).
     native: bool,
     exists: bool,
+    /// Where the root's path led when it was last listed, if a symlink on the way
+    /// makes that differ from the path itself: checked on every poll, so a retargeted
+    /// link is followed at once rather than at the next sweep (the native watch stays on
+    /// the old target).
+    resolved: Option<PathBuf>,
 }
 
 /// Roots and directories, with their watches.
@@ -88,6 +97,9 @@ pub struct Tree {
     native: Option<Native>,
     /// How often the OS limit on watches was hit.
     pub watch_limit_hits: u64,
+    /// A directory that stays unreadable is listed again on every poll: its warning
+    /// comes once a minute, with a count.
+    log: RateLimit,
 }
 
 impl Tree {
@@ -98,6 +110,7 @@ impl Tree {
                 root: r.clone(),
                 native: native.is_some(),
                 exists: false,
+                resolved: None,
             })
             .collect();
         Tree {
@@ -106,6 +119,7 @@ impl Tree {
             unwatched: 0,
             native,
             watch_limit_hits: 0,
+            log: RateLimit::new(LOG_EVERY),
         }
     }
 
@@ -113,9 +127,10 @@ impl Tree {
         self.dirs.len()
     }
 
-    /// Whether some directory has no native watch (so the poll must list it).
+    /// Whether some directory has no native watch (so the poll must list it), or a
+    /// root goes through a symlink (so the poll must check where it leads).
     pub fn needs_poll(&self) -> bool {
-        self.unwatched > 0
+        self.unwatched > 0 || self.roots.iter().any(|r| r.resolved.is_some())
     }
 
     fn root_of(&self, path: &Path) -> Option<usize> {
@@ -140,6 +155,7 @@ impl Tree {
 
     fn add_root(&mut self, i: usize, first: bool, v: &mut impl Visit) {
         let path = self.roots[i].root.path.clone();
+        self.roots[i].resolved = resolve_link(&path);
         match fs::metadata(&path) {
             Ok(m) if m.is_dir() => {
                 self.roots[i].exists = true;
@@ -187,7 +203,9 @@ impl Tree {
             }
             Err(WatchError::Gone) => false,
             Err(WatchError::Other(e)) => {
-                tracing::warn!(dir = %dir.display(), error = %e, "Cannot watch directory; it is polled.");
+                if let Some(repeats) = self.log.check(&format!("watch {}", dir.display())) {
+                    tracing::warn!(dir = %dir.display(), error = %e, repeats, "Cannot watch directory; it is polled.");
+                }
                 false
             }
         }
@@ -231,7 +249,14 @@ impl Tree {
             let listing = match list_dir(&dir, self.roots[root].root.provider) {
                 Ok(l) => l,
                 Err(e) => {
-                    tracing::warn!(dir = %dir.display(), error = %e, "Cannot list directory.");
+                    match self.log.check(&format!("list {}", dir.display())) {
+                        Some(repeats) => {
+                            tracing::warn!(dir = %dir.display(), error = %e, repeats, "Cannot list directory; will retry.")
+                        }
+                        None => {
+                            tracing::debug!(dir = %dir.display(), error = %e, "Cannot list directory.")
+                        }
+                    }
                     continue;
                 }
             };
@@ -336,10 +361,31 @@ impl Tree {
         }
     }
 
-    /// The poll's share: the directories no native watch covers.
+    /// The poll's share: roots whose symlink now leads elsewhere, and the directories
+    /// no native watch covers.
     pub fn poll(&mut self, v: &mut impl Visit) {
+        self.follow_links(v);
         if self.unwatched > 0 {
             self.check_dirs(true, v);
+        }
+    }
+
+    /// A root reached through a symlink that was retargeted: forget what was under the
+    /// old target (its files are looked at, so their sessions go) and list the new one,
+    /// with a fresh watch.
+    fn follow_links(&mut self, v: &mut impl Visit) {
+        for i in 0..self.roots.len() {
+            let Some(was) = &self.roots[i].resolved else {
+                continue;
+            };
+            let path = self.roots[i].root.path.clone();
+            let now = resolve_link(&path);
+            if now.as_ref() == Some(was) {
+                continue;
+            }
+            tracing::info!(root = %path.display(), "The root's symlink leads elsewhere now; listing it again.");
+            self.remove(&path, v);
+            self.add_root(i, false, v);
         }
     }
 
@@ -406,6 +452,14 @@ impl Live {
         }
         self.paths = live.into_iter().map(|(_, p)| p.clone()).collect();
     }
+}
+
+/// Where `path` leads if a symlink on the way makes that differ from `path` itself
+/// (gone or unreadable: the path itself, so a later link shows as a change).
+fn resolve_link(path: &Path) -> Option<PathBuf> {
+    let real = fs::canonicalize(path).ok()?;
+    let plain = std::path::absolute(path).ok()?;
+    (real != plain).then_some(real)
 }
 
 /// The provider a root names for `path` (`None` inside: sniff each file), or `None`
