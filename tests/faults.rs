@@ -257,3 +257,59 @@ fn a_file_truncated_over_and_over_logs_its_re_read_once_a_minute() {
         "{infos} INFO lines for one file's re-reads within a minute"
     );
 }
+
+#[test]
+fn a_directory_unreadable_from_creation_warns_once_not_on_every_poll() {
+    // Root reads any directory: drop the capabilities that let it, so the daemon sees
+    // what a user's daemon would.
+    let setpriv = ["/usr/bin/setpriv", "/bin/setpriv"]
+        .into_iter()
+        .find(|p| Path::new(p).exists());
+    let Some(setpriv) = setpriv else {
+        eprintln!("skipped: no setpriv (util-linux) to drop the daemon's capabilities");
+        return;
+    };
+    let mut d = Daemon::tree();
+    d.spawn_wrapped(
+        &[setpriv, "--bounding-set=-dac_override,-dac_read_search"],
+        &["--poll-interval", "100ms"],
+    );
+    d.wait_for("daemon_ready", |e| e["event"] == "daemon_ready");
+    let locked = d.claude().join("-home-locked");
+    {
+        use std::os::unix::fs::DirBuilderExt;
+        fs::DirBuilder::new()
+            .mode(0o000)
+            .create(&locked)
+            .expect("mkdir");
+    }
+    // A dozen polls or more, while a neighbour goes on working.
+    let open = d.claude().join("-home-open");
+    fs::create_dir_all(&open).expect("mkdir");
+    for i in 0..3 {
+        let c = Claude::new();
+        let (t, turn) = c.turn(&format!("turn {i}"), "done");
+        append(&c.path_in(&open), t.as_bytes());
+        d.wait_for("a neighbour's turn", is("turn_completed", turn));
+        std::thread::sleep(Duration::from_millis(500));
+    }
+    let (_, log) = d.stop_with_log();
+    let tried = log
+        .lines()
+        .filter(|l| l.contains("Cannot list directory") && l.contains("-home-locked"))
+        .count();
+    let warned = log
+        .lines()
+        .filter(|l| {
+            l.contains("WARN") && l.contains("Cannot list directory") && l.contains("-home-locked")
+        })
+        .count();
+    assert!(
+        tried >= 5,
+        "the unreadable directory was listed {tried} times: the test did not exercise the poll"
+    );
+    assert!(
+        warned <= 1,
+        "{warned} warnings for one unreadable directory"
+    );
+}
