@@ -2,8 +2,8 @@
 //! its projector (warm) or the projector's saved context (cold).
 //!
 //! Owns: the table, the reducer the reads feed, the events they produce (until the loop
-//! flushes them), the live set, what the next state delta carries, and the caps on open
-//! handles and warm projectors. It turns "look at this path" into a stat, then reads on
+//! flushes them), the live set, and what the next state delta carries; the caps on open
+//! handles, warm projectors and the live set are its methods in `caps.rs`. It turns "look at this path" into a stat, then reads on
 //! from the committed position, or re-derives the file from its first byte when it was
 //! truncated, replaced or rewritten. It never lists a directory or adds a watch (the
 //! watched tree does, and reports here through [`Visit`]) and never sends anything: the
@@ -25,17 +25,15 @@ use crate::tail::{Change, Stat, TailState};
 use crate::watch::Root;
 use crate::watch::discover::classify;
 use crate::watch::tree::{Live, root_provider};
-use std::collections::{HashMap, HashSet};
+use std::collections::HashMap;
 use std::fs;
 use std::io::{self, Seek, SeekFrom};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
-/// Handles of files idle this long are closed (reopened on change).
-const HANDLE_IDLE_MS: i64 = 5 * 60_000;
 /// At most this many open transcript handles.
-const MAX_OPEN: usize = 256;
+pub(super) const MAX_OPEN: usize = 256;
 /// Files idle this long drop their projector (re-derived from content on change), so
 /// memory does not grow with the number of files on disk. Never shorter than the
 /// catch-up window, so a re-derive cannot page anyone about a turn it already knew.
@@ -44,7 +42,7 @@ const COLD_MS: i64 = 30 * 60_000;
 pub(super) const MAX_WARM: usize = 64;
 /// At most this many files present at start keep their projector (the most recently
 /// changed); others warm up on their first change, with one re-read.
-const HISTORY_WARM: usize = 16;
+pub(super) const HISTORY_WARM: usize = 16;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(super) enum Mode {
@@ -96,7 +94,7 @@ pub(super) struct Tracked {
     /// While cold: the projector's context at the committed offset, as saved.
     pub cold: Option<Box<str>>,
     /// Monotonic ms of the last change seen; negative for changes before the start.
-    last_change: i64,
+    pub(super) last_change: i64,
     /// When a read error was last logged as a warning (at most one a minute per file).
     warned_at: i64,
     /// How far the writer's clock is behind ours (ms, never negative), learned from an
@@ -109,7 +107,7 @@ pub(super) struct Tracked {
 
 impl Tracked {
     /// Drops the projector, keeping its context in saved form.
-    fn go_cold(&mut self) {
+    pub(super) fn go_cold(&mut self) {
         if let Some(f) = self.feed.take() {
             self.cold = Some(f.save().into_boxed_str());
         }
@@ -165,7 +163,7 @@ pub(super) struct Files {
     /// When the first run began: records older than that are history.
     pub since: i64,
     /// While history is read: the files that kept their projector, to cap them early.
-    history_warm: Vec<(i64, PathBuf)>,
+    pub(super) history_warm: Vec<(i64, PathBuf)>,
     /// Candidates that are no transcript (unknown provider, compaction helpers), with
     /// the size they had when looked at: looked at again only if it changes while small.
     ignored: HashMap<PathBuf, u64>,
@@ -174,7 +172,7 @@ pub(super) struct Files {
     /// Files whose handle may be open, least recently used first: every open handle is
     /// in it (entries whose handle was closed since are dropped as they come up), so
     /// its length bounds the open handles at every moment.
-    handles: lru::LruCache<PathBuf, ()>,
+    pub(super) handles: lru::LruCache<PathBuf, ()>,
     /// Re-reads of a file truncated again and again log once a minute.
     log: RateLimit,
     /// Bumped as the table makes progress, so the watchdog pings only while it does.
@@ -220,7 +218,7 @@ impl Files {
         i64::try_from(self.limits.catch_up_ms).unwrap_or(i64::MAX)
     }
 
-    fn cold_ms(&self) -> i64 {
+    pub(super) fn cold_ms(&self) -> i64 {
         COLD_MS.max(self.catch_up().saturating_add(60_000))
     }
 
@@ -228,39 +226,6 @@ impl Files {
     pub fn record_decided(&mut self) {
         let catch_up = self.catch_up();
         self.pending.record_decided(&mut self.reducer, catch_up);
-    }
-
-    /// After the history read: only the most recently changed files keep a projector.
-    pub fn end_history(&mut self) {
-        let mut warm = std::mem::take(&mut self.history_warm);
-        warm.sort_by_key(|w| std::cmp::Reverse(w.0));
-        for (_, p) in warm.into_iter().skip(HISTORY_WARM) {
-            if let Some(t) = self.table.get_mut(&p) {
-                t.go_cold();
-            }
-        }
-    }
-
-    /// Makes room for `path`'s handle before it is opened: while [`MAX_OPEN`] files may
-    /// hold one, the least recently used is closed. So the cap holds at every moment,
-    /// not only after the next sweep (a burst of thousands of files must not run the
-    /// process out of descriptors).
-    fn make_room(&mut self, path: &Path) {
-        if self.table.get(path).is_none_or(|t| t.tail.is_open()) {
-            if self.handles.contains(path) {
-                self.handles.promote(path);
-            }
-            return;
-        }
-        while self.handles.len() >= MAX_OPEN && !self.handles.contains(path) {
-            let Some((victim, ())) = self.handles.pop_lru() else {
-                break;
-            };
-            if let Some(t) = self.table.get_mut(&victim) {
-                t.tail.close();
-            }
-        }
-        self.handles.put(path.to_path_buf(), ());
     }
 
     /// Stats a transcript path and brings its state up to date.
@@ -574,66 +539,5 @@ impl Files {
             self.look_file(&path, Mode::Live);
         }
         self.tidy();
-    }
-
-    /// Rebuilds the live set and closes what went idle.
-    pub fn tidy(&mut self) {
-        let now = self.clock.now();
-        self.rebuild_live(now);
-        self.enforce_caps(now);
-    }
-
-    fn rebuild_live(&mut self, now: Now) {
-        let mut open: Option<HashSet<&str>> = None;
-        let reducer = &self.reducer;
-        self.live.rebuild(
-            mono_i(now),
-            self.table.iter().map(|(p, t)| (p, t.last_change)),
-            |path| {
-                open.get_or_insert_with(|| reducer.open_paths().map(|p| &**p).collect())
-                    .contains(path_str(path).as_ref())
-            },
-        );
-    }
-
-    /// Closes idle handles and drops idle projectors, within the caps.
-    fn enforce_caps(&mut self, now: Now) {
-        let now = mono_i(now);
-        let cold = self.cold_ms();
-        let mut open = Vec::new();
-        let mut warm = Vec::new();
-        for (path, t) in &mut self.table {
-            let idle = now - t.last_change;
-            if t.feed.is_some() && idle > cold {
-                t.go_cold();
-                t.tail.close();
-            }
-            if t.tail.is_open() && idle > HANDLE_IDLE_MS {
-                t.tail.close();
-            }
-            if t.tail.is_open() {
-                open.push((t.last_change, path.clone()));
-            }
-            if t.feed.is_some() {
-                warm.push((t.last_change, path.clone()));
-            }
-        }
-        for (list, cap, drop_feed) in [(open, MAX_OPEN, false), (warm, self.limits.max_warm, true)]
-        {
-            if list.len() <= cap {
-                continue;
-            }
-            let mut list = list;
-            list.sort();
-            let excess = list.len() - cap;
-            for (_, path) in list.into_iter().take(excess) {
-                if let Some(t) = self.table.get_mut(&path) {
-                    t.tail.close();
-                    if drop_feed {
-                        t.go_cold();
-                    }
-                }
-            }
-        }
     }
 }

@@ -17,6 +17,7 @@
 //! runtime, and its one timer (the earliest settle deadline, on the monotonic clock)
 //! is just the select's timeout.
 
+mod caps;
 mod core;
 mod files;
 mod persist;
