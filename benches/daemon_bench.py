@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Benchmarks for `baton run` (issue 3). Not tests: they print figures for BENCHMARKS.md.
+"""Benchmarks for `baton run` (latency, idle CPU and memory). Not tests: they print figures for BENCHMARKS.md.
 
     cargo build --release
     python3 benches/daemon_bench.py latency [--watcher auto|poll] [--n 500] [--idle-tree DIR]
@@ -32,7 +32,7 @@ import uuid
 import datetime as dt
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-BIN = os.path.join(REPO, "target", "release", "baton")
+BIN = os.environ.get("BATON_BIN") or os.path.join(REPO, "target", "release", "baton")
 
 
 def now_ts():

@@ -5,7 +5,7 @@
 //! UTC or fixed-offset timestamps, and a calendar crate would be a large dependency for
 //! thirty lines of arithmetic.
 
-use std::time::{SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 /// A moment as the cores see it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -23,6 +23,33 @@ impl Now {
             mono: u64::try_from(wall).unwrap_or(0),
             wall,
         }
+    }
+}
+
+/// The daemon's clocks: monotonic milliseconds since it started, and the wall clock.
+#[derive(Debug, Clone, Copy)]
+pub struct Clock {
+    start: Instant,
+}
+
+impl Clock {
+    /// Starts the monotonic scale at zero now.
+    pub fn start() -> Self {
+        Clock {
+            start: Instant::now(),
+        }
+    }
+
+    pub fn now(&self) -> Now {
+        Now {
+            mono: u64::try_from(self.start.elapsed().as_millis()).unwrap_or(u64::MAX),
+            wall: wall_now(),
+        }
+    }
+
+    /// The instant of a monotonic moment.
+    pub fn instant(&self, mono: u64) -> Instant {
+        self.start + Duration::from_millis(mono)
     }
 }
 

@@ -5,7 +5,6 @@
 //! [`Config`] with every default filled in. Flags override it (see `daemon::Settings`).
 
 use crate::clock::parse_duration_ms;
-use crate::daemon::WatcherMode;
 use crate::error::Error;
 use crate::model::{EventKind, ProviderKind};
 use crate::sink::desktop::DesktopConfig;
@@ -13,7 +12,7 @@ use crate::sink::exec::ExecConfig;
 use crate::sink::parse_event_kind;
 use crate::sink::webhook::{Endpoint, Format, WebhookConfig};
 use crate::tail::DEFAULT_MAX_LINE_BYTES;
-use crate::watch::Root;
+use crate::watch::{Root, WatcherMode};
 use serde::Deserialize;
 use std::collections::BTreeMap;
 use std::env;

@@ -1,4 +1,4 @@
-//! `baton run` end to end: the real binary on a temporary tree (issue 3).
+//! `baton run` end to end: the real binary on a temporary tree.
 //!
 //! Waits have deadlines but nothing asserts how fast an event came.
 

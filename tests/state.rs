@@ -1,4 +1,4 @@
-//! Durable state end to end (issue 5): the real binary, restarted, killed and fed
+//! Durable state end to end: the real binary, restarted, killed and fed
 //! corrupt state, on a temporary tree with its own `--state-dir`.
 //!
 //! Waits have deadlines; nothing asserts how fast anything happened.

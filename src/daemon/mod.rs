@@ -17,8 +17,11 @@
 //! runtime, and its one timer (the earliest settle deadline, on the monotonic clock)
 //! is just the select's timeout.
 
+mod caps;
 mod core;
+mod files;
 pub mod liveness;
+mod persist;
 mod service;
 mod sink;
 
@@ -28,8 +31,8 @@ use crate::error::Error;
 use crate::sink::desktop::DesktopConfig;
 use crate::sink::exec::ExecConfig;
 use crate::sink::webhook::WebhookConfig;
-use crate::watch::{self, Root, poll};
-use clap::{Args, ValueEnum};
+use crate::watch::{self, Root, WatcherMode, poll};
+use clap::Args;
 use std::future::Future;
 use std::io::{self, Write};
 use std::path::PathBuf;
@@ -61,17 +64,6 @@ Examples:
 
 Stop with SIGTERM or Ctrl-C: baton emits daemon_stopping, flushes and exits 0. A second
 baton on the same state directory exits with code 5.";
-
-/// How changes are noticed.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
-pub enum WatcherMode {
-    /// The native watcher plus polling; polling alone if the native watcher cannot start.
-    Auto,
-    /// The native watcher plus polling; fail if the native watcher cannot start.
-    Native,
-    /// Polling only (NFS, SSHFS and other filesystems where inotify is blind).
-    Poll,
-}
 
 /// Arguments of `baton run`. Options left unset take the config file's value, then the
 /// built-in default.

@@ -4,7 +4,7 @@
 //! they happen in the order the core produced them. A stalled reader of `--events`
 //! delays neither notifications nor `tail`.
 //!
-//! Emission protocol (issue 5): a batch's transcript events are journaled as pending,
+//! Emission protocol (durable state): a batch's transcript events are journaled as pending,
 //! then each is written and flushed and journaled as done. After a SIGKILL, the
 //! pending-but-not-done ones are delivered again with `"replay": true` (see
 //! `state::journal`). A state delta from the core goes to the state writer only after

@@ -1,6 +1,6 @@
 //! Norma transcripts (`<dir>/<sessionID>.jsonl`, subagents at
 //! `<dir>/<sessionID>/subagents/agent-<agentID>.jsonl`). Rules: seed 000 §Transcript JSONL,
-//! seed 001 §Transcript and §Cold resume, issue 4.
+//! seed 001 §Transcript and §Cold resume.
 //!
 //! Norma writes whole messages, so an assistant message without a tool call is the end of
 //! the agent loop: it completes the turn at once, no quiet period needed.

@@ -1,5 +1,5 @@
 //! SGME L0 raw session Markdown (`raw/sessions/{file_id}.md`, plus `raw/uploads/` and
-//! `raw/external/`). Rules: seed 002 and issue 4.
+//! `raw/external/`). Rules: seed 002 (the SGME L0 layout, front matter and blocks).
 //!
 //! The projector sees one line at a time, in order, so it must be fed from the file's
 //! first byte: the front matter names the session, and blocks are numbered from 1.

@@ -17,7 +17,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
-/// At most this often the log is appended to (the issue asks for a few per second).
+/// At most this often the log is appended to (a few times a second keeps durable state close behind the stream).
 pub const SAVE_EVERY: Duration = Duration::from_millis(250);
 /// After a failed write, the next try comes this much later.
 const RETRY_EVERY: Duration = Duration::from_secs(1);

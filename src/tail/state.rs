@@ -29,6 +29,9 @@ pub struct Stat {
     pub id: FileId,
     pub size: u64,
     pub mtime_ns: i128,
+    /// Status change time: moves on any write and any metadata change, and, unlike the
+    /// mtime, cannot be set back (so a rewrite that restores the old mtime still shows).
+    pub ctime_ns: i128,
 }
 
 impl Stat {
@@ -45,6 +48,7 @@ impl Stat {
             },
             size: m.size(),
             mtime_ns: i128::from(m.mtime()) * 1_000_000_000 + i128::from(m.mtime_nsec()),
+            ctime_ns: i128::from(m.ctime()) * 1_000_000_000 + i128::from(m.ctime_nsec()),
         }
     }
 }
@@ -61,6 +65,10 @@ pub enum Change {
     Truncated,
     /// Another file now has this path.
     Replaced,
+    /// Same identity and size, but the modification or status change time moved:
+    /// written in place (perhaps with the old mtime put back: the ctime still moves),
+    /// or only its metadata changed. Only a re-read can tell.
+    Touched,
 }
 
 #[derive(Debug)]
@@ -70,6 +78,7 @@ pub struct TailState {
     /// included). A file shorter than this was truncated.
     size: u64,
     mtime_ns: i128,
+    ctime_ns: i128,
     /// Committed offset: the start of the first incomplete line.
     offset: u64,
     /// 1-based number of the line at `offset`.
@@ -86,6 +95,7 @@ impl TailState {
             id,
             size: 0,
             mtime_ns: i128::MIN,
+            ctime_ns: i128::MIN,
             offset: 0,
             line_no: 1,
             marker: marker_hash(&[]),
@@ -100,6 +110,7 @@ impl TailState {
             id,
             size: offset,
             mtime_ns: i128::MIN,
+            ctime_ns: i128::MIN,
             offset,
             line_no,
             marker,
@@ -117,6 +128,11 @@ impl TailState {
 
     pub fn size(&self) -> u64 {
         self.size
+    }
+
+    /// The file's modification time when it was last read (ns since the epoch).
+    pub fn mtime_ns(&self) -> i128 {
+        self.mtime_ns
     }
 
     pub fn offset(&self) -> u64 {
@@ -137,8 +153,13 @@ impl TailState {
             Change::Replaced
         } else if now.size < self.size {
             Change::Truncated
-        } else if now.size == self.size && now.mtime_ns == self.mtime_ns {
-            Change::Same
+        } else if now.size == self.size && self.mtime_ns != i128::MIN {
+            // No byte was added, so any write was in place: an append always grows it.
+            if now.mtime_ns == self.mtime_ns && now.ctime_ns == self.ctime_ns {
+                Change::Same
+            } else {
+                Change::Touched
+            }
         } else {
             Change::Changed
         }
@@ -188,7 +209,9 @@ impl TailState {
             self.marker = read_marker(f, self.offset)?.unwrap_or(0);
         }
         self.line_no = reader.line_no();
-        self.mtime_ns = Stat::of(&f.metadata()?).mtime_ns;
+        let stat = Stat::of(&f.metadata()?);
+        self.mtime_ns = stat.mtime_ns;
+        self.ctime_ns = stat.ctime_ns;
         Ok(())
     }
 }
@@ -266,5 +289,29 @@ mod tests {
         assert_eq!(st.compare(&stat(&p)), Change::Replaced);
         st.close();
         assert!(st.handle(&p).unwrap().is_none(), "a reopen must notice");
+    }
+
+    #[test]
+    fn a_same_size_rewrite_with_the_old_mtime_put_back_is_not_same() {
+        use std::os::unix::fs::FileExt;
+        let tmp = tempfile::tempdir().unwrap();
+        let p = tmp.path().join("s.jsonl");
+        std::fs::write(&p, b"{\"a\":1}\n{\"b\":2}\n").unwrap();
+        let mut st = TailState::new(stat(&p).id);
+        let mut r = LineReader::new(1024);
+        read(&mut st, &mut r, &p);
+        assert_eq!(st.compare(&stat(&p)), Change::Same);
+        let before = std::fs::metadata(&p).unwrap();
+        // The status change time has a coarse tick: let it move.
+        std::thread::sleep(std::time::Duration::from_millis(20));
+        let f = std::fs::OpenOptions::new().write(true).open(&p).unwrap();
+        f.write_all_at(b"{\"a\":3}", 0).unwrap();
+        f.set_modified(before.modified().unwrap()).unwrap();
+        let now = stat(&p);
+        assert_eq!(
+            (now.size, now.mtime_ns),
+            (13 + 3, Stat::of(&before).mtime_ns)
+        );
+        assert_eq!(st.compare(&now), Change::Touched);
     }
 }

@@ -8,6 +8,7 @@
 pub mod discover;
 pub mod native;
 pub mod poll;
+pub mod tree;
 
 pub use discover::{Found, Root, find};
 
@@ -15,6 +16,17 @@ use crossbeam_channel::{Receiver, Sender, TrySendError};
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+
+/// How changes are noticed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum WatcherMode {
+    /// The native watcher plus polling; polling alone if the native watcher cannot start.
+    Auto,
+    /// The native watcher plus polling; fail if the native watcher cannot start.
+    Native,
+    /// Polling only (NFS, SSHFS and other filesystems where inotify is blind).
+    Poll,
+}
 
 /// How many hints may wait for the core before a full rescan replaces them.
 pub const HINT_CAPACITY: usize = 4096;

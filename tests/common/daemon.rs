@@ -126,6 +126,31 @@ impl Daemon {
         self.child = Some(child);
     }
 
+    /// Starts the daemon through `wrapper` (e.g. `prlimit --nofile=1024:1024`), without
+    /// waiting; the wrapper must exec the daemon, so [`Daemon::pid`] is the daemon's.
+    pub fn spawn_wrapped(&mut self, wrapper: &[&str], extra: &[&str]) {
+        let inner = self.command(extra);
+        let log = fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(&self.log)
+            .expect("log file");
+        let mut cmd = Command::new(wrapper[0]);
+        cmd.args(&wrapper[1..])
+            .arg(inner.get_program())
+            .args(inner.get_args())
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(log);
+        for (k, v) in inner.get_envs() {
+            match v {
+                Some(v) => cmd.env(k, v),
+                None => cmd.env_remove(k),
+            };
+        }
+        self.child = Some(cmd.spawn().expect("start baton"));
+    }
+
     /// Starts the daemon again on the same tree and state, and waits for its
     /// `daemon_ready`.
     pub fn restart(&mut self, extra: &[&str]) {

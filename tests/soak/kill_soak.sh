@@ -1,5 +1,5 @@
 #!/bin/sh
-# Kill soak (issue 5): SIGKILL `baton run` at random moments under a stream of turns,
+# Kill soak (durable state, exactly once): SIGKILL `baton run` at random moments under a stream of turns,
 # N times (default 1000), then check that no turn was lost and that every duplicate is
 # a replay (at most one per kill). Prints the counts.
 #

@@ -1,0 +1,114 @@
+//! The caps on what the tracked-file table holds at once: open handles, warm
+//! projectors, and the live set. Memory and descriptors follow the files in use, not
+//! the files on disk.
+//!
+//! Owns no state of its own: these are the file table's methods that close handles,
+//! send projectors cold and rebuild the live set. It never reads a transcript.
+
+use super::files::{Files, HISTORY_WARM, MAX_OPEN};
+use crate::clock::Now;
+use std::collections::HashSet;
+use std::path::Path;
+
+/// Handles of files idle this long are closed (reopened on change).
+const HANDLE_IDLE_MS: i64 = 5 * 60_000;
+
+fn mono_i(now: Now) -> i64 {
+    i64::try_from(now.mono).unwrap_or(i64::MAX)
+}
+
+impl Files {
+    /// After the history read: only the most recently changed files keep a projector.
+    pub fn end_history(&mut self) {
+        let mut warm = std::mem::take(&mut self.history_warm);
+        warm.sort_by_key(|w| std::cmp::Reverse(w.0));
+        for (_, p) in warm.into_iter().skip(HISTORY_WARM) {
+            if let Some(t) = self.table.get_mut(&p) {
+                t.go_cold();
+            }
+        }
+    }
+
+    /// Makes room for `path`'s handle before it is opened: while [`MAX_OPEN`] files may
+    /// hold one, the least recently used is closed. So the cap holds at every moment,
+    /// not only after the next sweep (a burst of thousands of files must not run the
+    /// process out of descriptors).
+    pub(super) fn make_room(&mut self, path: &Path) {
+        if self.table.get(path).is_none_or(|t| t.tail.is_open()) {
+            if self.handles.contains(path) {
+                self.handles.promote(path);
+            }
+            return;
+        }
+        while self.handles.len() >= MAX_OPEN && !self.handles.contains(path) {
+            let Some((victim, ())) = self.handles.pop_lru() else {
+                break;
+            };
+            if let Some(t) = self.table.get_mut(&victim) {
+                t.tail.close();
+            }
+        }
+        self.handles.put(path.to_path_buf(), ());
+    }
+
+    /// Rebuilds the live set and closes what went idle.
+    pub fn tidy(&mut self) {
+        let now = self.clock.now();
+        self.rebuild_live(now);
+        self.enforce_caps(now);
+    }
+
+    fn rebuild_live(&mut self, now: Now) {
+        let mut open: Option<HashSet<&str>> = None;
+        let reducer = &self.reducer;
+        self.live.rebuild(
+            mono_i(now),
+            self.table.iter().map(|(p, t)| (p, t.last_change)),
+            |path| {
+                open.get_or_insert_with(|| reducer.open_paths().map(|p| &**p).collect())
+                    .contains(path.to_string_lossy().as_ref())
+            },
+        );
+    }
+
+    /// Closes idle handles and drops idle projectors, within the caps.
+    pub(super) fn enforce_caps(&mut self, now: Now) {
+        let now = mono_i(now);
+        let cold = self.cold_ms();
+        let mut open = Vec::new();
+        let mut warm = Vec::new();
+        for (path, t) in &mut self.table {
+            let idle = now - t.last_change;
+            if t.feed.is_some() && idle > cold {
+                t.go_cold();
+                t.tail.close();
+            }
+            if t.tail.is_open() && idle > HANDLE_IDLE_MS {
+                t.tail.close();
+            }
+            if t.tail.is_open() {
+                open.push((t.last_change, path.clone()));
+            }
+            if t.feed.is_some() {
+                warm.push((t.last_change, path.clone()));
+            }
+        }
+        for (list, cap, drop_feed) in [(open, MAX_OPEN, false), (warm, self.limits.max_warm, true)]
+        {
+            if list.len() <= cap {
+                continue;
+            }
+            let mut list = list;
+            list.sort();
+            let excess = list.len() - cap;
+            for (_, path) in list.into_iter().take(excess) {
+                if let Some(t) = self.table.get_mut(&path) {
+                    t.tail.close();
+                    if drop_feed {
+                        t.go_cold();
+                    }
+                }
+            }
+        }
+    }
+}

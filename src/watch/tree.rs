@@ -1,0 +1,469 @@
+//! The watched tree: roots, the directories under them, their native watches, listing,
+//! the poll and sweep of directories, and the rules of the live set.
+//!
+//! Owns: every root's state, every known directory (its mtime when last listed, whether
+//! a native watch covers it), the native watcher handle, and the [`Live`] set's policy.
+//! It never opens a transcript and never sees the tracked-file table: every transcript
+//! it lists, every candidate path it is told about and every directory that vanished is
+//! handed to a [`Visit`], which the daemon's file table implements. So the tree turns
+//! hints into "look at this file", and the file table decides what that means.
+//!
+//! Add a directory's watch *before* listing it: a file created in between is then seen
+//! by one or the other.
+
+use super::Root;
+use super::discover::{is_candidate, skip_dir};
+use super::native::{Native, WatchError};
+use super::poll::list_dir;
+use crate::clock::wall_now;
+use crate::logging::RateLimit;
+use crate::model::ProviderKind;
+use crate::tail::Stat;
+use std::collections::{HashMap, HashSet};
+use std::fs::{self, Metadata};
+use std::path::{Path, PathBuf};
+
+/// A directory listed less than this long after its last change is listed again on the
+/// next look, whatever its mtime says (file timestamps are coarse).
+const RACY_NS: i128 = 2_000_000_000;
+
+/// The same problem is logged at most this often.
+const LOG_EVERY: std::time::Duration = std::time::Duration::from_secs(60);
+
+/// A file changed this recently (monotonic ms) is live: polled every interval.
+pub const LIVE_MS: i64 = 10 * 60_000;
+/// A file with an open turn stays live this long after its last change.
+pub const OPEN_TURN_MS: i64 = 6 * 3_600_000;
+/// At most this many files are polled as live; beyond it, the sweep bounds the delay.
+pub const MAX_LIVE: usize = 1024;
+
+fn wall_ns() -> i128 {
+    i128::from(wall_now()) * 1_000_000
+}
+
+/// What the tree reports to the owner of the tracked files.
+pub trait Visit {
+    /// True once the walk should stop (a stop request arrived during a long listing).
+    fn stopped(&mut self) -> bool;
+    /// A transcript candidate was listed, with its metadata (symlinks followed).
+    fn listed(&mut self, path: &Path, meta: &Metadata);
+    /// Stat `path`, a transcript candidate (a file root, or a path a hint named), and
+    /// bring it up to date.
+    fn look(&mut self, path: &Path);
+    /// `dir` was re-listed: files known there but not in `seen` may be gone.
+    fn unlisted(&mut self, dir: &Path, seen: &HashSet<PathBuf>);
+    /// `dir` and everything under it is gone.
+    fn gone(&mut self, dir: &Path);
+}
+
+/// The root a path belongs to (the deepest one containing it).
+pub fn root_of(roots: &[Root], path: &Path) -> Option<usize> {
+    roots
+        .iter()
+        .enumerate()
+        .filter(|(_, r)| path.starts_with(&r.path))
+        .max_by_key(|(_, r)| r.path.as_os_str().len())
+        .map(|(i, _)| i)
+}
+
+struct DirState {
+    mtime_ns: i128,
+    /// The listing may have missed a change made within the same timestamp tick as the
+    /// one it saw (the mtime was too recent when it was listed): list again next time.
+    racy: bool,
+    /// Covered by a native watch.
+    watched: bool,
+}
+
+struct RootState {
+    root: Root,
+    /// New directories under this root get native watches (false with `--watcher
+    /// poll`, and after the watch limit was hit).
+    native: bool,
+    exists: bool,
+    /// Where the root's path led when it was last listed, if a symlink on the way
+    /// makes that differ from the path itself: checked on every poll, so a retargeted
+    /// link is followed at once rather than at the next sweep (the native watch stays on
+    /// the old target).
+    resolved: Option<PathBuf>,
+}
+
+/// Roots and directories, with their watches.
+pub struct Tree {
+    roots: Vec<RootState>,
+    dirs: HashMap<PathBuf, DirState>,
+    /// How many known directories have no native watch (polled for new entries).
+    unwatched: usize,
+    native: Option<Native>,
+    /// How often the OS limit on watches was hit.
+    pub watch_limit_hits: u64,
+    /// A directory that stays unreadable is listed again on every poll: its warning
+    /// comes once a minute, with a count.
+    log: RateLimit,
+}
+
+impl Tree {
+    pub fn new(roots: &[Root], native: Option<Native>) -> Self {
+        let roots = roots
+            .iter()
+            .map(|r| RootState {
+                root: r.clone(),
+                native: native.is_some(),
+                exists: false,
+                resolved: None,
+            })
+            .collect();
+        Tree {
+            roots,
+            dirs: HashMap::new(),
+            unwatched: 0,
+            native,
+            watch_limit_hits: 0,
+            log: RateLimit::new(LOG_EVERY),
+        }
+    }
+
+    pub fn dir_count(&self) -> usize {
+        self.dirs.len()
+    }
+
+    /// Whether some directory has no native watch (so the poll must list it), or a
+    /// root goes through a symlink (so the poll must check where it leads).
+    pub fn needs_poll(&self) -> bool {
+        self.unwatched > 0 || self.roots.iter().any(|r| r.resolved.is_some())
+    }
+
+    fn root_of(&self, path: &Path) -> Option<usize> {
+        self.roots
+            .iter()
+            .enumerate()
+            .filter(|(_, r)| path.starts_with(&r.root.path))
+            .max_by_key(|(_, r)| r.root.path.as_os_str().len())
+            .map(|(i, _)| i)
+    }
+
+    /// Adds every root, in order, until `v` says stop. `first`: this is the start-up
+    /// walk (a missing root is logged once).
+    pub fn add_roots(&mut self, first: bool, v: &mut impl Visit) {
+        for i in 0..self.roots.len() {
+            self.add_root(i, first, v);
+            if v.stopped() {
+                return;
+            }
+        }
+    }
+
+    fn add_root(&mut self, i: usize, first: bool, v: &mut impl Visit) {
+        let path = self.roots[i].root.path.clone();
+        self.roots[i].resolved = resolve_link(&path);
+        match fs::metadata(&path) {
+            Ok(m) if m.is_dir() => {
+                self.roots[i].exists = true;
+                self.scan(path, None, v);
+            }
+            Ok(m) if m.is_file() => {
+                self.roots[i].exists = true;
+                if self.roots[i].native
+                    && let Some(n) = self.native.as_mut()
+                {
+                    let _ = n.watch(&path);
+                }
+                v.look(&path);
+            }
+            _ => {
+                if !self.roots[i].exists && first {
+                    tracing::info!(path = %path.display(), "Root does not exist (yet); looked for on every sweep.");
+                }
+                self.roots[i].exists = false;
+            }
+        }
+    }
+
+    /// Adds a native watch on `dir` if its root is watched natively.
+    fn ensure_watch(&mut self, root: usize, dir: &Path) -> bool {
+        if !self.roots[root].native {
+            return false;
+        }
+        let Some(native) = self.native.as_mut() else {
+            return false;
+        };
+        match native.watch(dir) {
+            Ok(()) => true,
+            Err(WatchError::Limit) => {
+                self.watch_limit_hits += 1;
+                self.roots[root].native = false;
+                tracing::warn!(
+                    root = %self.roots[root].root.path.display(),
+                    dir = %dir.display(),
+                    watch_limit_hits = self.watch_limit_hits,
+                    "The OS limit on file watches is reached; this root falls back to polling \
+                     (raise fs.inotify.max_user_watches to restore instant updates)."
+                );
+                false
+            }
+            Err(WatchError::Gone) => false,
+            Err(WatchError::Other(e)) => {
+                if let Some(repeats) = self.log.check(&format!("watch {}", dir.display())) {
+                    tracing::warn!(dir = %dir.display(), error = %e, repeats, "Cannot watch directory; it is polled.");
+                }
+                false
+            }
+        }
+    }
+
+    /// Lists `top` and every new directory below it, each watched *before* it is
+    /// listed (a file created in between is seen by one or the other). Known
+    /// subdirectories have their own checks. Every transcript listed goes to
+    /// `v.listed`, and into `seen`.
+    fn scan(&mut self, top: PathBuf, mut seen: Option<&mut HashSet<PathBuf>>, v: &mut impl Visit) {
+        let mut stack = vec![top];
+        while let Some(dir) = stack.pop() {
+            if v.stopped() {
+                return;
+            }
+            let Some(root) = self.root_of(&dir) else {
+                continue;
+            };
+            if !self.dirs.contains_key(&dir) {
+                let watched = self.ensure_watch(root, &dir);
+                if !watched {
+                    self.unwatched += 1;
+                }
+                self.dirs.insert(
+                    dir.clone(),
+                    DirState {
+                        mtime_ns: i128::MIN,
+                        racy: true,
+                        watched,
+                    },
+                );
+            }
+            // Stat before listing: a change during the listing shows on the next look.
+            let mtime = match fs::metadata(&dir) {
+                Ok(m) if m.is_dir() => Stat::of(&m).mtime_ns,
+                _ => {
+                    self.remove(&dir, v);
+                    continue;
+                }
+            };
+            let listing = match list_dir(&dir, self.roots[root].root.provider) {
+                Ok(l) => l,
+                Err(e) => {
+                    match self.log.check(&format!("list {}", dir.display())) {
+                        Some(repeats) => {
+                            tracing::warn!(dir = %dir.display(), error = %e, repeats, "Cannot list directory; will retry.")
+                        }
+                        None => {
+                            tracing::debug!(dir = %dir.display(), error = %e, "Cannot list directory.")
+                        }
+                    }
+                    continue;
+                }
+            };
+            if let Some(d) = self.dirs.get_mut(&dir) {
+                d.mtime_ns = mtime;
+                d.racy = wall_ns() - mtime < RACY_NS;
+            }
+            for sub in listing.dirs {
+                // Another root's directory is that root's business.
+                if self.roots.iter().any(|r| r.root.path == sub) {
+                    continue;
+                }
+                if !self.dirs.contains_key(&sub) {
+                    stack.push(sub);
+                }
+            }
+            for (path, meta) in listing.files {
+                v.listed(&path, &meta);
+                if let Some(seen) = seen.as_deref_mut() {
+                    seen.insert(path);
+                }
+            }
+        }
+    }
+
+    /// A hint named `path`, which is no tracked file: a known directory is re-listed, a
+    /// transcript candidate looked at, and a new directory walked.
+    pub fn look(&mut self, path: &Path, maybe_dir: bool, v: &mut impl Visit) {
+        if self.dirs.contains_key(path) {
+            return self.relist(path, v);
+        }
+        let Some(root) = self.root_of(path) else {
+            return;
+        };
+        if is_candidate(path, self.roots[root].root.provider) {
+            v.look(path);
+        } else if maybe_dir
+            && !skip_dir(path)
+            && fs::symlink_metadata(path).is_ok_and(|m| m.is_dir())
+        {
+            self.scan(path.to_path_buf(), None, v);
+        }
+    }
+
+    /// A known directory changed: gone, or re-list it (and have `v` look at the files it
+    /// listed no longer).
+    fn relist(&mut self, dir: &Path, v: &mut impl Visit) {
+        match fs::metadata(dir) {
+            Ok(m) if m.is_dir() => {
+                let mut seen = HashSet::new();
+                self.scan(dir.to_path_buf(), Some(&mut seen), v);
+                v.unlisted(dir, &seen);
+            }
+            _ => self.remove(dir, v),
+        }
+    }
+
+    /// Forgets `dir` and every directory under it; `v` looks at the files there.
+    fn remove(&mut self, dir: &Path, v: &mut impl Visit) {
+        let gone: Vec<PathBuf> = self
+            .dirs
+            .keys()
+            .filter(|d| d.starts_with(dir))
+            .cloned()
+            .collect();
+        for d in gone {
+            let Some(state) = self.dirs.remove(&d) else {
+                continue;
+            };
+            if !state.watched {
+                self.unwatched -= 1;
+            } else if let Some(n) = self.native.as_mut() {
+                n.unwatch(&d);
+            }
+        }
+        v.gone(dir);
+        if let Some(i) = self.roots.iter().position(|r| r.root.path == dir) {
+            self.roots[i].exists = false;
+        }
+    }
+
+    /// Stats every known directory (or only the unwatched ones) and re-lists those whose
+    /// entries may have changed. A missed create or delete always changes the
+    /// directory's mtime, so unchanged directories need no listing.
+    fn check_dirs(&mut self, only_unwatched: bool, v: &mut impl Visit) {
+        let mut changed = Vec::new();
+        for (dir, d) in &self.dirs {
+            if only_unwatched && d.watched {
+                continue;
+            }
+            let same =
+                fs::metadata(dir).is_ok_and(|m| m.is_dir() && Stat::of(&m).mtime_ns == d.mtime_ns);
+            if !same || d.racy {
+                changed.push(dir.clone());
+            }
+        }
+        for dir in changed {
+            match fs::metadata(&dir) {
+                Ok(m) if m.is_dir() => self.scan(dir, None, v),
+                _ => self.remove(&dir, v),
+            }
+        }
+    }
+
+    /// The poll's share: roots whose symlink now leads elsewhere, and the directories
+    /// no native watch covers.
+    pub fn poll(&mut self, v: &mut impl Visit) {
+        self.follow_links(v);
+        if self.unwatched > 0 {
+            self.check_dirs(true, v);
+        }
+    }
+
+    /// A root reached through a symlink that was retargeted: forget what was under the
+    /// old target (its files are looked at, so their sessions go) and list the new one,
+    /// with a fresh watch.
+    fn follow_links(&mut self, v: &mut impl Visit) {
+        for i in 0..self.roots.len() {
+            let Some(was) = &self.roots[i].resolved else {
+                continue;
+            };
+            let path = self.roots[i].root.path.clone();
+            let now = resolve_link(&path);
+            if now.as_ref() == Some(was) {
+                continue;
+            }
+            tracing::info!(root = %path.display(), "The root's symlink leads elsewhere now; listing it again.");
+            self.remove(&path, v);
+            self.add_root(i, false, v);
+        }
+    }
+
+    /// The slow safety net's share: missing roots, and every directory's mtime.
+    pub fn sweep(&mut self, v: &mut impl Visit) {
+        for i in 0..self.roots.len() {
+            let path = &self.roots[i].root.path;
+            if !self.roots[i].exists || fs::metadata(path).is_ok_and(|m| m.is_file()) {
+                self.add_root(i, false, v);
+            }
+        }
+        self.check_dirs(false, v);
+    }
+}
+
+/// The live set: files stat'ed on every poll, because they changed lately or have a
+/// turn still open.
+#[derive(Debug, Default)]
+pub struct Live {
+    paths: HashSet<PathBuf>,
+}
+
+impl Live {
+    pub fn is_empty(&self) -> bool {
+        self.paths.is_empty()
+    }
+
+    /// Marks `path` live (it just changed).
+    pub fn insert(&mut self, path: &Path) {
+        if !self.paths.contains(path) {
+            self.paths.insert(path.to_path_buf());
+        }
+    }
+
+    pub fn remove(&mut self, path: &Path) {
+        self.paths.remove(path);
+    }
+
+    /// The paths to stat on this poll.
+    pub fn due(&self) -> Vec<PathBuf> {
+        self.paths.iter().cloned().collect()
+    }
+
+    /// Rebuilds the set from every file's last change (monotonic ms): live if changed
+    /// in the last [`LIVE_MS`], or in the last [`OPEN_TURN_MS`] with a turn still open
+    /// (`open`, asked only for files in that band). At most [`MAX_LIVE`], the most
+    /// recently changed first.
+    pub fn rebuild<'a>(
+        &mut self,
+        now: i64,
+        files: impl Iterator<Item = (&'a PathBuf, i64)>,
+        mut open: impl FnMut(&Path) -> bool,
+    ) {
+        let mut live: Vec<(i64, &PathBuf)> = files
+            .filter(|(path, last_change)| {
+                let idle = now - last_change;
+                idle < LIVE_MS || (idle < OPEN_TURN_MS && open(path))
+            })
+            .map(|(p, last_change)| (last_change, p))
+            .collect();
+        if live.len() > MAX_LIVE {
+            live.sort_by_key(|w| std::cmp::Reverse(w.0));
+            live.truncate(MAX_LIVE);
+        }
+        self.paths = live.into_iter().map(|(_, p)| p.clone()).collect();
+    }
+}
+
+/// Where `path` leads if a symlink on the way makes that differ from `path` itself
+/// (gone or unreadable: the path itself, so a later link shows as a change).
+fn resolve_link(path: &Path) -> Option<PathBuf> {
+    let real = fs::canonicalize(path).ok()?;
+    let plain = std::path::absolute(path).ok()?;
+    (real != plain).then_some(real)
+}
+
+/// The provider a root names for `path` (`None` inside: sniff each file), or `None`
+/// outside every root.
+pub fn root_provider(roots: &[Root], path: &Path) -> Option<Option<ProviderKind>> {
+    root_of(roots, path).map(|i| roots[i].provider)
+}
