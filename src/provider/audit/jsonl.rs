@@ -1,5 +1,8 @@
 //! Audit of the JSON Lines providers (Claude, Codex, Norma, Pi, Copilot CLI, Cursor): ids,
 //! parent links, tool calls and their results.
+//!
+//! Records are read through each projector's own serde types, so a record's shape is written
+//! once, and `check` calls a line malformed exactly when the projector cannot read it.
 
 use super::{Audit, Problem, Unresolved, glimpse_ids, main_file_of, shown, string_values};
 use crate::model::ProviderKind;
