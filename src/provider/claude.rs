@@ -14,34 +14,37 @@ use std::num::NonZeroUsize;
 use std::path::Path;
 
 #[derive(Deserialize)]
-struct Rec<'a> {
+pub(crate) struct Rec<'a> {
     #[serde(rename = "type", borrow)]
-    ty: Option<Cow<'a, str>>,
+    pub(crate) ty: Option<Cow<'a, str>>,
     #[serde(borrow)]
-    subtype: Option<Cow<'a, str>>,
+    pub(crate) subtype: Option<Cow<'a, str>>,
     #[serde(borrow)]
-    uuid: Option<Cow<'a, str>>,
+    pub(crate) uuid: Option<Cow<'a, str>>,
     #[serde(rename = "parentUuid", borrow)]
-    parent: Option<Cow<'a, str>>,
+    pub(crate) parent: Option<Cow<'a, str>>,
+    /// Read by `check` only: the record roots a chain after compaction.
+    #[serde(rename = "logicalParentUuid")]
+    pub(crate) logical_parent: Option<IgnoredAny>,
     #[serde(rename = "sessionId", borrow)]
     session: Option<Cow<'a, str>>,
     #[serde(rename = "agentId", borrow)]
-    agent: Option<Cow<'a, str>>,
+    pub(crate) agent: Option<Cow<'a, str>>,
     #[serde(rename = "isSidechain")]
-    sidechain: Option<bool>,
+    pub(crate) sidechain: Option<bool>,
     #[serde(rename = "isMeta")]
-    meta: Option<bool>,
+    pub(crate) meta: Option<bool>,
     #[serde(rename = "isCompactSummary")]
-    compact_summary: Option<bool>,
+    pub(crate) compact_summary: Option<bool>,
     #[serde(rename = "isApiErrorMessage")]
     api_error: Option<bool>,
     error: Option<super::content::Tag>,
     #[serde(borrow)]
     timestamp: Option<Cow<'a, str>>,
     #[serde(borrow)]
-    message: Option<Msg<'a>>,
+    pub(crate) message: Option<Msg<'a>>,
     #[serde(rename = "toolUseResult")]
-    tool_use_result: Option<IgnoredAny>,
+    pub(crate) tool_use_result: Option<IgnoredAny>,
     #[serde(rename = "toolEndsTurn")]
     tool_ends_turn: Option<bool>,
     #[serde(borrow)]
@@ -76,11 +79,14 @@ struct Origin<'a> {
 }
 
 #[derive(Deserialize)]
-struct Msg<'a> {
+pub(crate) struct Msg<'a> {
+    /// Read by `check` only: the model response this message is part of.
+    #[serde(borrow)]
+    pub(crate) id: Option<Cow<'a, str>>,
     #[serde(borrow)]
     model: Option<Cow<'a, str>>,
     #[serde(borrow)]
-    content: Option<StrOrList<'a, Block<'a>>>,
+    pub(crate) content: Option<StrOrList<'a, Block<'a>>>,
     #[serde(borrow)]
     stop_reason: Option<Cow<'a, str>>,
     usage: Option<Usage>,
@@ -93,17 +99,17 @@ struct Usage {
 }
 
 #[derive(Deserialize)]
-struct Block<'a> {
+pub(crate) struct Block<'a> {
     #[serde(rename = "type", borrow)]
-    ty: Option<Cow<'a, str>>,
+    pub(crate) ty: Option<Cow<'a, str>>,
     #[serde(borrow)]
-    text: Option<Cow<'a, str>>,
+    pub(crate) text: Option<Cow<'a, str>>,
     #[serde(borrow)]
-    id: Option<Cow<'a, str>>,
+    pub(crate) id: Option<Cow<'a, str>>,
     #[serde(borrow)]
     name: Option<Cow<'a, str>>,
     #[serde(borrow)]
-    tool_use_id: Option<Cow<'a, str>>,
+    pub(crate) tool_use_id: Option<Cow<'a, str>>,
     #[serde(borrow)]
     input: Option<Input<'a>>,
 }

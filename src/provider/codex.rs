@@ -12,24 +12,24 @@ use std::borrow::Cow;
 use std::path::Path;
 
 #[derive(Deserialize)]
-struct Line<'a> {
+pub(crate) struct Line<'a> {
     #[serde(borrow)]
-    timestamp: Option<Cow<'a, str>>,
+    pub(crate) timestamp: Option<Cow<'a, str>>,
     #[serde(rename = "type", borrow)]
-    ty: Option<Cow<'a, str>>,
+    pub(crate) ty: Option<Cow<'a, str>>,
     #[serde(borrow)]
-    payload: Option<Payload<'a>>,
+    pub(crate) payload: Option<Payload<'a>>,
     /// Legacy (pre-wrapper) header: `{"id","timestamp","instructions"}`.
     #[serde(borrow)]
     id: Option<Cow<'a, str>>,
 }
 
 #[derive(Deserialize)]
-struct Payload<'a> {
+pub(crate) struct Payload<'a> {
     #[serde(rename = "type", borrow)]
-    ty: Option<Cow<'a, str>>,
+    pub(crate) ty: Option<Cow<'a, str>>,
     #[serde(borrow)]
-    id: Option<Cow<'a, str>>,
+    pub(crate) id: Option<Cow<'a, str>>,
     source: Option<Source<'a>>,
     #[serde(borrow)]
     parent_thread_id: Option<Cow<'a, str>>,
@@ -44,13 +44,13 @@ struct Payload<'a> {
     #[serde(borrow)]
     message: Option<StrOrList<'a, serde::de::IgnoredAny>>,
     #[serde(borrow)]
-    role: Option<Cow<'a, str>>,
+    pub(crate) role: Option<Cow<'a, str>>,
     #[serde(borrow)]
     phase: Option<Cow<'a, str>>,
     #[serde(borrow)]
     content: Option<StrOrList<'a, ContentItem<'a>>>,
     #[serde(borrow)]
-    call_id: Option<Cow<'a, str>>,
+    pub(crate) call_id: Option<Cow<'a, str>>,
     #[serde(borrow)]
     name: Option<Cow<'a, str>>,
     /// A function call's arguments: a JSON document in a string.

@@ -21,33 +21,39 @@ use std::collections::BTreeMap;
 use std::path::Path;
 
 #[derive(Deserialize)]
-struct Rec<'a> {
+pub(crate) struct Rec<'a> {
     #[serde(rename = "type", borrow)]
-    ty: Option<Cow<'a, str>>,
+    pub(crate) ty: Option<Cow<'a, str>>,
     #[serde(borrow)]
-    id: Option<Cow<'a, str>>,
+    pub(crate) id: Option<Cow<'a, str>>,
+    /// Read by `check` only: the link that chains events.
+    #[serde(rename = "parentId", borrow)]
+    pub(crate) parent: Option<Cow<'a, str>>,
     #[serde(borrow)]
     timestamp: Option<Cow<'a, str>>,
     #[serde(rename = "agentId", borrow)]
-    agent_id: Option<Cow<'a, str>>,
+    pub(crate) agent_id: Option<Cow<'a, str>>,
     #[serde(borrow)]
-    data: Option<Data<'a>>,
+    pub(crate) data: Option<Data<'a>>,
 }
 
 #[derive(Deserialize, Default)]
-struct Data<'a> {
+pub(crate) struct Data<'a> {
     #[serde(borrow)]
     content: Option<Cow<'a, str>>,
     #[serde(rename = "toolRequests", borrow)]
-    tool_requests: Option<Vec<ToolRequest<'a>>>,
+    pub(crate) tool_requests: Option<Vec<ToolRequest<'a>>>,
     #[serde(rename = "toolCallId", borrow)]
-    tool_call_id: Option<Cow<'a, str>>,
+    pub(crate) tool_call_id: Option<Cow<'a, str>>,
     #[serde(rename = "parentToolCallId", borrow)]
     parent_tool_call_id: Option<Cow<'a, str>>,
     #[serde(rename = "interactionId", borrow)]
     interaction_id: Option<Cow<'a, str>>,
     #[serde(borrow)]
-    delivery: Option<Cow<'a, str>>,
+    pub(crate) delivery: Option<Cow<'a, str>>,
+    /// Read by `check` only: the model response an `assistant.message` belongs to.
+    #[serde(rename = "messageId", borrow)]
+    pub(crate) message_id: Option<Cow<'a, str>>,
     #[serde(borrow)]
     source: Option<Cow<'a, str>>,
     #[serde(rename = "errorType", borrow)]
@@ -73,9 +79,9 @@ struct Data<'a> {
 }
 
 #[derive(Deserialize)]
-struct ToolRequest<'a> {
+pub(crate) struct ToolRequest<'a> {
     #[serde(rename = "toolCallId", borrow)]
-    tool_call_id: Option<Cow<'a, str>>,
+    pub(crate) tool_call_id: Option<Cow<'a, str>>,
 }
 
 #[derive(Deserialize)]

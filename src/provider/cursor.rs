@@ -19,7 +19,7 @@ use std::borrow::Cow;
 use std::path::Path;
 
 #[derive(Deserialize)]
-struct Rec<'a> {
+pub(crate) struct Rec<'a> {
     #[serde(rename = "type", borrow)]
     ty: Option<Cow<'a, str>>,
     #[serde(borrow)]

@@ -18,41 +18,44 @@ use std::fmt;
 use std::path::Path;
 
 #[derive(Deserialize)]
-struct Rec<'a> {
+pub(crate) struct Rec<'a> {
     #[serde(borrow)]
-    uuid: Option<Cow<'a, str>>,
+    pub(crate) uuid: Option<Cow<'a, str>>,
+    /// Read by `check` only: the link that chains records.
     #[serde(borrow)]
-    session_id: Option<Cow<'a, str>>,
+    pub(crate) parent_uuid: Option<Cow<'a, str>>,
     #[serde(borrow)]
-    agent_id: Option<Cow<'a, str>>,
-    is_sidechain: Option<bool>,
+    pub(crate) session_id: Option<Cow<'a, str>>,
+    #[serde(borrow)]
+    pub(crate) agent_id: Option<Cow<'a, str>>,
+    pub(crate) is_sidechain: Option<bool>,
     #[serde(borrow)]
     timestamp: Option<Cow<'a, str>>,
     #[serde(rename = "type", borrow)]
-    ty: Option<Cow<'a, str>>,
+    pub(crate) ty: Option<Cow<'a, str>>,
     #[serde(borrow)]
-    message: Option<Msg<'a>>,
+    pub(crate) message: Option<Msg<'a>>,
     boundary: Option<Boundary>,
 }
 
 #[derive(Deserialize)]
-struct Msg<'a> {
+pub(crate) struct Msg<'a> {
     #[serde(borrow)]
-    role: Option<Cow<'a, str>>,
+    pub(crate) role: Option<Cow<'a, str>>,
     #[serde(borrow)]
-    content: Option<StrOrList<'a, Block<'a>>>,
+    pub(crate) content: Option<StrOrList<'a, Block<'a>>>,
 }
 
 #[derive(Deserialize)]
-struct Block<'a> {
+pub(crate) struct Block<'a> {
     #[serde(rename = "type", borrow)]
-    ty: Option<Cow<'a, str>>,
+    pub(crate) ty: Option<Cow<'a, str>>,
     #[serde(borrow)]
-    text: Option<Cow<'a, str>>,
+    pub(crate) text: Option<Cow<'a, str>>,
     #[serde(borrow)]
-    id: Option<Cow<'a, str>>,
+    pub(crate) id: Option<Cow<'a, str>>,
     #[serde(borrow)]
-    tool_use_id: Option<Cow<'a, str>>,
+    pub(crate) tool_use_id: Option<Cow<'a, str>>,
     /// Tool input (skipped) or, on `compact_boundary`, the boundary meta or a legacy bare
     /// pre-token count.
     input: Option<PreTokens>,

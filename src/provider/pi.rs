@@ -17,42 +17,45 @@ use std::borrow::Cow;
 use std::path::Path;
 
 #[derive(Deserialize)]
-struct Rec<'a> {
+pub(crate) struct Rec<'a> {
     #[serde(rename = "type", borrow)]
-    ty: Option<Cow<'a, str>>,
+    pub(crate) ty: Option<Cow<'a, str>>,
     #[serde(borrow)]
-    id: Option<Cow<'a, str>>,
+    pub(crate) id: Option<Cow<'a, str>>,
+    /// Read by `check` only: the link that chains entries.
+    #[serde(rename = "parentId", borrow)]
+    pub(crate) parent: Option<Cow<'a, str>>,
     #[serde(borrow)]
     timestamp: Option<Cow<'a, str>>,
     #[serde(borrow)]
-    message: Option<Msg<'a>>,
+    pub(crate) message: Option<Msg<'a>>,
     /// `compaction` entries: tokens before compacting.
     #[serde(rename = "tokensBefore")]
     tokens_before: Option<u64>,
 }
 
 #[derive(Deserialize)]
-struct Msg<'a> {
+pub(crate) struct Msg<'a> {
     #[serde(borrow)]
-    role: Option<Cow<'a, str>>,
+    pub(crate) role: Option<Cow<'a, str>>,
     #[serde(borrow)]
-    content: Option<StrOrList<'a, Block<'a>>>,
+    pub(crate) content: Option<StrOrList<'a, Block<'a>>>,
     #[serde(rename = "stopReason", borrow)]
     stop_reason: Option<Cow<'a, str>>,
     #[serde(rename = "errorMessage", borrow)]
     error_message: Option<Cow<'a, str>>,
     #[serde(rename = "toolCallId", borrow)]
-    tool_call_id: Option<Cow<'a, str>>,
+    pub(crate) tool_call_id: Option<Cow<'a, str>>,
 }
 
 #[derive(Deserialize)]
-struct Block<'a> {
+pub(crate) struct Block<'a> {
     #[serde(rename = "type", borrow)]
-    ty: Option<Cow<'a, str>>,
+    pub(crate) ty: Option<Cow<'a, str>>,
     #[serde(borrow)]
     text: Option<Cow<'a, str>>,
     #[serde(borrow)]
-    id: Option<Cow<'a, str>>,
+    pub(crate) id: Option<Cow<'a, str>>,
 }
 
 /// Saved whole: every field is per-file context.

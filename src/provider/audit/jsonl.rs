@@ -1,12 +1,14 @@
 //! Audit of the JSON Lines providers (Claude, Codex, Norma, Pi, Copilot CLI, Cursor): ids,
 //! parent links, tool calls and their results.
+//!
+//! Records are read through each projector's own serde types, so a record's shape is written
+//! once, and `check` calls a line malformed exactly when the projector cannot read it.
 
 use super::{Audit, Problem, Unresolved, glimpse_ids, main_file_of, shown, string_values};
 use crate::model::ProviderKind;
 use crate::provider::content::StrOrList;
 use crate::provider::{Malformed, file_stem, repair, strip_nul};
-use serde::Deserialize;
-use serde::de::IgnoredAny;
+use crate::provider::{claude, codex, copilot, cursor, norma, pi};
 use std::borrow::Cow;
 use std::collections::{HashMap, HashSet};
 use std::path::Path;
@@ -15,11 +17,11 @@ use std::path::Path;
 pub fn record_id(kind: ProviderKind, line: &[u8]) -> Option<String> {
     let line = strip_nul(line);
     match kind {
-        ProviderKind::Claude => serde_json::from_slice::<ClaudeRec<'_>>(line)
+        ProviderKind::Claude => serde_json::from_slice::<claude::Rec<'_>>(line)
             .ok()?
             .uuid
             .map(Cow::into_owned),
-        ProviderKind::Norma => serde_json::from_slice::<NormaRec<'_>>(line)
+        ProviderKind::Norma => serde_json::from_slice::<norma::Rec<'_>>(line)
             .ok()?
             .uuid
             .map(Cow::into_owned),
@@ -76,127 +78,64 @@ struct Facts {
     stamp: Option<String>,
 }
 
-#[derive(Deserialize)]
-struct ClaudeRec<'a> {
-    #[serde(rename = "type", borrow)]
-    ty: Option<Cow<'a, str>>,
-    #[serde(borrow)]
-    subtype: Option<Cow<'a, str>>,
-    #[serde(borrow)]
-    uuid: Option<Cow<'a, str>>,
-    #[serde(rename = "parentUuid", borrow)]
-    parent: Option<Cow<'a, str>>,
-    #[serde(rename = "logicalParentUuid")]
-    logical_parent: Option<IgnoredAny>,
-    #[serde(rename = "isSidechain")]
-    sidechain: Option<bool>,
-    #[serde(rename = "agentId", borrow)]
-    agent: Option<Cow<'a, str>>,
-    #[serde(rename = "isMeta")]
-    meta: Option<bool>,
-    #[serde(rename = "isCompactSummary")]
-    compact_summary: Option<bool>,
-    #[serde(rename = "toolUseResult")]
-    tool_use_result: Option<IgnoredAny>,
-    #[serde(borrow)]
-    message: Option<ClaudeMsg<'a>>,
+/// The content blocks of Claude, Norma and Pi, as the audit reads them: each provider's
+/// own serde type, seen through the few fields that carry ids and prompt text.
+trait Block {
+    fn ty(&self) -> Option<&str>;
+    fn id(&self) -> Option<&str>;
+    /// The tool call a `tool_result` block answers.
+    fn answers(&self) -> Option<&str>;
+    fn text(&self) -> Option<&str>;
 }
 
-#[derive(Deserialize)]
-struct ClaudeMsg<'a> {
-    #[serde(borrow)]
-    id: Option<Cow<'a, str>>,
-    #[serde(borrow)]
-    content: Option<StrOrList<'a, Block<'a>>>,
+/// Claude's and Norma's blocks have the same fields.
+macro_rules! block {
+    ($($t:ty),*) => {$(
+        impl Block for $t {
+            fn ty(&self) -> Option<&str> {
+                self.ty.as_deref()
+            }
+            fn id(&self) -> Option<&str> {
+                self.id.as_deref()
+            }
+            fn answers(&self) -> Option<&str> {
+                self.tool_use_id.as_deref()
+            }
+            fn text(&self) -> Option<&str> {
+                self.text.as_deref()
+            }
+        }
+    )*};
 }
+block!(claude::Block<'_>, norma::Block<'_>);
 
-/// A content block, as Claude and Norma both write them.
-#[derive(Deserialize)]
-struct Block<'a> {
-    #[serde(rename = "type", borrow)]
-    ty: Option<Cow<'a, str>>,
-    #[serde(borrow)]
-    id: Option<Cow<'a, str>>,
-    #[serde(borrow)]
-    tool_use_id: Option<Cow<'a, str>>,
-    #[serde(borrow)]
-    text: Option<Cow<'a, str>>,
-}
-
-#[derive(Deserialize)]
-struct CodexLine<'a> {
-    #[serde(rename = "type", borrow)]
-    ty: Option<Cow<'a, str>>,
-    #[serde(borrow)]
-    timestamp: Option<Cow<'a, str>>,
-    #[serde(borrow)]
-    payload: Option<CodexPayload<'a>>,
-}
-
-#[derive(Deserialize)]
-struct CodexPayload<'a> {
-    #[serde(rename = "type", borrow)]
-    ty: Option<Cow<'a, str>>,
-    #[serde(borrow)]
-    id: Option<Cow<'a, str>>,
-    #[serde(borrow)]
-    call_id: Option<Cow<'a, str>>,
-    #[serde(borrow)]
-    role: Option<Cow<'a, str>>,
-}
-
-#[derive(Deserialize)]
-struct NormaRec<'a> {
-    #[serde(borrow)]
-    uuid: Option<Cow<'a, str>>,
-    #[serde(borrow)]
-    parent_uuid: Option<Cow<'a, str>>,
-    #[serde(borrow)]
-    session_id: Option<Cow<'a, str>>,
-    #[serde(borrow)]
-    agent_id: Option<Cow<'a, str>>,
-    is_sidechain: Option<bool>,
-    #[serde(rename = "type", borrow)]
-    ty: Option<Cow<'a, str>>,
-    #[serde(borrow)]
-    message: Option<NormaMsg<'a>>,
-}
-
-#[derive(Deserialize)]
-struct NormaMsg<'a> {
-    #[serde(borrow)]
-    role: Option<Cow<'a, str>>,
-    #[serde(borrow)]
-    content: Option<StrOrList<'a, Block<'a>>>,
-}
-
-fn blocks<'b, 'a>(c: Option<&'b StrOrList<'a, Block<'a>>>) -> &'b [Block<'a>] {
+fn blocks<'b, B>(c: Option<&'b StrOrList<'_, B>>) -> &'b [B] {
     match c {
         Some(StrOrList::List(b)) => b,
         _ => &[],
     }
 }
 
-fn has_text(c: Option<&StrOrList<'_, Block<'_>>>) -> bool {
+fn has_text<B: Block>(c: Option<&StrOrList<'_, B>>) -> bool {
     match c {
         Some(StrOrList::Str(s)) => !s.trim().is_empty(),
-        Some(StrOrList::List(b)) => b.iter().any(|b| {
-            b.ty.as_deref() == Some("text")
-                && b.text.as_deref().is_some_and(|t| !t.trim().is_empty())
-        }),
+        Some(StrOrList::List(b)) => b
+            .iter()
+            .any(|b| b.ty() == Some("text") && b.text().is_some_and(|t| !t.trim().is_empty())),
         _ => false,
     }
 }
 
-fn ids_of(bs: &[Block<'_>], ty: &str, f: impl Fn(&Block<'_>) -> Option<String>) -> Vec<String> {
+/// The ids (`id` or `answers`) of the blocks of type `ty`.
+fn ids_of<B: Block>(bs: &[B], ty: &str, f: impl Fn(&B) -> Option<&str>) -> Vec<String> {
     bs.iter()
-        .filter(|b| b.ty.as_deref() == Some(ty))
-        .filter_map(f)
+        .filter(|b| b.ty() == Some(ty))
+        .filter_map(|b| f(b).map(str::to_owned))
         .collect()
 }
 
 fn claude_facts(line: &[u8]) -> Result<Facts, serde_json::Error> {
-    let r: ClaudeRec<'_> = serde_json::from_slice(line)?;
+    let r: claude::Rec<'_> = serde_json::from_slice(line)?;
     let content = r.message.as_ref().and_then(|m| m.content.as_ref());
     let bs = blocks(content);
     let mut f = Facts {
@@ -217,7 +156,7 @@ fn claude_facts(line: &[u8]) -> Result<Facts, serde_json::Error> {
     };
     match r.ty.as_deref() {
         Some("assistant") => {
-            f.calls = ids_of(bs, "tool_use", |b| b.id.as_deref().map(str::to_owned));
+            f.calls = ids_of(bs, "tool_use", Block::id);
             let key = r
                 .message
                 .as_ref()
@@ -227,9 +166,7 @@ fn claude_facts(line: &[u8]) -> Result<Facts, serde_json::Error> {
             f.response = Some(Resp::Key(key.to_owned()));
         }
         Some("user") => {
-            f.results = ids_of(bs, "tool_result", |b| {
-                b.tool_use_id.as_deref().map(str::to_owned)
-            });
+            f.results = ids_of(bs, "tool_result", Block::answers);
             f.prompt = f.results.is_empty()
                 && r.tool_use_result.is_none()
                 && r.meta != Some(true)
@@ -243,7 +180,7 @@ fn claude_facts(line: &[u8]) -> Result<Facts, serde_json::Error> {
 
 fn codex_facts(line: &[u8]) -> Result<Facts, serde_json::Error> {
     use crate::provider::codex::{KNOWN_EVENTS, KNOWN_ITEMS, KNOWN_TYPES};
-    let l: CodexLine<'_> = serde_json::from_slice(line)?;
+    let l: codex::Line<'_> = serde_json::from_slice(line)?;
     let inner = l.payload.as_ref().and_then(|p| p.ty.as_deref());
     let unknown = match (l.ty.as_deref(), inner) {
         (Some(t), _) if !KNOWN_TYPES.contains(&t) => Some(t.to_owned()),
@@ -300,16 +237,14 @@ fn codex_facts(line: &[u8]) -> Result<Facts, serde_json::Error> {
 }
 
 fn norma_facts(line: &[u8]) -> Result<Facts, serde_json::Error> {
-    let r: NormaRec<'_> = serde_json::from_slice(line)?;
+    let r: norma::Rec<'_> = serde_json::from_slice(line)?;
     let content = r.message.as_ref().and_then(|m| m.content.as_ref());
     let bs = blocks(content);
     let mut f = Facts {
         id: r.uuid.as_deref().map(str::to_owned),
         parent: r.parent_uuid.as_deref().map(str::to_owned),
         boundary: r.ty.as_deref() == Some("boundary")
-            || bs
-                .iter()
-                .any(|b| b.ty.as_deref() == Some("compact_boundary")),
+            || bs.iter().any(|b| b.ty() == Some("compact_boundary")),
         scope: (r.is_sidechain == Some(true) || r.agent_id.is_some())
             .then(|| r.agent_id.as_deref().unwrap_or("sidechain").to_owned()),
         session: r.session_id.as_deref().map(str::to_owned),
@@ -317,14 +252,12 @@ fn norma_facts(line: &[u8]) -> Result<Facts, serde_json::Error> {
     };
     match r.message.as_ref().and_then(|m| m.role.as_deref()) {
         Some("assistant") => {
-            f.calls = ids_of(bs, "tool_use", |b| b.id.as_deref().map(str::to_owned));
+            f.calls = ids_of(bs, "tool_use", Block::id);
             f.response = Some(Resp::Key(f.id.clone().unwrap_or_default()));
         }
         Some("user") => {
-            f.results = ids_of(bs, "tool_result", |b| {
-                b.tool_use_id.as_deref().map(str::to_owned)
-            });
-            let skill = bs.iter().any(|b| b.ty.as_deref() == Some("skill"));
+            f.results = ids_of(bs, "tool_result", Block::answers);
+            let skill = bs.iter().any(|b| b.ty() == Some("skill"));
             f.prompt = !skill && has_text(content);
         }
         _ => {}
@@ -332,30 +265,8 @@ fn norma_facts(line: &[u8]) -> Result<Facts, serde_json::Error> {
     Ok(f)
 }
 
-#[derive(Deserialize)]
-struct PiRec<'a> {
-    #[serde(rename = "type", borrow)]
-    ty: Option<Cow<'a, str>>,
-    #[serde(borrow)]
-    id: Option<Cow<'a, str>>,
-    #[serde(rename = "parentId", borrow)]
-    parent: Option<Cow<'a, str>>,
-    #[serde(borrow)]
-    message: Option<PiMsg<'a>>,
-}
-
-#[derive(Deserialize)]
-struct PiMsg<'a> {
-    #[serde(borrow)]
-    role: Option<Cow<'a, str>>,
-    #[serde(borrow)]
-    content: Option<StrOrList<'a, Block<'a>>>,
-    #[serde(rename = "toolCallId", borrow)]
-    tool_call_id: Option<Cow<'a, str>>,
-}
-
 fn pi_facts(line: &[u8]) -> Result<Facts, serde_json::Error> {
-    let r: PiRec<'_> = serde_json::from_slice(line)?;
+    let r: pi::Rec<'_> = serde_json::from_slice(line)?;
     let mut f = Facts {
         id: r.id.as_deref().map(str::to_owned),
         parent: r.parent.as_deref().map(str::to_owned),
@@ -369,9 +280,11 @@ fn pi_facts(line: &[u8]) -> Result<Facts, serde_json::Error> {
     let Some(m) = &r.message else { return Ok(f) };
     match m.role.as_deref() {
         Some("assistant") => {
-            f.calls = ids_of(blocks(m.content.as_ref()), "toolCall", |b| {
-                b.id.as_deref().map(str::to_owned)
-            });
+            f.calls = blocks(m.content.as_ref())
+                .iter()
+                .filter(|b| b.ty.as_deref() == Some("toolCall"))
+                .filter_map(|b| b.id.as_deref().map(str::to_owned))
+                .collect();
             f.response = Some(Resp::Key(f.id.clone().unwrap_or_default()));
         }
         Some("toolResult") => {
@@ -388,44 +301,12 @@ fn pi_facts(line: &[u8]) -> Result<Facts, serde_json::Error> {
     Ok(f)
 }
 
-#[derive(Deserialize)]
-struct CopilotRec<'a> {
-    #[serde(rename = "type", borrow)]
-    ty: Option<Cow<'a, str>>,
-    #[serde(borrow)]
-    id: Option<Cow<'a, str>>,
-    #[serde(rename = "parentId", borrow)]
-    parent: Option<Cow<'a, str>>,
-    #[serde(rename = "agentId", borrow)]
-    agent: Option<Cow<'a, str>>,
-    #[serde(borrow)]
-    data: Option<CopilotData<'a>>,
-}
-
-#[derive(Deserialize)]
-struct CopilotData<'a> {
-    #[serde(rename = "messageId", borrow)]
-    message_id: Option<Cow<'a, str>>,
-    #[serde(rename = "toolRequests", borrow)]
-    tool_requests: Option<Vec<CopilotCall<'a>>>,
-    #[serde(rename = "toolCallId", borrow)]
-    tool_call_id: Option<Cow<'a, str>>,
-    #[serde(borrow)]
-    delivery: Option<Cow<'a, str>>,
-}
-
-#[derive(Deserialize)]
-struct CopilotCall<'a> {
-    #[serde(rename = "toolCallId", borrow)]
-    tool_call_id: Option<Cow<'a, str>>,
-}
-
 fn copilot_facts(line: &[u8]) -> Result<Facts, serde_json::Error> {
-    let r: CopilotRec<'_> = serde_json::from_slice(line)?;
+    let r: copilot::Rec<'_> = serde_json::from_slice(line)?;
     let mut f = Facts {
         id: r.id.as_deref().map(str::to_owned),
         parent: r.parent.as_deref().map(str::to_owned),
-        scope: r.agent.as_deref().map(str::to_owned),
+        scope: r.agent_id.as_deref().map(str::to_owned),
         ..Facts::default()
     };
     let Some(d) = &r.data else { return Ok(f) };
@@ -459,7 +340,7 @@ fn copilot_facts(line: &[u8]) -> Result<Facts, serde_json::Error> {
 }
 
 fn cursor_facts(line: &[u8]) -> Result<Facts, serde_json::Error> {
-    serde_json::from_slice::<IgnoredAny>(line)?;
+    serde_json::from_slice::<cursor::Rec<'_>>(line)?;
     Ok(Facts::default())
 }
 
@@ -792,6 +673,59 @@ mod tests {
         );
         assert_eq!(p.len(), 1);
         assert_eq!((p[0].line, p[0].kind), (Some(1), "dangling_tool_call"));
+    }
+
+    /// The audit reads records through the projectors' own types, so it calls a line
+    /// malformed exactly when the projector cannot read it, e.g. a field of the wrong type.
+    #[test]
+    fn a_line_is_malformed_for_check_when_the_projector_rejects_it() {
+        let cases = [
+            (
+                ProviderKind::Claude,
+                "/x/s.jsonl",
+                r#"{"type":"user","uuid":"a","message":{"content":"hi"}}"#,
+                r#"{"type":"assistant","uuid":"b","timestamp":5}"#,
+            ),
+            (
+                ProviderKind::Codex,
+                "/x/rollout.jsonl",
+                r#"{"type":"event_msg","payload":{"type":"task_started","turn_id":"t"}}"#,
+                r#"{"type":"event_msg","payload":{"type":"error","error":"boom"}}"#,
+            ),
+            (
+                ProviderKind::Norma,
+                "/x/s.jsonl",
+                r#"{"uuid":"a","session_id":"s","type":"message"}"#,
+                r#"{"uuid":"b","session_id":"s","timestamp":5}"#,
+            ),
+            (
+                ProviderKind::Pi,
+                "/x/s.jsonl",
+                r#"{"type":"message","id":"a","message":{"role":"user","content":"hi"}}"#,
+                r#"{"type":"compaction","id":"b","tokensBefore":"many"}"#,
+            ),
+            (
+                ProviderKind::Copilot,
+                "/x/events.jsonl",
+                r#"{"type":"user.message","id":"a","data":{"content":"hi"}}"#,
+                r#"{"type":"session.error","id":"b","data":{"statusCode":"x"}}"#,
+            ),
+            (
+                ProviderKind::Cursor,
+                "/x/c.jsonl",
+                r#"{"role":"user","message":{"content":"hi"}}"#,
+                r#"{"type":"turn_ended","status":5}"#,
+            ),
+        ];
+        for (kind, path, good, bad) in cases {
+            for (line, rejected) in [(good, false), (bad, true)] {
+                let mut p = crate::provider::projector_for(kind, Path::new(path));
+                let projector = p.project(line.as_bytes(), &mut Vec::new()).is_err();
+                let (problems, _) = audit(kind, path, &[line]);
+                let check = problems.iter().any(|p| p.kind == "malformed_line");
+                assert_eq!((projector, check), (rejected, rejected), "{kind:?}: {line}");
+            }
+        }
     }
 
     #[test]
