@@ -5,9 +5,10 @@
 //! This file holds the reducer's API and its bookkeeping across sessions: where an
 //! observation goes ([`Reducer::apply`]), the settle timers ([`Reducer::tick`],
 //! [`Reducer::next_deadline`]) and how a decided draft becomes an event line (the
-//! seen-set, history). What one session does with one record lives in [`session`]; the
-//! views, the saved state and the liveness question sit beside it, each over the same
-//! sessions.
+//! seen-set, history). What one session does with one record lives in `session.rs`; the
+//! views (`views.rs`), the saved state (`persist.rs`) and the writer-liveness question
+//! (`liveness.rs`) sit beside it, each over the same sessions. Only this file turns a
+//! draft into an event, so the seen-set and history decide every event in one place.
 
 mod background;
 mod dedup;
@@ -22,9 +23,6 @@ pub use liveness::Quiet;
 pub use persist::{Decided, SavedSession};
 pub use views::{SessionChange, SessionView};
 
-use session::{Draft, Session, confirm, draft, pending, step, with_tasks};
-use views::mark;
-
 /// How many event ids the seen-set remembers.
 pub fn dedup_capacity() -> usize {
     DEFAULT_SEEN
@@ -36,6 +34,9 @@ use crate::provider::{Evidence, Obs, ObsKind};
 use std::cmp::Reverse;
 use std::collections::{BinaryHeap, HashMap, HashSet};
 use std::sync::Arc;
+
+use session::{Draft, Session, confirm, draft, pending, step, with_tasks};
+use views::mark;
 
 /// Default quiet period before an unmarked final answer counts as complete. See README
 /// ("How completion is decided") for the measurement behind it.

@@ -3,6 +3,7 @@
 //! and the ids it decided, for the ledger. Sessions are indexed by the file that last fed
 //! them, so saving, restoring and forgetting cost that file's sessions, not all of them.
 //! Monotonic time does not survive a restart, so deadlines cross over on the wall clock.
+//! Nothing here touches the state directory: the daemon writes what it gets from here.
 
 use super::Reducer;
 use super::session::{Session, confirm};

@@ -32,7 +32,8 @@ pub enum SessionChange {
     Removed(SessionKey),
 }
 
-/// Notes that `key` changed, if changes are tracked.
+/// Notes that `key` changed, if changes are tracked. Every change to a session goes
+/// through here, so [`Reducer::take_changes`] misses none.
 pub(super) fn mark(changed: &mut Option<HashSet<SessionKey>>, key: &SessionKey) {
     if let Some(set) = changed
         && !set.contains(key)
