@@ -4,7 +4,7 @@
 //! turn is working again, and a `turn_resumed` event names the completion it takes back,
 //! so a consumer can withdraw what it showed.
 
-use super::{Draft, Session, draft};
+use super::session::{Draft, Session, draft};
 use crate::model::{EventKind, SessionState};
 use crate::provider::{Evidence, ObsKind};
 

@@ -1,0 +1,75 @@
+//! The liveness question for a quiet working session: which main sessions have gone
+//! quiet on an open turn long enough to ask whether their writer still runs, and the
+//! turn's end when nothing does. The reducer only asks and answers; looking for the
+//! process is the daemon's job, so nothing here touches the system.
+
+use super::Reducer;
+use super::background;
+use super::session::{Session, close, draft};
+use super::views::mark;
+use crate::clock::Now;
+use crate::model::{Event, EventKind, SessionKey, SessionState};
+use std::sync::Arc;
+
+/// A working main session that has been quiet long enough to ask whether its writer
+/// still lives (see [`Reducer::quiet_working`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Quiet {
+    pub key: SessionKey,
+    pub path: Arc<str>,
+    /// The directory the agent process runs in, if the transcript says.
+    pub cwd: Option<String>,
+}
+
+impl Reducer {
+    /// The main sessions working on an open turn (no answer pending) and quiet for at
+    /// least `after_ms` at `now`: the ones whose writer should be looked for.
+    pub fn quiet_working(&self, now: Now, after_ms: u64) -> Vec<Quiet> {
+        let mut v: Vec<Quiet> = self
+            .sessions
+            .iter()
+            .filter(|(k, s)| k.agent.is_none() && writer_check_due(s, now, after_ms))
+            .map(|(k, s)| Quiet {
+                key: k.clone(),
+                path: s.path.clone(),
+                cwd: s.cwd.clone(),
+            })
+            .collect();
+        v.sort_by(|a, b| a.key.cmp(&b.key));
+        v
+    }
+
+    /// The answer for one [`Quiet`] session: nothing lives that could still write it, so
+    /// its turn ends as interrupted (`writer_gone`). Checked again against `now`: a
+    /// record that came in since the question keeps the turn open.
+    pub fn writer_gone(&mut self, key: &SessionKey, now: Now, after_ms: u64, out: &mut Vec<Event>) {
+        let Some(sess) = self.sessions.get_mut(key) else {
+            return;
+        };
+        if key.agent.is_some() || !writer_check_due(sess, now, after_ms) {
+            return;
+        }
+        let Some(t) = sess.turn.as_ref() else { return };
+        let (turn, line, ts) = (t.id.clone(), t.last_line, t.last_ts);
+        close(sess, SessionState::Interrupted, line, ts, None, None);
+        let mut d = draft(
+            EventKind::TurnInterrupted,
+            Some(turn.clone()),
+            line,
+            ts,
+            &format!("writer_gone:{turn}:{line}"),
+            now.wall,
+        );
+        d.reason = Some("writer_gone".to_owned());
+        let path = sess.path.clone();
+        mark(&mut self.changed, key);
+        out.extend(self.finish(key, &path, d));
+    }
+}
+
+/// Working on an open turn with no answer pending, and quiet for `after_ms`.
+pub(super) fn writer_check_due(s: &Session, now: Now, after_ms: u64) -> bool {
+    s.state == SessionState::Working
+        && s.turn.as_ref().is_some_and(|t| t.open && t.cand.is_none())
+        && background::liveness_due(s.last_seen, now.mono, after_ms)
+}

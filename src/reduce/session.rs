@@ -1,0 +1,444 @@
+//! One session's turn state machine: the state a session keeps between records (its turn,
+//! the completion candidate, what it last decided) and the transition one observation
+//! makes to it. Pure functions of a session, a record and `now`; the reducer in `mod.rs`
+//! owns the sessions, the seen-set and the timers, and turns the drafts made here into
+//! events. Nothing here knows about other sessions, files or durable state.
+
+use super::{background, retract};
+use crate::clock::Now;
+use crate::model::{EventKind, SessionState};
+use crate::provider::{Evidence, ObsKind};
+use serde::{Deserialize, Serialize};
+use std::sync::Arc;
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub(super) struct Candidate {
+    pub(super) line: u64,
+    pub(super) record_ts: Option<i64>,
+    pub(super) key: String,
+    pub(super) message: Option<String>,
+    /// Monotonic ms in memory; Unix ms in a [`SavedSession`](super::SavedSession)
+    /// (monotonic time does not survive a restart).
+    pub(super) deadline: u64,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub(super) struct Turn {
+    pub(super) id: String,
+    pub(super) open: bool,
+    pub(super) outcome: Option<SessionState>,
+    pub(super) cand: Option<Candidate>,
+    pub(super) last_line: u64,
+    pub(super) last_ts: Option<i64>,
+    /// Set while the turn's completion was decided by quiet alone: the candidate's key,
+    /// from which the completion's id is derived (see [`retract`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(super) quiet: Option<String>,
+}
+
+impl Turn {
+    pub(super) fn new(id: String, line: u64, ts: Option<i64>) -> Self {
+        Turn {
+            id,
+            open: true,
+            outcome: None,
+            cand: None,
+            last_line: line,
+            last_ts: ts,
+            quiet: None,
+        }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub(super) struct Session {
+    /// Not saved: a saved session is restored with the file it belongs to.
+    #[serde(skip)]
+    pub(super) path: Arc<str>,
+    pub(super) state: SessionState,
+    pub(super) turn: Option<Turn>,
+    pub(super) last_line: u64,
+    pub(super) last_ts: Option<i64>,
+    pub(super) decided_line: u64,
+    pub(super) decided_ts: Option<i64>,
+    pub(super) message: Option<String>,
+    pub(super) evidence: Option<Evidence>,
+    #[serde(default, skip_serializing_if = "background::Tasks::is_empty")]
+    pub(super) bg: background::Tasks,
+    /// Where the agent process runs, if the transcript says (for the liveness check).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(super) cwd: Option<String>,
+    /// When the last record arrived (monotonic ms; not saved: a restored session counts
+    /// from its restore).
+    #[serde(skip)]
+    pub(super) last_seen: u64,
+}
+
+/// The decisive facts of one event, before it becomes a schema line.
+#[derive(Debug, Default)]
+pub(super) struct Draft {
+    pub(super) kind: Option<EventKind>,
+    pub(super) turn: Option<String>,
+    pub(super) line: u64,
+    pub(super) record_ts: Option<i64>,
+    pub(super) reason: Option<String>,
+    pub(super) message: Option<String>,
+    pub(super) evidence: Option<Evidence>,
+    /// Content key of the decisive record.
+    pub(super) key: String,
+    pub(super) ts: i64,
+    pub(super) resets_at: Option<String>,
+    pub(super) initiator: Option<&'static str>,
+    pub(super) pre_tokens: Option<u64>,
+    /// Content key of the `turn_completed` a `turn_resumed` takes back.
+    pub(super) supersedes: Option<String>,
+    pub(super) background_tasks: Option<u32>,
+}
+
+pub(super) fn draft(
+    kind: EventKind,
+    turn: Option<String>,
+    line: u64,
+    record_ts: Option<i64>,
+    key: &str,
+    ts: i64,
+) -> Draft {
+    Draft {
+        kind: Some(kind),
+        turn,
+        line,
+        record_ts,
+        key: key.to_owned(),
+        ts,
+        ..Draft::default()
+    }
+}
+
+/// Marks the completions among `drafts` with the session's background tasks, if any.
+pub(super) fn with_tasks(mut drafts: Vec<Draft>, bg: &background::Tasks) -> Vec<Draft> {
+    let n = bg.count();
+    if n > 0 {
+        for d in &mut drafts {
+            if d.kind == Some(EventKind::TurnCompleted) {
+                d.background_tasks = Some(n);
+            }
+        }
+    }
+    drafts
+}
+
+pub(super) fn pending(s: &Session) -> Option<&Candidate> {
+    s.turn
+        .as_ref()
+        .filter(|t| t.open)
+        .and_then(|t| t.cand.as_ref())
+}
+
+/// The state transition for one observation; returns the events it decides.
+pub(super) fn step(
+    sess: &mut Session,
+    line: u64,
+    ts: Option<i64>,
+    key: &str,
+    kind: ObsKind,
+    now: Now,
+    settle: u64,
+) -> Vec<Draft> {
+    let mut out = Vec::new();
+    out.extend(retract::contradicted(sess, &kind, line, ts, key, now.wall));
+    match kind {
+        ObsKind::TurnStart { turn, initiator } => {
+            if let Some(t) = sess.turn.as_ref().filter(|t| t.open) {
+                if t.id == turn {
+                    // The same prompt again (a resumed copy): nothing new.
+                    return out;
+                }
+                out.extend(close_previous(sess, now.wall));
+            }
+            sess.turn = Some(Turn::new(turn.clone(), line, ts));
+            set_state(sess, SessionState::Working, line, ts, None, None);
+            let mut d = draft(EventKind::TurnStarted, Some(turn), line, ts, key, now.wall);
+            d.initiator = Some(initiator.as_str());
+            out.push(d);
+        }
+        ObsKind::Work => {
+            let t = ensure_open(sess, key, line, ts);
+            t.cand = None;
+            set_state(sess, SessionState::Working, line, ts, None, None);
+        }
+        ObsKind::ToolCall {
+            needs_input,
+            message,
+            ..
+        } => {
+            let t = ensure_open(sess, key, line, ts);
+            t.cand = None;
+            let turn = t.id.clone();
+            if needs_input.is_some() {
+                set_state(
+                    sess,
+                    SessionState::NeedsInput,
+                    line,
+                    ts,
+                    message.clone(),
+                    None,
+                );
+                let mut d = draft(EventKind::NeedsInput, Some(turn), line, ts, key, now.wall);
+                d.message = message;
+                d.reason = needs_input;
+                out.push(d);
+            } else {
+                set_state(sess, SessionState::Working, line, ts, None, None);
+            }
+        }
+        ObsKind::ToolResult { .. } => {
+            let t = ensure_open(sess, key, line, ts);
+            t.cand = None;
+            set_state(sess, SessionState::Working, line, ts, None, None);
+        }
+        ObsKind::Final {
+            message,
+            confirm: evidence,
+        } => {
+            let t = ensure_open(sess, key, line, ts);
+            t.cand = Some(Candidate {
+                line,
+                record_ts: ts,
+                key: key.to_owned(),
+                message: message.clone(),
+                deadline: now.mono.saturating_add(settle),
+            });
+            set_state(sess, SessionState::Working, line, ts, message, None);
+            if let Some(ev) = evidence {
+                out.extend(confirm(sess, ev, now.wall));
+            }
+        }
+        ObsKind::Confirm(ev) => out.extend(confirm(sess, ev, now.wall)),
+        ObsKind::Completed {
+            turn,
+            message,
+            evidence,
+        } => {
+            if let Some(t) = resolve_turn(sess, turn.as_deref(), key, line, ts) {
+                if t.outcome == Some(SessionState::Completed) {
+                    return out;
+                }
+                let message = message.or_else(|| t.cand.take().and_then(|c| c.message));
+                let turn = t.id.clone();
+                close(
+                    sess,
+                    SessionState::Completed,
+                    line,
+                    ts,
+                    message.clone(),
+                    Some(evidence),
+                );
+                let mut d = draft(
+                    EventKind::TurnCompleted,
+                    Some(turn),
+                    line,
+                    ts,
+                    key,
+                    now.wall,
+                );
+                d.message = message;
+                d.evidence = Some(evidence);
+                out.push(d);
+            }
+        }
+        ObsKind::Failed {
+            turn,
+            reason,
+            message,
+            resets_at,
+        } => {
+            if let Some(t) = resolve_turn(sess, turn.as_deref(), key, line, ts) {
+                if t.outcome == Some(SessionState::Failed) {
+                    return out;
+                }
+                let turn = t.id.clone();
+                close(sess, SessionState::Failed, line, ts, message.clone(), None);
+                let mut d = draft(EventKind::TurnFailed, Some(turn), line, ts, key, now.wall);
+                d.message = message;
+                d.reason = Some(reason);
+                d.resets_at = resets_at;
+                out.push(d);
+            }
+        }
+        ObsKind::Interrupted {
+            turn,
+            reason,
+            message,
+        } => {
+            let open = sess
+                .turn
+                .as_ref()
+                .filter(|t| t.open && turn.as_deref().is_none_or(|id| id == t.id));
+            if let Some(t) = open {
+                let turn = t.id.clone();
+                close(
+                    sess,
+                    SessionState::Interrupted,
+                    line,
+                    ts,
+                    message.clone(),
+                    None,
+                );
+                let mut d = draft(
+                    EventKind::TurnInterrupted,
+                    Some(turn),
+                    line,
+                    ts,
+                    key,
+                    now.wall,
+                );
+                d.message = message;
+                d.reason = Some(reason);
+                out.push(d);
+            }
+        }
+        ObsKind::Compacted { pre_tokens } => {
+            let turn = sess.turn.as_ref().map(|t| t.id.clone());
+            let mut d = draft(EventKind::ContextCompacted, turn, line, ts, key, now.wall);
+            d.pre_tokens = pre_tokens;
+            out.push(d);
+        }
+        ObsKind::Background(op) => sess.bg.apply(op),
+        ObsKind::StartDir(dir) => {
+            sess.cwd.get_or_insert(dir);
+        }
+        ObsKind::Anomaly { .. } => {}
+    }
+    out
+}
+
+pub(super) fn set_state(
+    sess: &mut Session,
+    state: SessionState,
+    line: u64,
+    ts: Option<i64>,
+    message: Option<String>,
+    evidence: Option<Evidence>,
+) {
+    sess.state = state;
+    sess.decided_line = line;
+    sess.decided_ts = ts;
+    if message.is_some() || state != SessionState::Working {
+        sess.message = message;
+    }
+    sess.evidence = evidence;
+}
+
+pub(super) fn close(
+    sess: &mut Session,
+    state: SessionState,
+    line: u64,
+    ts: Option<i64>,
+    message: Option<String>,
+    evidence: Option<Evidence>,
+) {
+    if let Some(t) = sess.turn.as_mut() {
+        t.open = false;
+        t.outcome = Some(state);
+        t.cand = None;
+    }
+    set_state(sess, state, line, ts, message, evidence);
+}
+
+/// The open turn, reopening a finished one (later activity supersedes its end) or starting
+/// an implicit one when the file began mid-turn.
+pub(super) fn ensure_open<'s>(
+    sess: &'s mut Session,
+    key: &str,
+    line: u64,
+    ts: Option<i64>,
+) -> &'s mut Turn {
+    let t = sess
+        .turn
+        .get_or_insert_with(|| Turn::new(key.to_owned(), line, ts));
+    if !t.open {
+        t.open = true;
+        t.outcome = None;
+    }
+    t.last_line = line;
+    t.last_ts = ts;
+    t
+}
+
+/// The turn an explicit end names. An end naming another turn than the open one is stale
+/// (that turn was abandoned); with no open turn, the named turn becomes an implicit one.
+pub(super) fn resolve_turn<'s>(
+    sess: &'s mut Session,
+    id: Option<&str>,
+    key: &str,
+    line: u64,
+    ts: Option<i64>,
+) -> Option<&'s mut Turn> {
+    let named_other = match (sess.turn.as_ref(), id) {
+        (Some(t), Some(id)) if t.id != id => {
+            if t.open {
+                return None;
+            }
+            true
+        }
+        (None, Some(_)) => true,
+        _ => false,
+    };
+    if named_other {
+        sess.turn = Some(Turn::new(id.unwrap_or(key).to_owned(), line, ts));
+    }
+    let t = sess
+        .turn
+        .get_or_insert_with(|| Turn::new(key.to_owned(), line, ts));
+    t.last_line = line;
+    t.last_ts = ts;
+    Some(t)
+}
+
+/// Confirms the open turn's candidate with `ev`, if there is one.
+pub(super) fn confirm(sess: &mut Session, ev: Evidence, at: i64) -> Option<Draft> {
+    let t = sess.turn.as_mut().filter(|t| t.open)?;
+    let c = t.cand.take()?;
+    let turn = t.id.clone();
+    retract::note_quiet(sess, ev, &c.key);
+    close(
+        sess,
+        SessionState::Completed,
+        c.line,
+        c.record_ts,
+        c.message.clone(),
+        Some(ev),
+    );
+    let mut d = draft(
+        EventKind::TurnCompleted,
+        Some(turn),
+        c.line,
+        c.record_ts,
+        &c.key,
+        at,
+    );
+    d.message = c.message;
+    d.evidence = Some(ev);
+    Some(d)
+}
+
+/// A new prompt arrived while a turn was open: a pending candidate was the answer (the
+/// person read it and replied); otherwise the turn was abandoned.
+pub(super) fn close_previous(sess: &mut Session, at: i64) -> Option<Draft> {
+    if let Some(d) = confirm(sess, Evidence::NextPrompt, at) {
+        return Some(d);
+    }
+    let t = sess.turn.as_ref()?;
+    let (turn, line, ts) = (t.id.clone(), t.last_line, t.last_ts);
+    close(sess, SessionState::Interrupted, line, ts, None, None);
+    let mut d = draft(
+        EventKind::TurnInterrupted,
+        Some(turn.clone()),
+        line,
+        ts,
+        &format!("abandoned:{turn}"),
+        at,
+    );
+    d.reason = Some("abandoned".to_owned());
+    Some(d)
+}
