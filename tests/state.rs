@@ -398,6 +398,17 @@ fn clobber_head(path: &Path, upto: usize) {
     std::os::unix::fs::FileExt::write_all_at(&f, &bytes[..upto], 0).expect("write");
 }
 
+/// Like [`clobber_head`] followed by an append, in a single write.
+fn clobber_head_and_append(path: &Path, upto: usize, more: &[u8]) {
+    let mut bytes = fs::read(path).expect("read");
+    for b in &mut bytes[..upto] {
+        *b = b'x';
+    }
+    bytes.extend_from_slice(more);
+    let f = fs::OpenOptions::new().write(true).open(path).expect("open");
+    std::os::unix::fs::FileExt::write_all_at(&f, &bytes, 0).expect("write");
+}
+
 /// A restart goes on from each file's checkpoint with the reading context saved there:
 /// the open turn keeps its id although the prompt's bytes are no longer readable, and
 /// nothing before the checkpoint is read again.
@@ -453,9 +464,11 @@ fn a_cold_file_wakes_up_from_its_saved_context() {
     d.wait_for("b started", is("turn_started", tb.clone()));
     // Several sweeps.
     std::thread::sleep(Duration::from_millis(1000));
+    // One write makes the head unreadable and appends the answer: the daemon sees an
+    // append. Two writes would let a poll in between see a same-size rewrite, which is
+    // rightly read again from the start.
     let size = fs::metadata(&pa).expect("stat").len() as usize;
-    clobber_head(&pa, size - 64);
-    append(&pa, a.answer("answer a").as_bytes());
+    clobber_head_and_append(&pa, size - 64, a.answer("answer a").as_bytes());
     d.wait_for("a completed", is("turn_completed", ta.clone()));
     append(&pb, b.answer("answer b").as_bytes());
     d.wait_for("b completed", is("turn_completed", tb.clone()));
