@@ -36,6 +36,7 @@ fn options(p: &PipelineArgs) -> Options {
         settle_ms: p.settle,
         max_line: p.max_line_bytes,
         seen_capacity: baton::reduce::dedup_capacity(),
+        threads: 0,
     }
 }
 

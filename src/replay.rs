@@ -5,7 +5,9 @@ use crate::clock::{Now, wall_now};
 use crate::error::Error;
 use crate::feed::FileFeed;
 use crate::model::{Event, ProviderKind};
-use crate::reduce::{Reducer, SessionView};
+use crate::pool;
+use crate::provider::Obs;
+use crate::reduce::{Reducer, SessionView, Src};
 use crate::watch::{self, Found, Root};
 use std::collections::HashMap;
 use std::fs::File;
@@ -20,6 +22,8 @@ pub struct Options {
     pub settle_ms: u64,
     pub max_line: usize,
     pub seen_capacity: usize,
+    /// Threads that read files (0: one per core).
+    pub threads: usize,
 }
 
 /// What the clock does when a file ends.
@@ -60,7 +64,50 @@ pub fn run(
     run_counting(files, opts, at_eof, emit).map(|(r, _)| r)
 }
 
-/// [`run`], also returning the number of the last complete line of each file.
+/// One file read and projected: its observations with their line numbers, in order.
+struct FileRead {
+    path: Arc<str>,
+    provider: ProviderKind,
+    obs: Vec<(u64, Obs)>,
+    /// The number of the last complete line.
+    last_line: u64,
+}
+
+/// Reads and projects one file (no reducer: that part stays in file order on one
+/// thread). `None` for a file with no conversation in it.
+fn read_file(f: &Found, opts: &Options) -> Result<Option<FileRead>, Error> {
+    let mut feed = FileFeed::new(&f.path, f.provider, opts.max_line);
+    if !feed.is_conversation() {
+        return Ok(None);
+    }
+    let mut file = File::open(&f.path).map_err(|source| Error::Read {
+        path: f.path.clone(),
+        source,
+    })?;
+    let mut obs = Vec::new();
+    feed.read_to_end(&mut file, |src, o| obs.push((src.line, o)))
+        .map_err(|source| Error::Read {
+            path: f.path.clone(),
+            source,
+        })?;
+    let trailing = feed.reader().pending();
+    if trailing > 0 {
+        tracing::info!(path = %f.path.display(), bytes = trailing, "File ends in an unfinished line; it is not parsed until its newline arrives.");
+    }
+    Ok(Some(FileRead {
+        path: feed.path.clone(),
+        provider: f.provider,
+        obs,
+        last_line: feed.reader().line_no() - 1,
+    }))
+}
+
+/// How many files may be read ahead of the one being reduced, per thread.
+const READ_AHEAD: usize = 4;
+
+/// [`run`], also returning the number of the last complete line of each file. Files are
+/// read and projected in parallel; the reducer takes them in the given order, so events
+/// and states are those of a sequential run.
 fn run_counting(
     files: &[Found],
     opts: &Options,
@@ -70,42 +117,43 @@ fn run_counting(
     let mut reducer = Reducer::new(opts.settle_ms, opts.seen_capacity);
     let mut last_lines = HashMap::new();
     let mut events = Vec::new();
-    for f in files {
-        let mut feed = FileFeed::new(&f.path, f.provider, opts.max_line);
-        if !feed.is_conversation() {
-            continue;
-        }
-        let mut file = File::open(&f.path).map_err(|source| Error::Read {
-            path: f.path.clone(),
-            source,
-        })?;
-        let mut clock: i64 = 0;
-        feed.read_to_end(&mut file, |src, obs| {
-            if let Some(t) = obs.record_ts {
-                clock = clock.max(t);
+    let threads = match opts.threads {
+        0 => pool::threads_for(files.len()),
+        n => n,
+    };
+    pool::in_order(
+        files.len(),
+        threads,
+        threads * READ_AHEAD,
+        |i| read_file(&files[i], opts),
+        |_, read| {
+            let Some(read) = read? else { return Ok(()) };
+            let mut clock: i64 = 0;
+            for (line, obs) in read.obs {
+                if let Some(t) = obs.record_ts {
+                    clock = clock.max(t);
+                }
+                let now = Now::virtual_at(clock);
+                let src = Src {
+                    provider: read.provider,
+                    path: read.path.clone(),
+                    line,
+                };
+                reducer.tick(now, &mut events);
+                reducer.apply(&src, obs, now, &mut events);
             }
-            let now = Now::virtual_at(clock);
-            reducer.tick(now, &mut events);
-            reducer.apply(src, obs, now, &mut events);
-        })
-        .map_err(|source| Error::Read {
-            path: f.path.clone(),
-            source,
-        })?;
-        last_lines.insert(feed.path.clone(), feed.reader().line_no() - 1);
-        let trailing = feed.reader().pending();
-        if trailing > 0 {
-            tracing::info!(path = %f.path.display(), bytes = trailing, "File ends in an unfinished line; it is not parsed until its newline arrives.");
-        }
-        let end = match at_eof {
-            AtEof::RunOn => Now::virtual_at(END_OF_TIME),
-            AtEof::StopAt(now) => now,
-        };
-        reducer.tick(end, &mut events);
-        for ev in events.drain(..) {
-            emit(&ev)?;
-        }
-    }
+            last_lines.insert(read.path, read.last_line);
+            let end = match at_eof {
+                AtEof::RunOn => Now::virtual_at(END_OF_TIME),
+                AtEof::StopAt(now) => now,
+            };
+            reducer.tick(end, &mut events);
+            for ev in events.drain(..) {
+                emit(&ev)?;
+            }
+            Ok(())
+        },
+    )?;
     Ok((reducer, last_lines))
 }
 
