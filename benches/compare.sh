@@ -19,8 +19,6 @@ repo=$(cd "$(dirname "$0")/.." && pwd)
 baton=${BATON:-$repo/target/release/baton}
 [ -x "$baton" ] || { echo "$baton missing: run cargo build --release" >&2; exit 1; }
 tree=$(cd "$tree" && pwd)
-out=$(mktemp -d)
-trap 'rm -rf "$out"' EXIT
 
 ccusage=()
 if command -v ccusage >/dev/null; then
@@ -29,43 +27,55 @@ elif npx --no-install ccusage --version >/dev/null 2>&1; then
     ccusage=(npx --no-install ccusage)
 fi
 
-wc_l() { find "$tree" -name '*.jsonl' -print0 | xargs -0 wc -l >/dev/null; }
-scan() { "$baton" scan --json "$tree/claude" "$tree/codex" >/dev/null; }
-replay() { "$baton" replay "$tree/claude" "$tree/codex" >/dev/null; }
-cc() { CLAUDE_CONFIG_DIR="$tree/claude" CODEX_HOME="$tree/codex" "${ccusage[@]}" session --json --offline >/dev/null; }
-export -f wc_l scan replay cc
-export tree baton
-names=(wc_l scan replay)
-[ ${#ccusage[@]} -gt 0 ] && { names+=(cc); export ccusage_cmd="${ccusage[*]}"; }
+cc=""
+[ ${#ccusage[@]} -gt 0 ] && cc="${ccusage[*]}"
 
-wc_l
-for ((r = 1; r <= rounds; r++)); do
-    for n in "${names[@]}"; do
-        # wall s, user s, sys s, peak RSS KiB (of the largest process in the command)
-        /usr/bin/time -f "%e %U %S %M" -a -o "$out/$n" bash -c "$n" ||
-            { echo "$n failed" >&2; exit 1; }
-    done
-done
-
-python3 - "$out" "${names[@]}" <<'PY'
-import statistics, sys
-out, names = sys.argv[1], sys.argv[2:]
-rows = {}
-for n in names:
-    runs = [list(map(float, l.split())) for l in open(f"{out}/{n}") if l.strip()]
-    rows[n] = (statistics.median(r[0] for r in runs),
-               statistics.median(r[1] + r[2] for r in runs),
-               statistics.median(r[3] for r in runs) / 1024,
-               min(r[0] for r in runs), max(r[0] for r in runs), len(runs))
+python3 - "$tree" "$baton" "$rounds" "$cc" <<'PY'
+import os, shlex, statistics, subprocess, sys, time
+tree, baton, rounds, cc = sys.argv[1], sys.argv[2], int(sys.argv[3]), sys.argv[4]
+q = shlex.quote
+cmds = {
+    "wc_l": f"find {q(tree)} -name '*.jsonl' -print0 | xargs -0 wc -l",
+    "scan": f"{q(baton)} scan --json {q(tree + '/claude')} {q(tree + '/codex')}",
+    "replay": f"{q(baton)} replay {q(tree + '/claude')} {q(tree + '/codex')}",
+}
+if cc:
+    cmds["cc"] = (f"CLAUDE_CONFIG_DIR={q(tree + '/claude')} CODEX_HOME={q(tree + '/codex')} "
+                  f"{cc} session --json --offline")
 label = {"wc_l": "find … \\| xargs wc -l", "scan": "baton scan --json",
          "replay": "baton replay", "cc": "ccusage session --json --offline"}
-print(f"| command | wall (median) | wall range | CPU user+sys | peak RSS | × wc -l |" + (" × ccusage |" if "cc" in rows else ""))
-print("|---|---|---|---|---|---|" + ("---|" if "cc" in rows else ""))
-for n in names:
-    w, c, m, lo, hi, k = rows[n]
-    line = (f"| {label[n]} | {w:.3f} s | {lo:.2f}–{hi:.2f} s (n={k}) | {c:.2f} s | {m:.1f} MiB "
-            f"| {w / rows['wc_l'][0]:.2f}× |")
-    if "cc" in rows:
-        line += f" {w / rows['cc'][0]:.2f}× |"
+
+rss_file = f"/tmp/baton-compare-{os.getpid()}.rss"
+
+def run(cmd):
+    # Wall from perf_counter, CPU from wait4 (the shell and its children), peak RSS from
+    # GNU time (wait4's would count this Python process, forked before the exec).
+    t0 = time.perf_counter()
+    p = subprocess.Popen(["/usr/bin/time", "-f", "%M", "-o", rss_file, "sh", "-c", cmd],
+                         stdout=subprocess.DEVNULL)
+    _, status, ru = os.wait4(p.pid, 0)
+    wall = time.perf_counter() - t0
+    if status != 0:
+        sys.exit(f"failed: {cmd}")
+    rss = int(open(rss_file).read().split()[-1])
+    return wall, ru.ru_utime + ru.ru_stime, rss / 1024
+
+run(cmds["wc_l"])  # warm the page cache
+res = {n: [] for n in cmds}
+for _ in range(rounds):
+    for n, c in cmds.items():
+        res[n].append(run(c))
+os.unlink(rss_file)
+med = {n: [statistics.median(r[i] for r in rs) for i in range(3)] for n, rs in res.items()}
+print(f"| command | wall (median of {rounds}) | wall range | CPU user+sys | peak RSS | × wc -l |"
+      + (" × ccusage |" if cc else ""))
+print("|---|---|---|---|---|---|" + ("---|" if cc else ""))
+for n, rs in res.items():
+    w, c, m = med[n]
+    walls = [r[0] for r in rs]
+    line = (f"| {label[n]} | {w:.3f} s | {min(walls):.3f}–{max(walls):.3f} s | {c:.2f} s "
+            f"| {m:.1f} MiB | {w / med['wc_l'][0]:.2f}× |")
+    if cc:
+        line += f" {w / med['cc'][0]:.2f}× |"
     print(line)
 PY
