@@ -30,6 +30,7 @@ pub mod sink;
 pub mod socket;
 pub mod state;
 pub mod tail;
+pub mod tail_first;
 pub mod text;
 pub mod unit;
 pub mod views;

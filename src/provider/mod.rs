@@ -6,6 +6,7 @@ pub mod claude;
 pub mod codex;
 mod content;
 pub mod norma;
+pub mod restart;
 pub mod sgme;
 
 use crate::model::ProviderKind;

@@ -1,0 +1,134 @@
+//! Where a file can be read from other than its first byte: which records start a turn of
+//! the file's main conversation with an id of their own (a safe restart point for a
+//! fresh projector), and which records, earlier in the file, hold context a restart would
+//! lose. Used by the tail-first read, which finds a session's state from its last turns
+//! instead of every byte.
+
+use super::{ObsKind, projector_for};
+use crate::model::ProviderKind;
+use memchr::memmem;
+use std::path::Path;
+
+/// What one line means for a restart.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Restart {
+    /// Not a turn start, or not one of the main conversation: read past it.
+    No,
+    /// Starts the main conversation's turn with this id, whatever came before it.
+    At(String),
+    /// Starts a turn whose identity depends on what came before (e.g. a turn counted by
+    /// ordinal): the file must be read from its start.
+    Unsafe(&'static str),
+}
+
+/// Whether `kind`'s files have restart points at all (the others are always read whole).
+pub fn supported(kind: ProviderKind) -> bool {
+    matches!(kind, ProviderKind::Claude | ProviderKind::Codex)
+}
+
+/// Patterns whose presence anywhere before a restart point (after the file's first line,
+/// which the restarted read is shown) means the skipped part holds context the restart
+/// cannot recover, each with the reason reported when it falls back.
+pub fn hazards(kind: ProviderKind, path: &Path) -> &'static [(&'static [u8], &'static str)] {
+    match kind {
+        // A subagent file is one sidechain: every record is the file's agent's.
+        ProviderKind::Claude if super::file_stem(path).starts_with("agent-") => &[],
+        // Inline sidechains (Claude Code ≤ 1.0): sessions of their own, found by following
+        // parent chains that may reach back anywhere.
+        ProviderKind::Claude => &[(b"\"isSidechain\":true", "inline_sidechain")],
+        // A second header would change the session id from that line on.
+        ProviderKind::Codex => &[(b"\"session_meta\"", "second_session_meta")],
+        _ => &[],
+    }
+}
+
+/// What a copy of the record that starts turn `turn` would contain: found before the
+/// restart point, the turn may still be open there, and then its start is no new turn.
+pub fn turn_needle(kind: ProviderKind, turn: &str) -> Vec<u8> {
+    match kind {
+        // Other records name a prompt too (`messageId` of file-history snapshots).
+        ProviderKind::Claude => format!("\"uuid\":\"{turn}\"").into_bytes(),
+        ProviderKind::Codex => format!("\"turn_id\":\"{turn}\"").into_bytes(),
+        _ => turn.as_bytes().to_vec(),
+    }
+}
+
+/// Classifies one complete line (newline excluded) of a file of `kind` at `path`.
+pub fn classify(kind: ProviderKind, path: &Path, line: &[u8]) -> Restart {
+    let has = |needle: &[u8]| memmem::find(line, needle).is_some();
+    match kind {
+        ProviderKind::Claude => {
+            // Tool results (blocks or the record's own field) never start a turn; they
+            // are the big records, so they are turned away before parsing.
+            if !has(b"\"type\":\"user\"") || has(b"\"tool_use_id\"") || has(b"\"toolUseResult\"") {
+                return Restart::No;
+            }
+            // Whether a slash command is a turn depends on the caveat record before it.
+            if has(b"<command-name>") {
+                return Restart::No;
+            }
+        }
+        ProviderKind::Codex => {
+            if !has(b"\"task_started\"") && !has(b"\"turn_started\"") {
+                return Restart::No;
+            }
+            // Without its own id, a turn is named by its ordinal in the file.
+            if !has(b"\"turn_id\":\"") {
+                return Restart::Unsafe("turn_ordinal");
+            }
+        }
+        _ => return Restart::No,
+    }
+    // The projector decides: a fresh one, so that nothing but this line counts.
+    let mut p = projector_for(kind, path);
+    let main_agent = p.obs(String::new(), None, ObsKind::Work).agent;
+    let mut out = Vec::new();
+    if p.project(super::strip_nul(line), &mut out).is_err() {
+        return Restart::No;
+    }
+    let mut starts = out.iter().filter_map(|o| match &o.kind {
+        ObsKind::TurnStart { turn, .. } if o.agent == main_agent => Some(turn.clone()),
+        _ => None,
+    });
+    match (starts.next(), out.len()) {
+        (Some(turn), 1) => Restart::At(turn),
+        _ => Restart::No,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn claude_prompt_is_a_restart_point_but_tool_results_and_sidechains_are_not() {
+        let p = Path::new("/p/11111111-2222-4333-8444-555555555555.jsonl");
+        let prompt = br#"{"type":"user","uuid":"u1","isSidechain":false,"message":{"role":"user","content":"hi"}}"#;
+        assert_eq!(
+            classify(ProviderKind::Claude, p, prompt),
+            Restart::At("u1".into())
+        );
+        let result = br#"{"type":"user","uuid":"u2","message":{"role":"user","content":[{"type":"tool_result","tool_use_id":"t"}]}}"#;
+        assert_eq!(classify(ProviderKind::Claude, p, result), Restart::No);
+        let side = br#"{"type":"user","uuid":"u3","isSidechain":true,"message":{"role":"user","content":"task"}}"#;
+        assert_eq!(classify(ProviderKind::Claude, p, side), Restart::No);
+    }
+
+    #[test]
+    fn codex_turn_needs_its_own_id() {
+        let p =
+            Path::new("/s/rollout-2026-01-01T00-00-00-019c0000-0000-7000-8000-000000000001.jsonl");
+        let with = br#"{"type":"event_msg","payload":{"type":"task_started","turn_id":"t1"}}"#;
+        assert_eq!(
+            classify(ProviderKind::Codex, p, with),
+            Restart::At("t1".into())
+        );
+        let without = br#"{"type":"event_msg","payload":{"type":"task_started"}}"#;
+        assert_eq!(
+            classify(ProviderKind::Codex, p, without),
+            Restart::Unsafe("turn_ordinal")
+        );
+        let prompt = br#"{"type":"event_msg","payload":{"type":"user_message","message":"x"}}"#;
+        assert_eq!(classify(ProviderKind::Codex, p, prompt), Restart::No);
+    }
+}
