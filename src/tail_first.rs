@@ -1,13 +1,15 @@
-//! Tail-first reads: a session's state depends only on its last turns, at the end of its
-//! file, so `scan` finds where the second-last turn starts by reading backwards, counts
+//! Tail-first reads: a session's state depends only on its last turn, at the end of its
+//! file, so `scan` reads backwards to a restart point near the last turn start, counts
 //! the newlines before it (for line numbers), and parses from there only.
 //!
-//! Why the second-last turn and not the last: a turn start keeps the message the session
-//! showed before it (the previous turn's answer), and only a read of the previous turn
-//! tells what that was. Everything else a fresh projector and reducer session rebuild
-//! from a turn start alone. What they cannot rebuild is named by the provider
-//! ([`restart::hazards`]); a file that has any of it before the restart point, or no two
-//! turns with ids of their own, is read whole, and the reason is counted.
+//! The restart point is not the last turn start itself: a turn start keeps the message
+//! the session showed before it (the previous turn's answer), which only records before
+//! it tell. It is the first line before the last turn start that either starts a turn
+//! too, or leaves the state independent of everything before it but the open turn's id
+//! (provider knowledge: [`restart::settles`]), which the last turn start then replaces.
+//! What a fresh projector and reducer session cannot rebuild from there is named by the
+//! provider too ([`restart::hazards`]); a file with any of it before the restart point,
+//! or with no restart point, is read whole, and the reason is counted.
 
 use crate::model::ProviderKind;
 use crate::provider::restart::{self, Restart};
@@ -43,18 +45,14 @@ pub enum Plan {
 
 /// Decides where to read `file` (a transcript of `kind` at `path`) from.
 pub fn plan<F: Read + Seek>(file: &mut F, kind: ProviderKind, path: &Path) -> io::Result<Plan> {
-    if !restart::supported(kind) {
-        return Ok(Plan::Full("provider"));
+    if let Some(reason) = restart::unsupported(kind, path) {
+        return Ok(Plan::Full(reason));
     }
     let len = file.seek(SeekFrom::End(0))?;
-    let starts = match last_turn_starts(file, len, kind, path)? {
+    let (offset, turn) = match restart_point(file, len, kind, path)? {
         Ok(s) => s,
         Err(reason) => return Ok(Plan::Full(reason)),
     };
-    let [(_, last), (offset, turn)] = starts;
-    if last == turn {
-        return Ok(Plan::Full("repeated_turn"));
-    }
     if offset == 0 {
         return Ok(Plan::Full("few_turns"));
     }
@@ -73,16 +71,19 @@ pub fn plan<F: Read + Seek>(file: &mut F, kind: ProviderKind, path: &Path) -> io
     }
 }
 
-/// The line starts and turn ids of the last two turn starts, last first, found by
-/// reading backwards from the end (an unfinished last line is not a line yet).
-fn last_turn_starts<F: Read + Seek>(
+/// Reads backwards from the end (an unfinished last line is not a line yet) to the last
+/// turn start, then on to the first line before it that is a restart point: another
+/// turn start, or a line after which the state no longer depends on what came before
+/// ([`restart::settles`]). Returns that line's start and the turn whose copy before it
+/// would make the restart unsafe.
+fn restart_point<F: Read + Seek>(
     file: &mut F,
     len: u64,
     kind: ProviderKind,
     path: &Path,
-) -> io::Result<Result<[(u64, String); 2], &'static str>> {
+) -> io::Result<Result<(u64, String), &'static str>> {
     let mut buf = vec![0u8; BACK_CHUNK];
-    let mut found: Vec<(u64, String)> = Vec::with_capacity(2);
+    let mut last: Option<String> = None;
     let mut pos = len;
     // The newline that ends the line being collected; `None` while still in the
     // unfinished tail.
@@ -90,13 +91,22 @@ fn last_turn_starts<F: Read + Seek>(
     // That line's bytes from `pos` to `line_end`, unless it grew past PROBE_MAX.
     let mut carry: Vec<u8> = Vec::new();
     let mut carry_big = false;
-    let probe = |line: &[u8], start: u64, found: &mut Vec<(u64, String)>| {
-        match restart::classify(kind, path, line) {
-            Restart::At(turn) => found.push((start, turn)),
-            Restart::Unsafe(reason) => return Err(reason),
-            Restart::No => {}
+    // What one complete line says: `Some` ends the search.
+    let probe = |line: &[u8], start: u64, last: &mut Option<String>| match (
+        restart::classify(kind, path, line),
+        last.as_ref(),
+    ) {
+        (Restart::Unsafe(reason), _) => Some(Err(reason)),
+        (Restart::At(turn), None) => {
+            *last = Some(turn);
+            None
         }
-        Ok(())
+        (Restart::At(turn), Some(l)) if *l == turn => Some(Err("repeated_turn")),
+        (Restart::At(turn), Some(_)) => Some(Ok((start, turn))),
+        (Restart::No, Some(l)) if restart::settles(kind, path, line) => {
+            Some(Ok((start, l.clone())))
+        }
+        (Restart::No, _) => None,
     };
     while pos > 0 {
         let lo = pos.saturating_sub(BACK_CHUNK as u64);
@@ -114,11 +124,8 @@ fn last_turn_starts<F: Read + Seek>(
                     l.extend_from_slice(&carry);
                     Cow::Owned(l)
                 };
-                if let Err(reason) = probe(&line, lo + nl as u64 + 1, &mut found) {
-                    return Ok(Err(reason));
-                }
-                if found.len() == 2 {
-                    return Ok(Ok(two(found)));
+                if let Some(done) = probe(&line, lo + nl as u64 + 1, &mut last) {
+                    return Ok(done);
                 }
             }
             line_end = Some(lo + nl as u64);
@@ -140,34 +147,32 @@ fn last_turn_starts<F: Read + Seek>(
     }
     if line_end.is_some()
         && !carry_big
-        && let Err(reason) = probe(&carry, 0, &mut found)
+        && let Some(done) = probe(&carry, 0, &mut last)
     {
-        return Ok(Err(reason));
+        return Ok(done);
     }
-    if found.len() == 2 {
-        Ok(Ok(two(found)))
-    } else {
-        Ok(Err("few_turns"))
-    }
-}
-
-fn two(mut found: Vec<(u64, String)>) -> [(u64, String); 2] {
-    let second = found.pop().unwrap_or_default();
-    let first = found.pop().unwrap_or_default();
-    [first, second]
+    Ok(Err("few_turns"))
 }
 
 /// The first line (without its newline), if it ends within HEAD_MAX bytes; `limit` (a
-/// later line start) bounds the read.
+/// later line start) bounds the read. Read in small steps: headers are usually a few KB.
 fn read_head<F: Read + Seek>(file: &mut F, limit: u64) -> io::Result<Option<Vec<u8>>> {
-    let want = usize::try_from(limit).unwrap_or(HEAD_MAX).min(HEAD_MAX);
-    let mut head = vec![0u8; want];
+    let limit = usize::try_from(limit).unwrap_or(HEAD_MAX).min(HEAD_MAX);
+    let mut head = Vec::new();
+    let mut step = 16 * 1024;
     file.seek(SeekFrom::Start(0))?;
-    file.read_exact(&mut head)?;
-    Ok(memchr::memchr(b'\n', &head).map(|nl| {
-        head.truncate(nl);
-        head
-    }))
+    while head.len() < limit {
+        let from = head.len();
+        let want = step.min(limit - from);
+        head.resize(from + want, 0);
+        file.read_exact(&mut head[from..])?;
+        if let Some(nl) = memchr::memchr(b'\n', &head[from..]) {
+            head.truncate(from + nl);
+            return Ok(Some(head));
+        }
+        step *= 2;
+    }
+    Ok(None)
 }
 
 /// Counts the newlines in `[0, end)` and looks for what makes a restart unsafe: the

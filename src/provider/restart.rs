@@ -21,9 +21,31 @@ pub enum Restart {
     Unsafe(&'static str),
 }
 
-/// Whether `kind`'s files have restart points at all (the others are always read whole).
-pub fn supported(kind: ProviderKind) -> bool {
-    matches!(kind, ProviderKind::Claude | ProviderKind::Codex)
+/// Why the file at `path` has no restart points at all (it is always read whole), if so.
+pub fn unsupported(kind: ProviderKind, path: &Path) -> Option<&'static str> {
+    match kind {
+        ProviderKind::Claude => {
+            // The path names the session (`<uuid>.jsonl`, `<uuid>/subagents/…`); in
+            // other files the first record that carries a session id does, wherever it is.
+            let session = projector_for(kind, path)
+                .obs(String::new(), None, ObsKind::Work)
+                .session;
+            (!looks_like_uuid(&session)).then_some("session_not_in_path")
+        }
+        ProviderKind::Codex => None,
+        _ => Some("provider"),
+    }
+}
+
+fn looks_like_uuid(s: &str) -> bool {
+    s.len() == 36
+        && s.bytes().enumerate().all(|(i, b)| {
+            if matches!(i, 8 | 13 | 18 | 23) {
+                b == b'-'
+            } else {
+                b.is_ascii_hexdigit()
+            }
+        })
 }
 
 /// Patterns whose presence anywhere before a restart point (after the file's first line,
@@ -40,6 +62,34 @@ pub fn hazards(kind: ProviderKind, path: &Path) -> &'static [(&'static [u8], &'s
         ProviderKind::Codex => &[(b"\"session_meta\"", "second_session_meta")],
         _ => &[],
     }
+}
+
+/// Whether, from this line on, a fresh reducer session ends up in the same state as one
+/// that saw everything before, once the next turn starts: the line's first observation
+/// (work, a tool call or result, an answer) reopens the turn and resets its pending
+/// answer whatever came before, so only the open turn's id still differs, and that is
+/// replaced at the next turn start. That holds only where no later record names its
+/// turn (Claude's ends never do; Codex's `task_complete` does).
+pub fn settles(kind: ProviderKind, path: &Path, line: &[u8]) -> bool {
+    if kind != ProviderKind::Claude {
+        return false;
+    }
+    let mut p = projector_for(kind, path);
+    let main_agent = p.obs(String::new(), None, ObsKind::Work).agent;
+    let mut out = Vec::new();
+    if p.project(super::strip_nul(line), &mut out).is_err() {
+        return false;
+    }
+    out.first().is_some_and(|o| {
+        o.agent == main_agent
+            && matches!(
+                o.kind,
+                ObsKind::Work
+                    | ObsKind::ToolCall { .. }
+                    | ObsKind::ToolResult { .. }
+                    | ObsKind::Final { .. }
+            )
+    })
 }
 
 /// What a copy of the record that starts turn `turn` would contain: found before the
