@@ -95,13 +95,16 @@ fn read_file(f: &Found, opts: &Options, tail_first: bool) -> Result<Option<FileR
     let mut file = File::open(&f.path).map_err(err)?;
     let mut start = 0;
     let mut full_reason = None;
+    let mut kept = None;
     if tail_first {
         match tail_first::plan(&mut file, f.provider, &f.path).map_err(err)? {
             Plan::Tail {
                 offset,
                 line_no,
                 head,
+                tail,
             } => {
+                kept = tail;
                 feed = FileFeed::resume(&f.path, f.provider, opts.max_line, offset, line_no);
                 if let Some(head) = head {
                     feed.prime(&head);
@@ -116,9 +119,16 @@ fn read_file(f: &Found, opts: &Options, tail_first: bool) -> Result<Option<FileR
         file.seek(SeekFrom::Start(start)).map_err(err)?;
     }
     let mut obs = Vec::new();
-    let parsed = feed
-        .read_to_end(&mut file, |src, o| obs.push((src.line, o)))
-        .map_err(err)?;
+    let parsed = match kept {
+        // What the backward read kept: the file's end as of then, as a read would give.
+        Some(bytes) => {
+            feed.feed(&bytes, |src, o| obs.push((src.line, o)));
+            bytes.len() as u64
+        }
+        None => feed
+            .read_to_end(&mut file, |src, o| obs.push((src.line, o)))
+            .map_err(err)?,
+    };
     let trailing = feed.reader().pending();
     if trailing > 0 {
         tracing::info!(path = %f.path.display(), bytes = trailing, "File ends in an unfinished line; it is not parsed until its newline arrives.");

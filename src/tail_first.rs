@@ -22,6 +22,9 @@ use std::path::Path;
 const BACK_CHUNK: usize = 64 * 1024;
 /// Chunk for the forward newline count over the skipped part.
 const COUNT_CHUNK: usize = 256 * 1024;
+/// The bytes read backwards are kept for the forward parse up to this much; a longer
+/// tail is read again.
+const KEEP_MAX: usize = 4 * 1024 * 1024;
 /// Longer lines are never taken as restart points (a prompt is short; skipping one only
 /// moves the restart point back a turn).
 const PROBE_MAX: usize = 256 * 1024;
@@ -38,6 +41,9 @@ pub enum Plan {
         offset: u64,
         line_no: u64,
         head: Option<Vec<u8>>,
+        /// The file from `offset` to its end as the backward read found it, when it
+        /// kept it (at most KEEP_MAX): the parse need not read it again.
+        tail: Option<Vec<u8>>,
     },
     /// From the first byte, for this reason.
     Full(&'static str),
@@ -49,7 +55,8 @@ pub fn plan<F: Read + Seek>(file: &mut F, kind: ProviderKind, path: &Path) -> io
         return Ok(Plan::Full(reason));
     }
     let len = file.seek(SeekFrom::End(0))?;
-    let (offset, turn) = match restart_point(file, len, kind, path)? {
+    let mut kept = Kept::default();
+    let (offset, turn) = match restart_point(file, len, kind, path, &mut kept)? {
         Ok(s) => s,
         Err(reason) => return Ok(Plan::Full(reason)),
     };
@@ -66,6 +73,7 @@ pub fn plan<F: Read + Seek>(file: &mut F, kind: ProviderKind, path: &Path) -> io
             offset,
             line_no: newlines + 1,
             head: Some(head),
+            tail: kept.from(offset),
         }),
         Err(reason) => Ok(Plan::Full(reason)),
     }
@@ -81,6 +89,7 @@ fn restart_point<F: Read + Seek>(
     len: u64,
     kind: ProviderKind,
     path: &Path,
+    kept: &mut Kept,
 ) -> io::Result<Result<(u64, String), &'static str>> {
     let mut buf = vec![0u8; BACK_CHUNK];
     let mut last: Option<String> = None;
@@ -113,6 +122,7 @@ fn restart_point<F: Read + Seek>(
         let n = usize::try_from(pos - lo).unwrap_or(BACK_CHUNK);
         file.seek(SeekFrom::Start(lo))?;
         file.read_exact(&mut buf[..n])?;
+        kept.push(lo, &buf[..n]);
         let chunk = &buf[..n];
         let mut j = n;
         while let Some(nl) = memchr::memrchr(b'\n', &chunk[..j]) {
@@ -152,6 +162,39 @@ fn restart_point<F: Read + Seek>(
         return Ok(done);
     }
     Ok(Err("few_turns"))
+}
+
+/// Chunks read backwards, kept while they fit in KEEP_MAX: last chunk first.
+#[derive(Default)]
+struct Kept {
+    chunks: Vec<(u64, Vec<u8>)>,
+    bytes: usize,
+    full: bool,
+}
+
+impl Kept {
+    fn push(&mut self, at: u64, chunk: &[u8]) {
+        if self.full || self.bytes + chunk.len() > KEEP_MAX {
+            self.full = true;
+            self.chunks = Vec::new();
+            return;
+        }
+        self.bytes += chunk.len();
+        self.chunks.push((at, chunk.to_vec()));
+    }
+
+    /// The bytes from `offset` to the end, if every chunk since is kept.
+    fn from(self, offset: u64) -> Option<Vec<u8>> {
+        if self.full {
+            return None;
+        }
+        let mut out = Vec::with_capacity(self.bytes);
+        for (at, chunk) in self.chunks.iter().rev() {
+            let skip = usize::try_from(offset.saturating_sub(*at)).ok()?;
+            out.extend_from_slice(chunk.get(skip..).unwrap_or_default());
+        }
+        (self.chunks.last()?.0 <= offset).then_some(out)
+    }
 }
 
 /// The first line (without its newline), if it ends within HEAD_MAX bytes; `limit` (a

@@ -108,14 +108,18 @@ fn check_file(f: &Found, tally: &mut Tally) -> Vec<String> {
                 offset,
                 line_no,
                 head,
+                tail: kept,
             } => {
                 tally.tail += 1;
+                let off = usize::try_from(offset).unwrap();
+                if let Some(kept) = kept {
+                    assert_eq!(kept, &bytes[off..], "the kept tail is the file's end");
+                }
                 let mut tail = FileFeed::resume(&f.path, f.provider, MAX_LINE, offset, line_no);
                 if let Some(h) = head {
                     tail.prime(&h);
                 }
                 let mut r = Reducer::new(90_000, 1024);
-                let off = usize::try_from(offset).unwrap();
                 feed(&mut tail, &mut r, &mut 0, &bytes[off..]);
                 let got = state(&r, &path, tail.reader().line_no() - 1);
                 if got != want {
