@@ -11,6 +11,7 @@
 //! provider too ([`restart::hazards`]); a file with any of it before the restart point,
 //! or with no restart point, is read whole, and the reason is counted.
 
+use crate::feed::FileFeed;
 use crate::model::ProviderKind;
 use crate::provider::restart::{self, Restart};
 use memchr::memmem::Finder;
@@ -278,4 +279,31 @@ fn scan_prefix<F: Read + Seek>(
         kept = keep;
     }
     Ok(Ok(newlines))
+}
+
+/// A feed for the file at `path` that starts at its restart point, its projector shown
+/// the file's first line; `None` when the file is to be read whole (or cannot be read
+/// now: the caller's read then reports that). For the daemon's first history read.
+pub fn open_feed(path: &Path, provider: ProviderKind, max_line: usize) -> Option<FileFeed> {
+    let mut file = std::fs::File::open(path).ok()?;
+    match plan(&mut file, provider, path) {
+        Ok(Plan::Tail {
+            offset,
+            line_no,
+            head,
+            ..
+        }) => {
+            tracing::debug!(path = %path.display(), line = line_no, offset, "History read from its last turn.");
+            let mut feed = FileFeed::resume(path, provider, max_line, offset, line_no);
+            if let Some(head) = head {
+                feed.prime(&head);
+            }
+            Some(feed)
+        }
+        Ok(Plan::Full(reason)) => {
+            tracing::debug!(path = %path.display(), reason, "History read whole (tail-first does not apply).");
+            None
+        }
+        Err(_) => None,
+    }
 }

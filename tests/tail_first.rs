@@ -21,6 +21,23 @@ use std::io::Cursor;
 use std::path::Path;
 use std::process::Command;
 
+/// Runs ../shared/tools/gen-corpus.py into `out` (`None` when the tool is absent).
+fn generate(out: &Path, args: &[&str]) -> Option<serde_json::Value> {
+    let tool = Path::new(env!("CARGO_MANIFEST_DIR")).join("../shared/tools/gen-corpus.py");
+    if !tool.is_file() {
+        println!("NOTICE: ../shared/tools/gen-corpus.py is absent; test skipped.");
+        return None;
+    }
+    let made = Command::new("python3")
+        .arg(&tool)
+        .arg(out)
+        .args(args)
+        .output()
+        .expect("python3");
+    assert!(made.status.success());
+    Some(serde_json::from_slice(&std::fs::read(out.join("manifest.json")).unwrap()).unwrap())
+}
+
 const MAX_LINE: usize = baton::tail::DEFAULT_MAX_LINE_BYTES;
 /// Past every settle deadline of any record, so saved candidates compare by content.
 const LATER: Now = Now {
@@ -213,4 +230,54 @@ fn generated_tail_first_state_equals_full_read_at_every_cut() {
         t.tail,
         t.cuts
     );
+}
+
+/// The daemon's first history read starts files at their restart points too: what
+/// `status` shows right after `daemon_ready` agrees with the generator's manifest.
+#[test]
+fn daemon_first_start_agrees_with_the_manifest() {
+    let d = common::Daemon::tree();
+    let args = [
+        "--mib",
+        "3",
+        "--sessions",
+        "16",
+        "--seed",
+        "21",
+        "--huge-every",
+        "0",
+    ];
+    let Some(manifest) = generate(d.dir.path(), &args) else {
+        return;
+    };
+    let d = d.start(&[]);
+    let out = d.baton().args(["status", "--json"]).output().unwrap();
+    assert!(out.status.success());
+    let rows: Vec<serde_json::Value> = String::from_utf8(out.stdout)
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    let log = std::fs::read_to_string(&d.log).unwrap_or_default();
+    let mut wrong = Vec::new();
+    for s in manifest["sessions"].as_array().unwrap() {
+        let path = d.dir.path().join(s["path"].as_str().unwrap());
+        let row = rows
+            .iter()
+            .find(|r| r["path"] == path.display().to_string() && r["agent"].is_null());
+        let want = match s["state"].as_str().unwrap() {
+            "waiting" => "completed",
+            other => other,
+        };
+        match row {
+            Some(r) if r["state"] == want && r["turn"] == s["turn"] && r["line"] == s["line"] => {}
+            _ => wrong.push(format!("{s} -> {row:?}")),
+        }
+    }
+    assert!(wrong.is_empty(), "{}\n{log}", wrong.join("\n"));
+    // Most files took the tail-first path (the rest say why in the log).
+    let tail = log.matches("History read from its last turn").count();
+    let whole = log.matches("History read whole").count();
+    assert!(tail > whole, "{tail} files read tail-first, {whole} whole");
+    d.stop();
 }
