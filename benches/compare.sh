@@ -8,6 +8,7 @@
 #   python3 ../shared/tools/gen-corpus.py /tmp/gen512 --mib 512 --sessions 600 --seed 1
 #   benches/compare.sh /tmp/gen512 [ROUNDS]        # ROUNDS defaults to 5
 #
+# BEFORE=path/to/an/older/baton adds its scan and replay as "before" rows (same rounds).
 # The page cache is warmed first (one untimed `wc -l`). ccusage is looked up as
 # `ccusage` on PATH, else as an already-installed `npx --no-install ccusage`; it reads
 # $CLAUDE_CONFIG_DIR/projects and $CODEX_HOME, so both are pointed at the tree.
@@ -30,20 +31,24 @@ fi
 cc=""
 [ ${#ccusage[@]} -gt 0 ] && cc="${ccusage[*]}"
 
-python3 - "$tree" "$baton" "$rounds" "$cc" <<'PY'
+python3 - "$tree" "$baton" "$rounds" "$cc" "${BEFORE:-}" <<'PY'
 import os, shlex, statistics, subprocess, sys, time
-tree, baton, rounds, cc = sys.argv[1], sys.argv[2], int(sys.argv[3]), sys.argv[4]
+tree, baton, rounds, cc, before = sys.argv[1], sys.argv[2], int(sys.argv[3]), sys.argv[4], sys.argv[5]
 q = shlex.quote
 cmds = {
     "wc_l": f"find {q(tree)} -name '*.jsonl' -print0 | xargs -0 wc -l",
     "scan": f"{q(baton)} scan --json {q(tree + '/claude')} {q(tree + '/codex')}",
     "replay": f"{q(baton)} replay {q(tree + '/claude')} {q(tree + '/codex')}",
 }
+if before:
+    cmds["scan_before"] = f"{q(before)} scan --json {q(tree + '/claude')} {q(tree + '/codex')}"
+    cmds["replay_before"] = f"{q(before)} replay {q(tree + '/claude')} {q(tree + '/codex')}"
 if cc:
     cmds["cc"] = (f"CLAUDE_CONFIG_DIR={q(tree + '/claude')} CODEX_HOME={q(tree + '/codex')} "
                   f"{cc} session --json --offline")
 label = {"wc_l": "find … \\| xargs wc -l", "scan": "baton scan --json",
-         "replay": "baton replay", "cc": "ccusage session --json --offline"}
+         "replay": "baton replay", "cc": "ccusage session --json --offline",
+         "scan_before": "baton scan --json (before)", "replay_before": "baton replay (before)"}
 
 rss_file = f"/tmp/baton-compare-{os.getpid()}.rss"
 
