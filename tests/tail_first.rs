@@ -81,6 +81,13 @@ struct Tally {
 /// Checks one file; returns the mismatches.
 fn check_file(f: &Found, tally: &mut Tally) -> Vec<String> {
     let data = std::fs::read(&f.path).unwrap();
+    check_bytes(f, &data, false, tally)
+}
+
+/// Checks `data` as the content of `f` at cuts after its lines (all of them when
+/// `every_line`).
+fn check_bytes(f: &Found, data: &[u8], every_line: bool, tally: &mut Tally) -> Vec<String> {
+    let data = data.to_vec();
     let mut full = FileFeed::new(&f.path, f.provider, MAX_LINE);
     if !full.is_conversation() {
         return Vec::new();
@@ -95,7 +102,11 @@ fn check_file(f: &Found, tally: &mut Tally) -> Vec<String> {
     let turn_lines = feed(&mut probe, &mut r, &mut 0, &data);
     let mut cuts: BTreeSet<usize> = BTreeSet::new();
     // Every line of small files; about 2 MB of tail reading per big one (debug builds).
-    let every = (data.len() / 80_000).clamp(1, n.max(1));
+    let every = if every_line {
+        1
+    } else {
+        (data.len() / 80_000).clamp(1, n.max(1))
+    };
     cuts.extend((1..=n).step_by(every));
     cuts.extend(n.saturating_sub(8)..=n);
     for t in turn_lines.iter().rev().take(40) {
@@ -280,4 +291,107 @@ fn daemon_first_start_agrees_with_the_manifest() {
     let whole = log.matches("History read whole").count();
     assert!(tail > whole, "{tail} files read tail-first, {whole} whole");
     d.stop();
+}
+
+/// Records in any order a session can produce (and some it should not), for the
+/// property test: each case names a record kind; ids and times come from its position.
+mod synth {
+    use super::common::{claude, codex};
+    use serde_json::json;
+
+    fn ts(sec: u32) -> String {
+        format!(
+            "2026-03-01T{:02}:{:02}:{:02}.000Z",
+            sec / 3600,
+            sec / 60 % 60,
+            sec % 60
+        )
+    }
+
+    pub fn claude_line(kind: u8, i: usize, sec: u32, prev: &str) -> (String, String) {
+        let u = format!("{i:08x}-0000-4000-8000-000000000000");
+        let line = match kind % 12 {
+            0 | 1 => claude::prompt(&u, 0, &format!("prompt {i}")),
+            2 => claude::text(&u, 0, &format!("m{i}"), "done", Some("end_turn")),
+            3 => claude::text(&u, 0, &format!("m{i}"), "maybe done", None),
+            4 => claude::tool_use(&u, 0, &format!("m{i}"), &format!("t{i}"), "Bash"),
+            5 => claude::tool_result(&u, 0, &format!("t{}", i.saturating_sub(1))),
+            6 => claude::tool_use(&u, 0, &format!("m{i}"), &format!("t{i}"), "AskUserQuestion"),
+            7 => claude::api_error(&u, 0, "API Error: overloaded"),
+            8 => json!({"type":"user","uuid":u,"parentUuid":prev,"sessionId":claude::SESSION,"timestamp":"","message":{"role":"user","content":[{"type":"text","text":"[Request interrupted by user]"}]}}).to_string(),
+            9 => json!({"type":"user","uuid":u,"parentUuid":prev,"sessionId":claude::SESSION,"isMeta":true,"timestamp":"","message":{"role":"user","content":"<local-command-caveat>Caveat</local-command-caveat>"}}).to_string(),
+            10 => json!({"type":"user","uuid":u,"parentUuid":prev,"sessionId":claude::SESSION,"timestamp":"","message":{"role":"user","content":"<command-name>/model</command-name>"}}).to_string(),
+            _ => json!({"type":"system","subtype":"turn_duration","uuid":u,"sessionId":claude::SESSION,"timestamp":"","durationMs":5}).to_string(),
+        };
+        // The builders' own times are replaced: these go forward by the case's gaps.
+        let mut v: serde_json::Value = serde_json::from_str(&line).unwrap();
+        v["timestamp"] = json!(ts(sec));
+        v["parentUuid"] = json!(prev);
+        (v.to_string(), u)
+    }
+
+    pub fn codex_line(kind: u8, i: usize, sec: u32, turn: &mut String) -> String {
+        let line = match kind % 10 {
+            0 => {
+                *turn = format!("turn-{i}");
+                codex::started(0, turn)
+            }
+            1 => codex::complete(0, turn, "all done"),
+            2 => codex::user(0, "do it"),
+            3 => codex::answer(0, "here it is"),
+            4 => codex::call(0, &format!("c{i}")),
+            5 => codex::output(0, &format!("c{}", i.saturating_sub(1))),
+            6 => codex::event(
+                0,
+                json!({"type":"turn_aborted","turn_id":turn,"reason":"interrupted"}),
+            ),
+            7 => codex::event(0, json!({"type":"error","message":"stream disconnected"})),
+            8 => codex::event(
+                0,
+                json!({"type":"task_complete","turn_id":"turn-stale","last_agent_message":null}),
+            ),
+            _ => codex::event(0, json!({"type":"agent_reasoning","text":"hmm"})),
+        };
+        let mut v: serde_json::Value = serde_json::from_str(&line).unwrap();
+        v["timestamp"] = json!(ts(sec));
+        v.to_string()
+    }
+}
+
+proptest::proptest! {
+    #![proptest_config(proptest::prelude::ProptestConfig::with_cases(48))]
+
+    /// Random Claude and Codex record sequences: tail-first equals a whole read after
+    /// every line.
+    #[test]
+    fn synthesized_transcripts_agree_at_every_cut(
+        kinds in proptest::collection::vec((0u8..12, 1u32..200), 1..60),
+        codex_kinds in proptest::collection::vec((0u8..10, 1u32..200), 1..60),
+    ) {
+        let dir = tempfile::tempdir().unwrap();
+        let mut tally = Tally::default();
+        let mut wrong = Vec::new();
+
+        let path = dir.path().join(format!("{}.jsonl", common::claude::SESSION));
+        let (mut sec, mut prev, mut lines) = (0, String::new(), Vec::new());
+        for (i, (k, gap)) in kinds.iter().enumerate() {
+            sec += gap;
+            let (line, u) = synth::claude_line(*k, i, sec, &prev);
+            prev = u;
+            lines.push(line);
+        }
+        let f = Found { path, provider: ProviderKind::Claude };
+        wrong.extend(check_bytes(&f, &common::lines(&lines), true, &mut tally));
+
+        let path = dir.path().join(format!("rollout-2026-03-01T10-00-00-{}.jsonl", common::codex::SESSION));
+        let (mut sec, mut turn) = (0, "turn-0".to_owned());
+        let mut lines = vec![common::codex::meta(0)];
+        for (i, (k, gap)) in codex_kinds.iter().enumerate() {
+            sec += gap;
+            lines.push(synth::codex_line(*k, i, sec, &mut turn));
+        }
+        let f = Found { path, provider: ProviderKind::Codex };
+        wrong.extend(check_bytes(&f, &common::lines(&lines), true, &mut tally));
+        proptest::prop_assert!(wrong.is_empty(), "{}", wrong.join("\n"));
+    }
 }
