@@ -74,6 +74,11 @@ impl FileFeed {
         self.buf.clear();
     }
 
+    /// Once the next line is read, skips unread to `to` (a line start, line `to_line`).
+    pub fn jump_after_next_line(&mut self, to: u64, to_line: u64) {
+        self.reader.jump_after_next_line(to, to_line);
+    }
+
     pub fn reader(&self) -> &LineReader {
         &self.reader
     }

@@ -94,6 +94,8 @@ fn read_file(f: &Found, opts: &Options, tail_first: bool) -> Result<Option<FileR
     }
     let mut file = File::open(&f.path).map_err(err)?;
     let mut start = 0;
+    // Where parsing proper starts (past a jump).
+    let mut parse_from = 0;
     let mut full_reason = None;
     let mut kept = None;
     if tail_first {
@@ -103,13 +105,18 @@ fn read_file(f: &Found, opts: &Options, tail_first: bool) -> Result<Option<FileR
                 line_no,
                 head,
                 tail,
+                jump,
             } => {
                 kept = tail;
                 feed = FileFeed::resume(&f.path, f.provider, opts.max_line, offset, line_no);
                 if let Some(head) = head {
                     feed.prime(&head);
                 }
+                if let Some((to, to_line)) = jump {
+                    feed.jump_after_next_line(to, to_line);
+                }
                 start = offset;
+                parse_from = jump.map_or(offset, |(to, _)| to);
             }
             Plan::Full(reason) => {
                 tracing::info!(path = %f.path.display(), reason, "Read whole (tail-first does not apply).");
@@ -119,7 +126,7 @@ fn read_file(f: &Found, opts: &Options, tail_first: bool) -> Result<Option<FileR
         file.seek(SeekFrom::Start(start)).map_err(err)?;
     }
     let mut obs = Vec::new();
-    let parsed = match kept {
+    let read = match kept {
         // What the backward read kept: the file's end as of then, as a read would give.
         Some(bytes) => {
             feed.feed(&bytes, |src, o| obs.push((src.line, o)));
@@ -139,8 +146,8 @@ fn read_file(f: &Found, opts: &Options, tail_first: bool) -> Result<Option<FileR
         obs,
         last_line: feed.reader().line_no() - 1,
         full_reason,
-        parsed,
-        size: start + parsed,
+        parsed: (start + read).saturating_sub(parse_from),
+        size: start + read,
     }))
 }
 

@@ -1,21 +1,24 @@
 //! Tail-first reads: a session's state depends only on its last turn, at the end of its
-//! file, so `scan` reads backwards to a restart point near the last turn start, counts
-//! the newlines before it (for line numbers), and parses from there only.
+//! file, so `scan` (and the daemon's first history read) reads backwards to a restart
+//! point near the last turn start, counts the newlines before it (for line numbers),
+//! and parses from there only.
 //!
-//! The restart point is not the last turn start itself: a turn start keeps the message
-//! the session showed before it (the previous turn's answer), which only records before
-//! it tell. It is the first line before the last turn start that either starts a turn
-//! too, or leaves the state independent of everything before it but the open turn's id
-//! (provider knowledge: [`restart::settles`]), which the last turn start then replaces.
-//! What a fresh projector and reducer session cannot rebuild from there is named by the
-//! provider too ([`restart::hazards`]); a file with any of it before the restart point,
-//! or with no restart point, is read whole, and the reason is counted.
+//! A turn start keeps the message the session showed before it (the previous turn's
+//! answer), which only records before it tell. So the read either starts at the last
+//! turn start and jumps, after it, straight to a later line that decides the message and
+//! the pending answer anew ([`restart::resets`]: an answer, a question to the person),
+//! skipping the turn's middle unparsed; or, when no such line follows or something in
+//! the middle could change which turn is open, it starts at the first line before the
+//! last turn start that starts a turn too or leaves the state independent of everything
+//! before it but the open turn's id ([`restart::settles`]). What a fresh projector and
+//! reducer session cannot rebuild from there is named by the provider too
+//! ([`restart::hazards`]); a file with any of it before the restart point, or with no
+//! restart point, is read whole, and the reason is counted.
 
 use crate::feed::FileFeed;
 use crate::model::ProviderKind;
 use crate::provider::restart::{self, Restart};
 use memchr::memmem::Finder;
-use std::borrow::Cow;
 use std::io::{self, Read, Seek, SeekFrom};
 use std::path::Path;
 
@@ -45,6 +48,9 @@ pub enum Plan {
         /// The file from `offset` to its end as the backward read found it, when it
         /// kept it (at most KEEP_MAX): the parse need not read it again.
         tail: Option<Vec<u8>>,
+        /// After the line at `offset` (the last turn start), skip unread to this line
+        /// start and line number.
+        jump: Option<(u64, u64)>,
     },
     /// From the first byte, for this reason.
     Full(&'static str),
@@ -57,43 +63,138 @@ pub fn plan<F: Read + Seek>(file: &mut F, kind: ProviderKind, path: &Path) -> io
     }
     let len = file.seek(SeekFrom::End(0))?;
     let mut kept = Kept::default();
-    let (offset, turn) = match restart_point(file, len, kind, path, &mut kept)? {
+    let found = match restart_point(file, len, kind, path, &mut kept)? {
         Ok(s) => s,
         Err(reason) => return Ok(Plan::Full(reason)),
     };
-    if offset == 0 {
+    if found.offset == 0 {
         return Ok(Plan::Full("few_turns"));
     }
-    let Some(head) = read_head(file, offset)? else {
+    let Some(head) = read_head(file, found.offset)? else {
         return Ok(Plan::Full("long_head"));
     };
     let head_end = head.len() as u64 + 1;
-    let needle = restart::turn_needle(kind, &turn);
-    match scan_prefix(file, offset, head_end, kind, path, &needle)? {
-        Ok(newlines) => Ok(Plan::Tail {
-            offset,
-            line_no: newlines + 1,
+    let needle = restart::turn_needle(kind, &found.turn);
+    let skipped_to = found.jump.unwrap_or(found.offset);
+    let counted = scan_prefix(
+        file,
+        (found.offset, skipped_to),
+        head_end,
+        kind,
+        path,
+        &needle,
+    )?;
+    match counted {
+        Ok((before, all)) => Ok(Plan::Tail {
+            offset: found.offset,
+            line_no: before + 1,
             head: Some(head),
-            tail: kept.from(offset),
+            tail: kept.from(found.offset),
+            jump: found.jump.map(|to| (to, all + 1)),
         }),
         Err(reason) => Ok(Plan::Full(reason)),
     }
 }
 
-/// Reads backwards from the end (an unfinished last line is not a line yet) to the last
-/// turn start, then on to the first line before it that is a restart point: another
-/// turn start, or a line after which the state no longer depends on what came before
-/// ([`restart::settles`]). Returns that line's start and the turn whose copy before it
-/// would make the restart unsafe.
+/// Where a read restarts: at `offset`, then (with `jump`) from the line after it
+/// straight to `jump`. `turn` is the turn whose copy before `offset` would make the
+/// restart unsafe.
+struct Found {
+    offset: u64,
+    turn: String,
+    jump: Option<u64>,
+}
+
+/// The backward search, line by line from the end.
+struct Search<'p> {
+    kind: ProviderKind,
+    path: &'p Path,
+    /// The last turn start: its line start and turn.
+    last: Option<(u64, String)>,
+    /// The last line (before any turn start) that resets the session's message and
+    /// pending answer: the read can jump there from the last turn start.
+    jump: Option<u64>,
+    /// Something between the last turn start and `jump` that a jump would miss.
+    barrier: bool,
+    /// Turns named between the last turn start and `jump`.
+    named: Vec<String>,
+}
+
+impl Search<'_> {
+    /// One complete line (`None`: too long to look at). `Some` ends the search.
+    fn line(&mut self, line: Option<&[u8]>, start: u64) -> Option<Result<Found, &'static str>> {
+        let Some(line) = line else {
+            // Could be anything, a turn start included.
+            self.barrier |= self.jump.is_some();
+            return None;
+        };
+        let class = restart::classify(self.kind, self.path, line);
+        if let Restart::Unsafe(reason) = class {
+            return Some(Err(reason));
+        }
+        let Some((_, last)) = &self.last else {
+            match class {
+                Restart::At(turn) => {
+                    if let Some(to) = self.jump
+                        && !self.barrier
+                        && self.named.iter().all(|n| *n == turn)
+                    {
+                        return Some(Ok(Found {
+                            offset: start,
+                            turn,
+                            jump: Some(to),
+                        }));
+                    }
+                    self.last = Some((start, turn));
+                }
+                Restart::Maybe => self.barrier |= self.jump.is_some(),
+                _ if self.jump.is_none() => {
+                    if restart::resets(self.kind, self.path, line) {
+                        self.jump = Some(start);
+                    }
+                }
+                _ => self.named.extend(restart::names_turn(self.kind, line)),
+            }
+            return None;
+        };
+        match class {
+            Restart::At(turn) if *last == turn => Some(Err("repeated_turn")),
+            Restart::At(turn) => Some(Ok(Found {
+                offset: start,
+                turn,
+                jump: None,
+            })),
+            _ if restart::settles(self.kind, self.path, line) => Some(Ok(Found {
+                offset: start,
+                turn: last.clone(),
+                jump: None,
+            })),
+            _ => None,
+        }
+    }
+}
+
+/// Reads backwards from the end (an unfinished last line is not a line yet) to the
+/// restart point: the last turn start when the read can jump from it to a later line
+/// that decides the state ([`restart::resets`]), else the first line before it that
+/// starts a turn too or after which the state no longer depends on what came before
+/// ([`restart::settles`]).
 fn restart_point<F: Read + Seek>(
     file: &mut F,
     len: u64,
     kind: ProviderKind,
     path: &Path,
     kept: &mut Kept,
-) -> io::Result<Result<(u64, String), &'static str>> {
+) -> io::Result<Result<Found, &'static str>> {
     let mut buf = vec![0u8; BACK_CHUNK];
-    let mut last: Option<String> = None;
+    let mut search = Search {
+        kind,
+        path,
+        last: None,
+        jump: None,
+        barrier: false,
+        named: Vec::new(),
+    };
     let mut pos = len;
     // The newline that ends the line being collected; `None` while still in the
     // unfinished tail.
@@ -101,23 +202,6 @@ fn restart_point<F: Read + Seek>(
     // That line's bytes from `pos` to `line_end`, unless it grew past PROBE_MAX.
     let mut carry: Vec<u8> = Vec::new();
     let mut carry_big = false;
-    // What one complete line says: `Some` ends the search.
-    let probe = |line: &[u8], start: u64, last: &mut Option<String>| match (
-        restart::classify(kind, path, line),
-        last.as_ref(),
-    ) {
-        (Restart::Unsafe(reason), _) => Some(Err(reason)),
-        (Restart::At(turn), None) => {
-            *last = Some(turn);
-            None
-        }
-        (Restart::At(turn), Some(l)) if *l == turn => Some(Err("repeated_turn")),
-        (Restart::At(turn), Some(_)) => Some(Ok((start, turn))),
-        (Restart::No, Some(l)) if restart::settles(kind, path, line) => {
-            Some(Ok((start, l.clone())))
-        }
-        (Restart::No, _) => None,
-    };
     while pos > 0 {
         let lo = pos.saturating_sub(BACK_CHUNK as u64);
         let n = usize::try_from(pos - lo).unwrap_or(BACK_CHUNK);
@@ -127,15 +211,18 @@ fn restart_point<F: Read + Seek>(
         let chunk = &buf[..n];
         let mut j = n;
         while let Some(nl) = memchr::memrchr(b'\n', &chunk[..j]) {
-            if line_end.is_some() && !carry_big && j - nl - 1 + carry.len() <= PROBE_MAX {
-                let line: Cow<'_, [u8]> = if carry.is_empty() {
-                    Cow::Borrowed(&chunk[nl + 1..j])
+            if line_end.is_some() {
+                let start = lo + nl as u64 + 1;
+                let done = if carry_big || j - nl - 1 + carry.len() > PROBE_MAX {
+                    search.line(None, start)
+                } else if carry.is_empty() {
+                    search.line(Some(&chunk[nl + 1..j]), start)
                 } else {
                     let mut l = chunk[nl + 1..j].to_vec();
                     l.extend_from_slice(&carry);
-                    Cow::Owned(l)
+                    search.line(Some(&l), start)
                 };
-                if let Some(done) = probe(&line, lo + nl as u64 + 1, &mut last) {
+                if let Some(done) = done {
                     return Ok(done);
                 }
             }
@@ -156,11 +243,11 @@ fn restart_point<F: Read + Seek>(
         }
         pos = lo;
     }
-    if line_end.is_some()
-        && !carry_big
-        && let Some(done) = probe(&carry, 0, &mut last)
-    {
-        return Ok(done);
+    if line_end.is_some() {
+        let line = (!carry_big).then_some(&carry[..]);
+        if let Some(done) = search.line(line, 0) {
+            return Ok(done);
+        }
     }
     Ok(Err("few_turns"))
 }
@@ -219,17 +306,18 @@ fn read_head<F: Read + Seek>(file: &mut F, limit: u64) -> io::Result<Option<Vec<
     Ok(None)
 }
 
-/// Counts the newlines in `[0, end)` and looks for what makes a restart unsafe: the
-/// provider's hazards after the first line (from `head_end`), and the restart turn's
-/// id anywhere (a copy of the turn start before it would make it no new turn).
+/// Counts the newlines in `[0, mark)` and `[0, end)` and looks for what makes a restart
+/// unsafe: the provider's hazards after the first line (from `head_end`), and a copy of
+/// the restart turn's record before `mark` (its own start: a copy would make it no new
+/// turn).
 fn scan_prefix<F: Read + Seek>(
     file: &mut F,
-    end: u64,
+    (mark, end): (u64, u64),
     head_end: u64,
     kind: ProviderKind,
     path: &Path,
     turn: &[u8],
-) -> io::Result<Result<u64, &'static str>> {
+) -> io::Result<Result<(u64, u64), &'static str>> {
     let hazards: Vec<(Finder<'_>, &'static str)> = restart::hazards(kind, path)
         .iter()
         .map(|(n, why)| (Finder::new(n), *why))
@@ -249,6 +337,7 @@ fn scan_prefix<F: Read + Seek>(
     let mut kept = 0usize;
     let mut at = 0u64;
     let mut newlines = 0u64;
+    let mut before_mark = 0u64;
     while at < end {
         let want = usize::try_from(end - at)
             .unwrap_or(COUNT_CHUNK)
@@ -259,6 +348,10 @@ fn scan_prefix<F: Read + Seek>(
             return Ok(Err("changed"));
         }
         let fresh = &win[kept..kept + got];
+        if at < mark {
+            let upto = usize::try_from(mark - at).unwrap_or(usize::MAX).min(got);
+            before_mark = newlines + memchr::memchr_iter(b'\n', &fresh[..upto]).count() as u64;
+        }
         newlines += memchr::memchr_iter(b'\n', fresh).count() as u64;
         let hay = &win[..kept + got];
         let hay_start = at - kept as u64;
@@ -270,7 +363,14 @@ fn scan_prefix<F: Read + Seek>(
                 return Ok(Err(why));
             }
         }
-        if turn_finder.as_ref().is_some_and(|f| f.find(hay).is_some()) {
+        // Only before the turn's own start (`mark`).
+        let mark_in = usize::try_from(mark.saturating_sub(hay_start))
+            .unwrap_or(usize::MAX)
+            .min(hay.len());
+        if turn_finder
+            .as_ref()
+            .is_some_and(|f| f.find(&hay[..mark_in]).is_some())
+        {
             return Ok(Err("turn_seen_before"));
         }
         at += got as u64;
@@ -278,7 +378,10 @@ fn scan_prefix<F: Read + Seek>(
         win.copy_within(kept + got - keep..kept + got, 0);
         kept = keep;
     }
-    Ok(Ok(newlines))
+    if mark >= end {
+        before_mark = newlines;
+    }
+    Ok(Ok((before_mark, newlines)))
 }
 
 /// A feed for the file at `path` that starts at its restart point, its projector shown
@@ -291,12 +394,16 @@ pub fn open_feed(path: &Path, provider: ProviderKind, max_line: usize) -> Option
             offset,
             line_no,
             head,
+            jump,
             ..
         }) => {
             tracing::debug!(path = %path.display(), line = line_no, offset, "History read from its last turn.");
             let mut feed = FileFeed::resume(path, provider, max_line, offset, line_no);
             if let Some(head) = head {
                 feed.prime(&head);
+            }
+            if let Some((to, to_line)) = jump {
+                feed.jump_after_next_line(to, to_line);
             }
             Some(feed)
         }

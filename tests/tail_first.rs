@@ -137,6 +137,7 @@ fn check_bytes(f: &Found, data: &[u8], every_line: bool, tally: &mut Tally) -> V
                 line_no,
                 head,
                 tail: kept,
+                jump,
             } => {
                 tally.tail += 1;
                 let off = usize::try_from(offset).unwrap();
@@ -146,6 +147,9 @@ fn check_bytes(f: &Found, data: &[u8], every_line: bool, tally: &mut Tally) -> V
                 let mut tail = FileFeed::resume(&f.path, f.provider, MAX_LINE, offset, line_no);
                 if let Some(h) = head {
                     tail.prime(&h);
+                }
+                if let Some((to, to_line)) = jump {
+                    tail.jump_after_next_line(to, to_line);
                 }
                 let mut r = Reducer::new(90_000, 1024);
                 feed(&mut tail, &mut r, &mut 0, &bytes[off..]);

@@ -16,6 +16,9 @@ pub enum Restart {
     No,
     /// Starts the main conversation's turn with this id, whatever came before it.
     At(String),
+    /// Not a turn start here, but whether it is one depends on what came before (so a
+    /// read that skips the records before it cannot tell).
+    Maybe,
     /// Starts a turn whose identity depends on what came before (e.g. a turn counted by
     /// ordinal): the file must be read from its start.
     Unsafe(&'static str),
@@ -92,6 +95,53 @@ pub fn settles(kind: ProviderKind, path: &Path, line: &[u8]) -> bool {
     })
 }
 
+/// Whether this line decides the session's message and resets its open turn's pending
+/// answer whatever came before, leaving only the open turn's identity to the past: its
+/// first observation reopens the turn (as [`settles`]) and one of them sets the message
+/// (an answer with text, or a question to the person). A read may jump from the last
+/// turn start straight to such a line.
+pub fn resets(kind: ProviderKind, path: &Path, line: &[u8]) -> bool {
+    let mut p = projector_for(kind, path);
+    let main_agent = p.obs(String::new(), None, ObsKind::Work).agent;
+    let mut out = Vec::new();
+    if p.project(super::strip_nul(line), &mut out).is_err() {
+        return false;
+    }
+    let opens = out.first().is_some_and(|o| {
+        o.agent == main_agent
+            && matches!(
+                o.kind,
+                ObsKind::Work
+                    | ObsKind::ToolCall { .. }
+                    | ObsKind::ToolResult { .. }
+                    | ObsKind::Final { .. }
+            )
+    });
+    opens
+        && out.iter().all(|o| o.agent == main_agent)
+        && out.iter().any(|o| {
+            matches!(
+                &o.kind,
+                ObsKind::Final {
+                    message: Some(_),
+                    ..
+                } | ObsKind::ToolCall {
+                    needs_input: Some(_),
+                    ..
+                }
+            )
+        })
+}
+
+/// The turn a record names, if it names one (an end that names another turn than the
+/// open one can make that turn current).
+pub fn names_turn(kind: ProviderKind, line: &[u8]) -> Option<String> {
+    match kind {
+        ProviderKind::Codex => super::raw_str_field(line, "turn_id", false).map(str::to_owned),
+        _ => None,
+    }
+}
+
 /// What a copy of the record that starts turn `turn` would contain: found before the
 /// restart point, the turn may still be open there, and then its start is no new turn.
 pub fn turn_needle(kind: ProviderKind, turn: &str) -> Vec<u8> {
@@ -115,7 +165,7 @@ pub fn classify(kind: ProviderKind, path: &Path, line: &[u8]) -> Restart {
             }
             // Whether a slash command is a turn depends on the caveat record before it.
             if has(b"<command-name>") {
-                return Restart::No;
+                return Restart::Maybe;
             }
         }
         ProviderKind::Codex => {
