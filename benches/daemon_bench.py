@@ -37,7 +37,8 @@ import uuid
 import datetime as dt
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-BIN = os.path.join(REPO, "target", "release", "baton")
+# BATON_BIN=path runs another build (e.g. an older one, for before/after figures).
+BIN = os.environ.get("BATON_BIN", os.path.join(REPO, "target", "release", "baton"))
 
 
 def now_ts():
