@@ -58,11 +58,24 @@ pub enum Plan {
 
 /// Decides where to read `file` (a transcript of `kind` at `path`) from.
 pub fn plan<F: Read + Seek>(file: &mut F, kind: ProviderKind, path: &Path) -> io::Result<Plan> {
+    plan_keeping(file, kind, path, true)
+}
+
+/// [`plan`]; the tail read backwards is kept for the caller only when `keep`.
+fn plan_keeping<F: Read + Seek>(
+    file: &mut F,
+    kind: ProviderKind,
+    path: &Path,
+    keep: bool,
+) -> io::Result<Plan> {
     if let Some(reason) = restart::unsupported(kind, path) {
         return Ok(Plan::Full(reason));
     }
     let len = file.seek(SeekFrom::End(0))?;
-    let mut kept = Kept::default();
+    let mut kept = Kept {
+        full: !keep,
+        ..Kept::default()
+    };
     let found = match restart_point(file, len, kind, path, &mut kept)? {
         Ok(s) => s,
         Err(reason) => return Ok(Plan::Full(reason)),
@@ -389,7 +402,8 @@ fn scan_prefix<F: Read + Seek>(
 /// now: the caller's read then reports that). For the daemon's first history read.
 pub fn open_feed(path: &Path, provider: ProviderKind, max_line: usize) -> Option<FileFeed> {
     let mut file = std::fs::File::open(path).ok()?;
-    match plan(&mut file, provider, path) {
+    // The daemon reads from its own handle: nothing to keep.
+    match plan_keeping(&mut file, provider, path, false) {
         Ok(Plan::Tail {
             offset,
             line_no,

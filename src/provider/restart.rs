@@ -6,8 +6,9 @@
 
 use super::{ObsKind, projector_for};
 use crate::model::ProviderKind;
-use memchr::memmem;
+use memchr::memmem::Finder;
 use std::path::Path;
+use std::sync::LazyLock;
 
 /// What one line means for a restart.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -101,6 +102,22 @@ pub fn settles(kind: ProviderKind, path: &Path, line: &[u8]) -> bool {
 /// (an answer with text, or a question to the person). A read may jump from the last
 /// turn start straight to such a line.
 pub fn resets(kind: ProviderKind, path: &Path, line: &[u8]) -> bool {
+    // Only assistant records answer or ask; the rest are turned away before parsing (a
+    // line turned away only makes the read start earlier).
+    static ASSISTANT: LazyLock<[Finder<'static>; 2]> = LazyLock::new(|| {
+        [
+            Finder::new(b"\"type\":\"assistant\""),
+            Finder::new(b"\"role\":\"assistant\""),
+        ]
+    });
+    let wanted = match kind {
+        ProviderKind::Claude => &ASSISTANT[0],
+        ProviderKind::Codex => &ASSISTANT[1],
+        _ => return false,
+    };
+    if wanted.find(line).is_none() {
+        return false;
+    }
     let mut p = projector_for(kind, path);
     let main_agent = p.obs(String::new(), None, ObsKind::Work).agent;
     let mut out = Vec::new();
@@ -136,8 +153,12 @@ pub fn resets(kind: ProviderKind, path: &Path, line: &[u8]) -> bool {
 /// The turn a record names, if it names one (an end that names another turn than the
 /// open one can make that turn current).
 pub fn names_turn(kind: ProviderKind, line: &[u8]) -> Option<String> {
+    static TURN_ID: LazyLock<Finder<'static>> = LazyLock::new(|| Finder::new(b"\"turn_id\""));
     match kind {
-        ProviderKind::Codex => super::raw_str_field(line, "turn_id", false).map(str::to_owned),
+        // Most lines name none: look before building the field's needle.
+        ProviderKind::Codex if TURN_ID.find(line).is_some() => {
+            super::raw_str_field(line, "turn_id", false).map(str::to_owned)
+        }
         _ => None,
     }
 }
@@ -155,25 +176,37 @@ pub fn turn_needle(kind: ProviderKind, turn: &str) -> Vec<u8> {
 
 /// Classifies one complete line (newline excluded) of a file of `kind` at `path`.
 pub fn classify(kind: ProviderKind, path: &Path, line: &[u8]) -> Restart {
-    let has = |needle: &[u8]| memmem::find(line, needle).is_some();
+    // Built once: every line of a file's last turns passes through here.
+    static NEEDLES: LazyLock<[Finder<'static>; 7]> = LazyLock::new(|| {
+        [
+            Finder::new(b"\"type\":\"user\""),
+            Finder::new(b"\"tool_use_id\""),
+            Finder::new(b"\"toolUseResult\""),
+            Finder::new(b"<command-name>"),
+            Finder::new(b"\"task_started\""),
+            Finder::new(b"\"turn_started\""),
+            Finder::new(b"\"turn_id\":\""),
+        ]
+    });
+    let has = |i: usize| NEEDLES[i].find(line).is_some();
     match kind {
         ProviderKind::Claude => {
             // Tool results (blocks or the record's own field) never start a turn; they
             // are the big records, so they are turned away before parsing.
-            if !has(b"\"type\":\"user\"") || has(b"\"tool_use_id\"") || has(b"\"toolUseResult\"") {
+            if !has(0) || has(1) || has(2) {
                 return Restart::No;
             }
             // Whether a slash command is a turn depends on the caveat record before it.
-            if has(b"<command-name>") {
+            if has(3) {
                 return Restart::Maybe;
             }
         }
         ProviderKind::Codex => {
-            if !has(b"\"task_started\"") && !has(b"\"turn_started\"") {
+            if !has(4) && !has(5) {
                 return Restart::No;
             }
             // Without its own id, a turn is named by its ordinal in the file.
-            if !has(b"\"turn_id\":\"") {
+            if !has(6) {
                 return Restart::Unsafe("turn_ordinal");
             }
         }
