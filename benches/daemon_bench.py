@@ -4,6 +4,7 @@
     cargo build --release
     python3 benches/daemon_bench.py latency [--watcher auto|poll] [--n 500] [--idle-tree DIR]
     python3 benches/daemon_bench.py idle --tree DIR [--seconds 60] [--after 1] [--backdate-days 2]
+    python3 benches/daemon_bench.py firststart --tree DIR [--rounds 3]
 
 latency: starts the daemon with `--events -` on a pipe, then, over and over, writes a
     prompt, waits for its turn_started, pauses a little, and times from just before the
@@ -16,6 +17,10 @@ idle: starts the daemon on a corpus tree (from ../shared/tools/gen-corpus.py), w
     over --seconds. Generated files have fresh mtimes; real trees do not (only the
     sessions in use were written lately), so by default mtimes are set back
     --backdate-days (0 sets them to now: the worst case, every file "recently changed").
+
+firststart: time from starting `baton run` with no saved state (a first run) to its
+    daemon_ready, against `wc -l` over the same files, alternating, warm page cache;
+    prints the medians and their ratio.
 """
 import argparse
 import json
@@ -32,7 +37,8 @@ import uuid
 import datetime as dt
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-BIN = os.environ.get("BATON_BIN") or os.path.join(REPO, "target", "release", "baton")
+# BATON_BIN=path runs another build (e.g. an older one, for before/after figures).
+BIN = os.environ.get("BATON_BIN", os.path.join(REPO, "target", "release", "baton"))
 
 
 def now_ts():
@@ -198,6 +204,30 @@ def idle(a):
           f"rss_max_idle={rss_max / 1024:.1f} MiB  peak(VmHWM, incl. history read)={hwm / 1024:.1f} MiB  fds={fds}")
 
 
+def wc_seconds(tree):
+    t0 = time.monotonic()
+    subprocess.run(f"find '{tree}' -name '*.jsonl' -print0 | xargs -0 wc -l > /dev/null",
+                   shell=True, check=True)
+    return time.monotonic() - t0
+
+
+def firststart(a):
+    tree = os.path.abspath(a.tree)
+    roots = [("claude", os.path.join(tree, "claude", "projects")), ("codex", os.path.join(tree, "codex", "sessions"))]
+    wc_seconds(tree)  # warm the page cache
+    wcs, readys = [], []
+    for _ in range(a.rounds):
+        wcs.append(wc_seconds(tree))
+        # start() gives every run fresh private state: each one is a first run.
+        proc, _, ready = start(roots, [])
+        stop(proc)
+        readys.append(ready)
+    w, r = statistics.median(wcs), statistics.median(readys)
+    print(f"tree={tree} files={count_files(tree)} rounds={a.rounds}")
+    print(f"first start to daemon_ready: median={r:.2f}s (min {min(readys):.2f}, max {max(readys):.2f}); "
+          f"wc -l: median={w:.2f}s; ratio={r / w:.2f}x wc -l")
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     sub = ap.add_subparsers(dest="cmd", required=True)
@@ -215,10 +245,13 @@ def main():
                     help="start measuring this many seconds after daemon_ready")
     ia.add_argument("--backdate-days", type=float, default=2,
                     help="set every file's mtime this many days back (0: now; -1: leave as is)")
+    fa = sub.add_parser("firststart")
+    fa.add_argument("--tree", required=True)
+    fa.add_argument("--rounds", type=int, default=3)
     a = ap.parse_args()
     if not os.path.exists(BIN):
         sys.exit(f"{BIN} missing: run `cargo build --release` first")
-    {"latency": latency, "idle": idle}[a.cmd](a)
+    {"latency": latency, "idle": idle, "firststart": firststart}[a.cmd](a)
 
 
 if __name__ == "__main__":

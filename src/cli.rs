@@ -113,6 +113,14 @@ pub struct ScanArgs {
     /// One JSON object per session instead of a table.
     #[arg(long)]
     pub json: bool,
+    /// Read every file from its first byte instead of from its last turns (the state is
+    /// the same; this is slower).
+    #[arg(long)]
+    pub full_read: bool,
+    /// Print how the files were read to stderr: how many from their last turns, how many
+    /// whole and why, bytes parsed.
+    #[arg(long)]
+    pub stats: bool,
     /// Transcript files or directories (default: the Claude Code and Codex roots).
     #[arg(value_name = "PATH")]
     pub paths: Vec<PathBuf>,

@@ -64,6 +64,21 @@ impl FileFeed {
         self.projector.save()
     }
 
+    /// Shows the projector a line from before the point this feed resumes at (a file's
+    /// header), for the context it sets; what it observes there is dropped.
+    pub fn prime(&mut self, line: &[u8]) {
+        let clean = strip_nul(line);
+        if !clean.iter().all(u8::is_ascii_whitespace) {
+            let _ = self.projector.project(clean, &mut self.buf);
+        }
+        self.buf.clear();
+    }
+
+    /// Once the next line is read, skips unread to `to` (a line start, line `to_line`).
+    pub fn jump_after_next_line(&mut self, to: u64, to_line: u64) {
+        self.reader.jump_after_next_line(to, to_line);
+    }
+
     pub fn reader(&self) -> &LineReader {
         &self.reader
     }

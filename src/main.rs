@@ -36,6 +36,7 @@ fn options(p: &PipelineArgs) -> Options {
         settle_ms: p.settle,
         max_line: p.max_line_bytes,
         seen_capacity: baton::reduce::dedup_capacity(),
+        threads: 0,
     }
 }
 
@@ -88,7 +89,12 @@ fn run(cli: Cli) -> Result<(), Error> {
             } else {
                 replay::collect(&args.paths, args.pipeline.provider)?
             };
-            let views = replay::scan(&files, &options(&args.pipeline))?;
+            let (views, stats) =
+                replay::scan_with(&files, &options(&args.pipeline), !args.full_read)?;
+            tracing::info!("{}", stats.summary());
+            if args.stats {
+                eprintln!("{}", stats.summary());
+            }
             let mut out = io::BufWriter::new(io::stdout().lock());
             if args.json {
                 for v in &views {

@@ -5,10 +5,14 @@ use crate::clock::{Now, wall_now};
 use crate::error::Error;
 use crate::feed::FileFeed;
 use crate::model::{Event, ProviderKind};
-use crate::reduce::{Reducer, SessionView};
+use crate::pool;
+use crate::provider::Obs;
+use crate::reduce::{Reducer, SessionView, Src};
+use crate::tail_first::{self, Plan};
 use crate::watch::{self, Found, Root};
 use std::collections::HashMap;
 use std::fs::File;
+use std::io::{Seek, SeekFrom};
 use std::path::PathBuf;
 use std::sync::Arc;
 
@@ -20,6 +24,8 @@ pub struct Options {
     pub settle_ms: u64,
     pub max_line: usize,
     pub seen_capacity: usize,
+    /// Threads that read files (0: one per core).
+    pub threads: usize,
 }
 
 /// What the clock does when a file ends.
@@ -57,61 +63,200 @@ pub fn run(
     at_eof: AtEof,
     emit: impl FnMut(&Event) -> Result<(), Error>,
 ) -> Result<Reducer, Error> {
-    run_counting(files, opts, at_eof, emit).map(|(r, _)| r)
+    run_counting(files, opts, at_eof, false, &mut ScanStats::default(), emit).map(|(r, _)| r)
 }
 
-/// [`run`], also returning the number of the last complete line of each file.
+/// One file read and projected: its observations with their line numbers, in order.
+struct FileRead {
+    path: Arc<str>,
+    provider: ProviderKind,
+    obs: Vec<(u64, Obs)>,
+    /// The virtual clock before the first record: 0, or for records that carry no time
+    /// of their own (Cursor's) the file's last change, since they happened by then.
+    clock_start: i64,
+    /// The number of the last complete line.
+    last_line: u64,
+    /// Why reading started at the first byte, when it did.
+    full_reason: Option<&'static str>,
+    /// Bytes parsed, and the file's size.
+    parsed: u64,
+    size: u64,
+}
+
+/// Reads and projects one file (no reducer: that part stays in file order on one
+/// thread), from its last turns only when `tail_first`. `None` for a file with no
+/// conversation in it.
+fn read_file(f: &Found, opts: &Options, tail_first: bool) -> Result<Option<FileRead>, Error> {
+    let err = |source| Error::Read {
+        path: f.path.clone(),
+        source,
+    };
+    let mut feed = FileFeed::new(&f.path, f.provider, opts.max_line);
+    if !feed.is_conversation() {
+        return Ok(None);
+    }
+    let mut file = File::open(&f.path).map_err(err)?;
+    let clock_start = if f.provider.records_have_time() {
+        0
+    } else {
+        file_mtime_ms(&file)
+    };
+    let mut start = 0;
+    // Where parsing proper starts (past a jump).
+    let mut parse_from = 0;
+    let mut full_reason = None;
+    let mut kept = None;
+    if tail_first {
+        match tail_first::plan(&mut file, f.provider, &f.path).map_err(err)? {
+            Plan::Tail {
+                offset,
+                line_no,
+                head,
+                tail,
+                jump,
+            } => {
+                kept = tail;
+                feed = FileFeed::resume(&f.path, f.provider, opts.max_line, offset, line_no);
+                if let Some(head) = head {
+                    feed.prime(&head);
+                }
+                if let Some((to, to_line)) = jump {
+                    feed.jump_after_next_line(to, to_line);
+                }
+                start = offset;
+                parse_from = jump.map_or(offset, |(to, _)| to);
+            }
+            Plan::Full(reason) => {
+                tracing::info!(path = %f.path.display(), reason, "Read whole (tail-first does not apply).");
+                full_reason = Some(reason);
+            }
+        }
+        file.seek(SeekFrom::Start(start)).map_err(err)?;
+    }
+    let mut obs = Vec::new();
+    let read = match kept {
+        // What the backward read kept: the file's end as of then, as a read would give.
+        Some(bytes) => {
+            feed.feed(&bytes, |src, o| obs.push((src.line, o)));
+            bytes.len() as u64
+        }
+        None => feed
+            .read_to_end(&mut file, |src, o| obs.push((src.line, o)))
+            .map_err(err)?,
+    };
+    let trailing = feed.reader().pending();
+    if trailing > 0 {
+        tracing::info!(path = %f.path.display(), bytes = trailing, "File ends in an unfinished line; it is not parsed until its newline arrives.");
+    }
+    Ok(Some(FileRead {
+        path: feed.path.clone(),
+        provider: f.provider,
+        obs,
+        clock_start,
+        last_line: feed.reader().line_no() - 1,
+        full_reason,
+        parsed: (start + read).saturating_sub(parse_from),
+        size: start + read,
+    }))
+}
+
+/// How a scan read its files.
+#[derive(Debug, Default, Clone, PartialEq, Eq)]
+pub struct ScanStats {
+    pub files: u64,
+    /// Files read from a restart point near their end.
+    pub tail_first: u64,
+    /// Files read whole, by reason.
+    pub full: std::collections::BTreeMap<&'static str, u64>,
+    pub bytes_total: u64,
+    pub bytes_parsed: u64,
+}
+
+impl ScanStats {
+    fn add(&mut self, r: &FileRead) {
+        self.files += 1;
+        self.bytes_total += r.size;
+        self.bytes_parsed += r.parsed;
+        match r.full_reason {
+            Some(why) => *self.full.entry(why).or_default() += 1,
+            None => self.tail_first += 1,
+        }
+    }
+
+    /// One line for people (stderr).
+    pub fn summary(&self) -> String {
+        let full: Vec<String> = self.full.iter().map(|(k, v)| format!("{k} {v}")).collect();
+        format!(
+            "{} files: {} read from their last turns, {} whole ({}); parsed {} of {} bytes",
+            self.files,
+            self.tail_first,
+            self.full.values().sum::<u64>(),
+            if full.is_empty() {
+                "-".to_owned()
+            } else {
+                full.join(", ")
+            },
+            self.bytes_parsed,
+            self.bytes_total
+        )
+    }
+}
+
+/// How many files may be read ahead of the one being reduced, per thread.
+const READ_AHEAD: usize = 4;
+
+/// [`run`], also returning the number of the last complete line of each file. Files are
+/// read and projected in parallel; the reducer takes them in the given order, so events
+/// and states are those of a sequential run.
 fn run_counting(
     files: &[Found],
     opts: &Options,
     at_eof: AtEof,
+    tail_first: bool,
+    stats: &mut ScanStats,
     mut emit: impl FnMut(&Event) -> Result<(), Error>,
 ) -> Result<(Reducer, HashMap<Arc<str>, u64>), Error> {
     let mut reducer = Reducer::new(opts.settle_ms, opts.seen_capacity);
     let mut last_lines = HashMap::new();
     let mut events = Vec::new();
-    for f in files {
-        let mut feed = FileFeed::new(&f.path, f.provider, opts.max_line);
-        if !feed.is_conversation() {
-            continue;
-        }
-        let mut file = File::open(&f.path).map_err(|source| Error::Read {
-            path: f.path.clone(),
-            source,
-        })?;
-        // Records that carry no time of their own (Cursor's) happened by the file's last
-        // change: that is the clock until a record says otherwise.
-        let mut clock: i64 = if f.provider.records_have_time() {
-            0
-        } else {
-            file_mtime_ms(&file)
-        };
-        feed.read_to_end(&mut file, |src, obs| {
-            if let Some(t) = obs.record_ts {
-                clock = clock.max(t);
+    let threads = match opts.threads {
+        0 => pool::threads_for(files.len()),
+        n => n,
+    };
+    pool::in_order(
+        files.len(),
+        threads,
+        threads * READ_AHEAD,
+        |i| read_file(&files[i], opts, tail_first),
+        |_, read| {
+            let Some(read) = read? else { return Ok(()) };
+            stats.add(&read);
+            let mut clock: i64 = read.clock_start;
+            for (line, obs) in read.obs {
+                if let Some(t) = obs.record_ts {
+                    clock = clock.max(t);
+                }
+                let now = Now::virtual_at(clock);
+                let src = Src {
+                    provider: read.provider,
+                    path: read.path.clone(),
+                    line,
+                };
+                reducer.tick(now, &mut events);
+                reducer.apply(&src, obs, now, &mut events);
             }
-            let now = Now::virtual_at(clock);
-            reducer.tick(now, &mut events);
-            reducer.apply(src, obs, now, &mut events);
-        })
-        .map_err(|source| Error::Read {
-            path: f.path.clone(),
-            source,
-        })?;
-        last_lines.insert(feed.path.clone(), feed.reader().line_no() - 1);
-        let trailing = feed.reader().pending();
-        if trailing > 0 {
-            tracing::info!(path = %f.path.display(), bytes = trailing, "File ends in an unfinished line; it is not parsed until its newline arrives.");
-        }
-        let end = match at_eof {
-            AtEof::RunOn => Now::virtual_at(END_OF_TIME),
-            AtEof::StopAt(now) => now,
-        };
-        reducer.tick(end, &mut events);
-        for ev in events.drain(..) {
-            emit(&ev)?;
-        }
-    }
+            last_lines.insert(read.path, read.last_line);
+            let end = match at_eof {
+                AtEof::RunOn => Now::virtual_at(END_OF_TIME),
+                AtEof::StopAt(now) => now,
+            };
+            reducer.tick(end, &mut events);
+            for ev in events.drain(..) {
+                emit(&ev)?;
+            }
+            Ok(())
+        },
+    )?;
     Ok((reducer, last_lines))
 }
 
@@ -125,14 +270,32 @@ fn file_mtime_ms(file: &File) -> i64 {
         .unwrap_or(0)
 }
 
-/// `scan`: every session's state as of now.
+/// `scan`: every session's state as of now, from each file's last turns where that gives
+/// the same state as a whole read.
 pub fn scan(files: &[Found], opts: &Options) -> Result<Vec<SessionView>, Error> {
+    scan_with(files, opts, true).map(|(v, _)| v)
+}
+
+/// [`scan`], reading every file whole unless `tail_first`, with how the files were read.
+pub fn scan_with(
+    files: &[Found],
+    opts: &Options,
+    tail_first: bool,
+) -> Result<(Vec<SessionView>, ScanStats), Error> {
+    let mut stats = ScanStats::default();
     let wall = wall_now();
     let now = Now {
         mono: u64::try_from(wall).unwrap_or(0),
         wall,
     };
-    let (reducer, last_lines) = run_counting(files, opts, AtEof::StopAt(now), |_| Ok(()))?;
+    let (reducer, last_lines) = run_counting(
+        files,
+        opts,
+        AtEof::StopAt(now),
+        tail_first,
+        &mut stats,
+        |_| Ok(()),
+    )?;
     let mut views = reducer.sessions();
     for v in &mut views {
         // A working session is as recent as the last record read from its file, even a
@@ -143,5 +306,5 @@ pub fn scan(files: &[Found], opts: &Options) -> Result<Vec<SessionView>, Error> 
             v.line = v.line.max(last);
         }
     }
-    Ok(views)
+    Ok((views, stats))
 }

@@ -335,6 +335,9 @@ impl Files {
                 self.read_resumed(path, meta, cp);
             }
             _ => {
+                if mode == Mode::History {
+                    self.start_tail_first(path);
+                }
                 self.read_on(path, mode);
                 if mode == Mode::History
                     && let Some(t) = self.table.get(path)
@@ -375,6 +378,16 @@ impl Files {
             }
         } else if self.table.len() > MAX_OPEN {
             self.enforce_caps(now);
+        }
+    }
+
+    /// A first history read needs a file's state, not its events (history is silent):
+    /// start it at its tail-first restart point instead of its first byte.
+    fn start_tail_first(&mut self, path: &Path) {
+        if let Some(t) = self.table.get_mut(path)
+            && let Some(feed) = crate::tail_first::open_feed(path, t.provider, self.limits.max_line)
+        {
+            t.feed = Some(Box::new(feed));
         }
     }
 

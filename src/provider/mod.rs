@@ -10,6 +10,7 @@ pub mod copilot;
 pub mod cursor;
 pub mod norma;
 pub mod pi;
+pub mod restart;
 pub mod sgme;
 
 use crate::model::ProviderKind;

@@ -66,6 +66,8 @@ pub struct LineReader {
     line_no: u64,
     partial: Vec<u8>,
     skip: Option<Skip>,
+    /// After line `.0`, skip straight to offset `.1`, whose line is `.2`.
+    jump: Option<(u64, u64, u64)>,
 }
 
 impl LineReader {
@@ -83,7 +85,14 @@ impl LineReader {
             line_no: line_no.max(1),
             partial: Vec::new(),
             skip: None,
+            jump: None,
         }
+    }
+
+    /// Once the line now next is complete, skips the bytes up to `to` (a line start,
+    /// whose line is `to_line`) unread: they are read past, never framed.
+    pub fn jump_after_next_line(&mut self, to: u64, to_line: u64) {
+        self.jump = Some((self.line_no, to, to_line));
     }
 
     /// The commit point (start of the first incomplete line).
@@ -110,6 +119,21 @@ impl LineReader {
     pub fn feed(&mut self, chunk: &[u8], mut out: impl FnMut(Item<'_>)) {
         let mut rest = chunk;
         while !rest.is_empty() {
+            if let Some((after, to, to_line)) = self.jump
+                && self.line_no > after
+            {
+                let n = usize::try_from(to.saturating_sub(self.pos))
+                    .unwrap_or(usize::MAX)
+                    .min(rest.len());
+                self.pos += n as u64;
+                rest = &rest[n..];
+                if self.pos >= to {
+                    self.commit = self.pos;
+                    self.line_no = to_line;
+                    self.jump = None;
+                }
+                continue;
+            }
             let Some(nl) = memchr::memchr(b'\n', rest) else {
                 self.hold(rest);
                 self.pos += rest.len() as u64;
@@ -295,6 +319,26 @@ mod tests {
                 Got::Line(8, 3, b"three".to_vec())
             ]
         );
+    }
+
+    #[test]
+    fn a_jump_skips_unread_to_its_target_after_the_next_line() {
+        let data = b"one\ntwo\nthree\nfour\n";
+        for size in 1..data.len() {
+            let mut r = LineReader::new(64);
+            r.jump_after_next_line(14, 4);
+            let chunks: Vec<&[u8]> = data.chunks(size).collect();
+            let got = collect(&mut r, &chunks);
+            assert_eq!(
+                got,
+                vec![
+                    Got::Line(0, 1, b"one".to_vec()),
+                    Got::Line(14, 4, b"four".to_vec())
+                ],
+                "chunks of {size}"
+            );
+            assert_eq!((r.offset(), r.line_no()), (data.len() as u64, 5));
+        }
     }
 
     proptest! {

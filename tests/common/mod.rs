@@ -17,6 +17,7 @@ pub fn options(settle_ms: u64) -> Options {
         settle_ms,
         max_line: baton::tail::DEFAULT_MAX_LINE_BYTES,
         seen_capacity: 65_536,
+        threads: 0,
     }
 }
 

@@ -1,0 +1,430 @@
+//! Tail-first reads: a session's state depends only on its last turn, at the end of its
+//! file, so `scan` (and the daemon's first history read) reads backwards to a restart
+//! point near the last turn start, counts the newlines before it (for line numbers),
+//! and parses from there only.
+//!
+//! A turn start keeps the message the session showed before it (the previous turn's
+//! answer), which only records before it tell. So the read either starts at the last
+//! turn start and jumps, after it, straight to a later line that decides the message and
+//! the pending answer anew ([`restart::resets`]: an answer, a question to the person),
+//! skipping the turn's middle unparsed; or, when no such line follows or something in
+//! the middle could change which turn is open, it starts at the first line before the
+//! last turn start that starts a turn too or leaves the state independent of everything
+//! before it but the open turn's id ([`restart::settles`]). What a fresh projector and
+//! reducer session cannot rebuild from there is named by the provider too
+//! ([`restart::hazards`]); a file with any of it before the restart point, or with no
+//! restart point, is read whole, and the reason is counted.
+
+use crate::feed::FileFeed;
+use crate::model::ProviderKind;
+use crate::provider::restart::{self, Restart};
+use memchr::memmem::Finder;
+use std::io::{self, Read, Seek, SeekFrom};
+use std::path::Path;
+
+/// Chunk for the backward search (turns are usually near the end).
+const BACK_CHUNK: usize = 64 * 1024;
+/// Chunk for the forward newline count over the skipped part.
+const COUNT_CHUNK: usize = 256 * 1024;
+/// The bytes read backwards are kept for the forward parse up to this much; a longer
+/// tail is read again.
+const KEEP_MAX: usize = 4 * 1024 * 1024;
+/// Longer lines are never taken as restart points (a prompt is short; skipping one only
+/// moves the restart point back a turn).
+const PROBE_MAX: usize = 256 * 1024;
+/// The first line (a header) is shown to the restarted projector if it is at most this
+/// long.
+const HEAD_MAX: usize = 1024 * 1024;
+
+/// Where to start reading a file.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Plan {
+    /// From `offset` (a line start), whose line is `line_no`, after showing the projector
+    /// `head` (the file's first line, when it lies before `offset`).
+    Tail {
+        offset: u64,
+        line_no: u64,
+        head: Option<Vec<u8>>,
+        /// The file from `offset` to its end as the backward read found it, when it
+        /// kept it (at most KEEP_MAX): the parse need not read it again.
+        tail: Option<Vec<u8>>,
+        /// After the line at `offset` (the last turn start), skip unread to this line
+        /// start and line number.
+        jump: Option<(u64, u64)>,
+    },
+    /// From the first byte, for this reason.
+    Full(&'static str),
+}
+
+/// Decides where to read `file` (a transcript of `kind` at `path`) from.
+pub fn plan<F: Read + Seek>(file: &mut F, kind: ProviderKind, path: &Path) -> io::Result<Plan> {
+    plan_keeping(file, kind, path, true)
+}
+
+/// [`plan`]; the tail read backwards is kept for the caller only when `keep`.
+fn plan_keeping<F: Read + Seek>(
+    file: &mut F,
+    kind: ProviderKind,
+    path: &Path,
+    keep: bool,
+) -> io::Result<Plan> {
+    if let Some(reason) = restart::unsupported(kind, path) {
+        return Ok(Plan::Full(reason));
+    }
+    let len = file.seek(SeekFrom::End(0))?;
+    let mut kept = Kept {
+        full: !keep,
+        ..Kept::default()
+    };
+    let found = match restart_point(file, len, kind, path, &mut kept)? {
+        Ok(s) => s,
+        Err(reason) => return Ok(Plan::Full(reason)),
+    };
+    if found.offset == 0 {
+        return Ok(Plan::Full("few_turns"));
+    }
+    let Some(head) = read_head(file, found.offset)? else {
+        return Ok(Plan::Full("long_head"));
+    };
+    let head_end = head.len() as u64 + 1;
+    let needle = restart::turn_needle(kind, &found.turn);
+    let skipped_to = found.jump.unwrap_or(found.offset);
+    let counted = scan_prefix(
+        file,
+        (found.offset, skipped_to),
+        head_end,
+        kind,
+        path,
+        &needle,
+    )?;
+    match counted {
+        Ok((before, all)) => Ok(Plan::Tail {
+            offset: found.offset,
+            line_no: before + 1,
+            head: Some(head),
+            tail: kept.from(found.offset),
+            jump: found.jump.map(|to| (to, all + 1)),
+        }),
+        Err(reason) => Ok(Plan::Full(reason)),
+    }
+}
+
+/// Where a read restarts: at `offset`, then (with `jump`) from the line after it
+/// straight to `jump`. `turn` is the turn whose copy before `offset` would make the
+/// restart unsafe.
+struct Found {
+    offset: u64,
+    turn: String,
+    jump: Option<u64>,
+}
+
+/// The backward search, line by line from the end.
+struct Search<'p> {
+    kind: ProviderKind,
+    path: &'p Path,
+    /// The last turn start: its line start and turn.
+    last: Option<(u64, String)>,
+    /// The last line (before any turn start) that resets the session's message and
+    /// pending answer: the read can jump there from the last turn start.
+    jump: Option<u64>,
+    /// Something between the last turn start and `jump` that a jump would miss.
+    barrier: bool,
+    /// Turns named between the last turn start and `jump`.
+    named: Vec<String>,
+}
+
+impl Search<'_> {
+    /// One complete line (`None`: too long to look at). `Some` ends the search.
+    fn line(&mut self, line: Option<&[u8]>, start: u64) -> Option<Result<Found, &'static str>> {
+        let Some(line) = line else {
+            // Could be anything, a turn start included.
+            self.barrier |= self.jump.is_some();
+            return None;
+        };
+        let class = restart::classify(self.kind, self.path, line);
+        if let Restart::Unsafe(reason) = class {
+            return Some(Err(reason));
+        }
+        let Some((_, last)) = &self.last else {
+            match class {
+                Restart::At(turn) => {
+                    if let Some(to) = self.jump
+                        && !self.barrier
+                        && self.named.iter().all(|n| *n == turn)
+                    {
+                        return Some(Ok(Found {
+                            offset: start,
+                            turn,
+                            jump: Some(to),
+                        }));
+                    }
+                    self.last = Some((start, turn));
+                }
+                Restart::Maybe => self.barrier |= self.jump.is_some(),
+                _ if self.jump.is_none() => {
+                    if restart::resets(self.kind, self.path, line) {
+                        self.jump = Some(start);
+                    }
+                }
+                _ => self.named.extend(restart::names_turn(self.kind, line)),
+            }
+            return None;
+        };
+        match class {
+            Restart::At(turn) if *last == turn => Some(Err("repeated_turn")),
+            Restart::At(turn) => Some(Ok(Found {
+                offset: start,
+                turn,
+                jump: None,
+            })),
+            _ if restart::settles(self.kind, self.path, line) => Some(Ok(Found {
+                offset: start,
+                turn: last.clone(),
+                jump: None,
+            })),
+            _ => None,
+        }
+    }
+}
+
+/// Reads backwards from the end (an unfinished last line is not a line yet) to the
+/// restart point: the last turn start when the read can jump from it to a later line
+/// that decides the state ([`restart::resets`]), else the first line before it that
+/// starts a turn too or after which the state no longer depends on what came before
+/// ([`restart::settles`]).
+fn restart_point<F: Read + Seek>(
+    file: &mut F,
+    len: u64,
+    kind: ProviderKind,
+    path: &Path,
+    kept: &mut Kept,
+) -> io::Result<Result<Found, &'static str>> {
+    let mut buf = vec![0u8; BACK_CHUNK];
+    let mut search = Search {
+        kind,
+        path,
+        last: None,
+        jump: None,
+        barrier: false,
+        named: Vec::new(),
+    };
+    let mut pos = len;
+    // The newline that ends the line being collected; `None` while still in the
+    // unfinished tail.
+    let mut line_end: Option<u64> = None;
+    // That line's bytes from `pos` to `line_end`, unless it grew past PROBE_MAX.
+    let mut carry: Vec<u8> = Vec::new();
+    let mut carry_big = false;
+    while pos > 0 {
+        let lo = pos.saturating_sub(BACK_CHUNK as u64);
+        let n = usize::try_from(pos - lo).unwrap_or(BACK_CHUNK);
+        file.seek(SeekFrom::Start(lo))?;
+        file.read_exact(&mut buf[..n])?;
+        kept.push(lo, &buf[..n]);
+        let chunk = &buf[..n];
+        let mut j = n;
+        while let Some(nl) = memchr::memrchr(b'\n', &chunk[..j]) {
+            if line_end.is_some() {
+                let start = lo + nl as u64 + 1;
+                let done = if carry_big || j - nl - 1 + carry.len() > PROBE_MAX {
+                    search.line(None, start)
+                } else if carry.is_empty() {
+                    search.line(Some(&chunk[nl + 1..j]), start)
+                } else {
+                    let mut l = chunk[nl + 1..j].to_vec();
+                    l.extend_from_slice(&carry);
+                    search.line(Some(&l), start)
+                };
+                if let Some(done) = done {
+                    return Ok(done);
+                }
+            }
+            line_end = Some(lo + nl as u64);
+            carry.clear();
+            carry_big = false;
+            j = nl;
+        }
+        if line_end.is_some() && !carry_big {
+            if j + carry.len() > PROBE_MAX {
+                carry_big = true;
+                carry = Vec::new();
+            } else {
+                let mut c = chunk[..j].to_vec();
+                c.extend_from_slice(&carry);
+                carry = c;
+            }
+        }
+        pos = lo;
+    }
+    if line_end.is_some() {
+        let line = (!carry_big).then_some(&carry[..]);
+        if let Some(done) = search.line(line, 0) {
+            return Ok(done);
+        }
+    }
+    Ok(Err("few_turns"))
+}
+
+/// Chunks read backwards, kept while they fit in KEEP_MAX: last chunk first.
+#[derive(Default)]
+struct Kept {
+    chunks: Vec<(u64, Vec<u8>)>,
+    bytes: usize,
+    full: bool,
+}
+
+impl Kept {
+    fn push(&mut self, at: u64, chunk: &[u8]) {
+        if self.full || self.bytes + chunk.len() > KEEP_MAX {
+            self.full = true;
+            self.chunks = Vec::new();
+            return;
+        }
+        self.bytes += chunk.len();
+        self.chunks.push((at, chunk.to_vec()));
+    }
+
+    /// The bytes from `offset` to the end, if every chunk since is kept.
+    fn from(self, offset: u64) -> Option<Vec<u8>> {
+        if self.full {
+            return None;
+        }
+        let mut out = Vec::with_capacity(self.bytes);
+        for (at, chunk) in self.chunks.iter().rev() {
+            let skip = usize::try_from(offset.saturating_sub(*at)).ok()?;
+            out.extend_from_slice(chunk.get(skip..).unwrap_or_default());
+        }
+        (self.chunks.last()?.0 <= offset).then_some(out)
+    }
+}
+
+/// The first line (without its newline), if it ends within HEAD_MAX bytes; `limit` (a
+/// later line start) bounds the read. Read in small steps: headers are usually a few KB.
+fn read_head<F: Read + Seek>(file: &mut F, limit: u64) -> io::Result<Option<Vec<u8>>> {
+    let limit = usize::try_from(limit).unwrap_or(HEAD_MAX).min(HEAD_MAX);
+    let mut head = Vec::new();
+    let mut step = 16 * 1024;
+    file.seek(SeekFrom::Start(0))?;
+    while head.len() < limit {
+        let from = head.len();
+        let want = step.min(limit - from);
+        head.resize(from + want, 0);
+        file.read_exact(&mut head[from..])?;
+        if let Some(nl) = memchr::memchr(b'\n', &head[from..]) {
+            head.truncate(from + nl);
+            return Ok(Some(head));
+        }
+        step *= 2;
+    }
+    Ok(None)
+}
+
+/// Counts the newlines in `[0, mark)` and `[0, end)` and looks for what makes a restart
+/// unsafe: the provider's hazards after the first line (from `head_end`), and a copy of
+/// the restart turn's record before `mark` (its own start: a copy would make it no new
+/// turn).
+fn scan_prefix<F: Read + Seek>(
+    file: &mut F,
+    (mark, end): (u64, u64),
+    head_end: u64,
+    kind: ProviderKind,
+    path: &Path,
+    turn: &[u8],
+) -> io::Result<Result<(u64, u64), &'static str>> {
+    let hazards: Vec<(Finder<'_>, &'static str)> = restart::hazards(kind, path)
+        .iter()
+        .map(|(n, why)| (Finder::new(n), *why))
+        .collect();
+    let turn_finder = (!turn.is_empty()).then(|| Finder::new(turn));
+    let overlap = hazards
+        .iter()
+        .map(|(f, _)| f.needle().len())
+        .chain(std::iter::once(turn.len()))
+        .max()
+        .unwrap_or(1)
+        .saturating_sub(1);
+    file.seek(SeekFrom::Start(0))?;
+    // The window: the last `overlap` bytes of the previous chunk, then the new chunk, so
+    // a pattern cut by a chunk boundary is still found.
+    let mut win = vec![0u8; overlap + COUNT_CHUNK];
+    let mut kept = 0usize;
+    let mut at = 0u64;
+    let mut newlines = 0u64;
+    let mut before_mark = 0u64;
+    while at < end {
+        let want = usize::try_from(end - at)
+            .unwrap_or(COUNT_CHUNK)
+            .min(COUNT_CHUNK);
+        let got = file.read(&mut win[kept..kept + want])?;
+        if got == 0 {
+            // The file shrank under us: the caller's full read sees what is there.
+            return Ok(Err("changed"));
+        }
+        let fresh = &win[kept..kept + got];
+        if at < mark {
+            let upto = usize::try_from(mark - at).unwrap_or(usize::MAX).min(got);
+            before_mark = newlines + memchr::memchr_iter(b'\n', &fresh[..upto]).count() as u64;
+        }
+        newlines += memchr::memchr_iter(b'\n', fresh).count() as u64;
+        let hay = &win[..kept + got];
+        let hay_start = at - kept as u64;
+        let from = usize::try_from(head_end.saturating_sub(hay_start))
+            .unwrap_or(usize::MAX)
+            .min(hay.len());
+        for (f, why) in &hazards {
+            if f.find(&hay[from..]).is_some() {
+                return Ok(Err(why));
+            }
+        }
+        // Only before the turn's own start (`mark`).
+        let mark_in = usize::try_from(mark.saturating_sub(hay_start))
+            .unwrap_or(usize::MAX)
+            .min(hay.len());
+        if turn_finder
+            .as_ref()
+            .is_some_and(|f| f.find(&hay[..mark_in]).is_some())
+        {
+            return Ok(Err("turn_seen_before"));
+        }
+        at += got as u64;
+        let keep = overlap.min(kept + got);
+        win.copy_within(kept + got - keep..kept + got, 0);
+        kept = keep;
+    }
+    if mark >= end {
+        before_mark = newlines;
+    }
+    Ok(Ok((before_mark, newlines)))
+}
+
+/// A feed for the file at `path` that starts at its restart point, its projector shown
+/// the file's first line; `None` when the file is to be read whole (or cannot be read
+/// now: the caller's read then reports that). For the daemon's first history read.
+pub fn open_feed(path: &Path, provider: ProviderKind, max_line: usize) -> Option<FileFeed> {
+    let mut file = std::fs::File::open(path).ok()?;
+    // The daemon reads from its own handle: nothing to keep.
+    match plan_keeping(&mut file, provider, path, false) {
+        Ok(Plan::Tail {
+            offset,
+            line_no,
+            head,
+            jump,
+            ..
+        }) => {
+            tracing::debug!(path = %path.display(), line = line_no, offset, "History read from its last turn.");
+            let mut feed = FileFeed::resume(path, provider, max_line, offset, line_no);
+            if let Some(head) = head {
+                feed.prime(&head);
+            }
+            if let Some((to, to_line)) = jump {
+                feed.jump_after_next_line(to, to_line);
+            }
+            Some(feed)
+        }
+        Ok(Plan::Full(reason)) => {
+            tracing::debug!(path = %path.display(), reason, "History read whole (tail-first does not apply).");
+            None
+        }
+        Err(_) => None,
+    }
+}

@@ -1,0 +1,401 @@
+//! Tail-first equivalence: for every corpus file and every file of a generated tree, cut
+//! after a line (every line of small files, many of big ones), the state read from the
+//! file's last turns must equal the state a read of every byte gives: each session's
+//! whole reducer state (state, turn, lines, times, message, evidence, pending
+//! candidate) and the number of the last line.
+
+#![allow(clippy::unwrap_used)]
+
+mod common;
+
+use baton::clock::Now;
+use baton::feed::FileFeed;
+use baton::model::ProviderKind;
+use baton::provider::ObsKind;
+use baton::reduce::{Reducer, Src};
+use baton::replay;
+use baton::tail_first::{self, Plan};
+use baton::watch::{self, Found, Root};
+use std::collections::BTreeSet;
+use std::io::Cursor;
+use std::path::Path;
+use std::process::Command;
+
+/// Runs ../shared/tools/gen-corpus.py into `out` (`None` when the tool is absent).
+fn generate(out: &Path, args: &[&str]) -> Option<serde_json::Value> {
+    let tool = Path::new(env!("CARGO_MANIFEST_DIR")).join("../shared/tools/gen-corpus.py");
+    if !tool.is_file() {
+        println!("NOTICE: ../shared/tools/gen-corpus.py is absent; test skipped.");
+        return None;
+    }
+    let made = Command::new("python3")
+        .arg(&tool)
+        .arg(out)
+        .args(args)
+        .output()
+        .expect("python3");
+    assert!(made.status.success());
+    Some(serde_json::from_slice(&std::fs::read(out.join("manifest.json")).unwrap()).unwrap())
+}
+
+const MAX_LINE: usize = baton::tail::DEFAULT_MAX_LINE_BYTES;
+/// Past every settle deadline of any record, so saved candidates compare by content.
+const LATER: Now = Now {
+    mono: u64::MAX / 4,
+    wall: i64::MAX / 4,
+};
+
+/// Feeds `bytes` (which follow the feed's position) through the reducer as replay does
+/// (virtual clock: the largest record time so far in this read).
+fn feed(feed: &mut FileFeed, reducer: &mut Reducer, clock: &mut i64, bytes: &[u8]) -> Vec<u64> {
+    let mut events = Vec::new();
+    let mut starts = Vec::new();
+    feed.feed(bytes, |src: &Src, obs| {
+        if let Some(t) = obs.record_ts {
+            *clock = (*clock).max(t);
+        }
+        if matches!(obs.kind, ObsKind::TurnStart { .. }) {
+            starts.push(src.line);
+        }
+        let now = Now::virtual_at(*clock);
+        reducer.tick(now, &mut events);
+        reducer.apply(src, obs, now, &mut events);
+    });
+    starts
+}
+
+fn state(reducer: &Reducer, path: &str, last_line: u64) -> String {
+    format!(
+        "last_line={last_line} {}",
+        serde_json::to_string(&reducer.save_path(path, LATER)).unwrap()
+    )
+}
+
+#[derive(Default)]
+struct Tally {
+    cuts: u64,
+    tail: u64,
+    full: u64,
+}
+
+/// Checks one file; returns the mismatches.
+fn check_file(f: &Found, tally: &mut Tally) -> Vec<String> {
+    let data = std::fs::read(&f.path).unwrap();
+    check_bytes(f, &data, false, tally)
+}
+
+/// Checks `data` as the content of `f` at cuts after its lines (all of them when
+/// `every_line`).
+fn check_bytes(f: &Found, data: &[u8], every_line: bool, tally: &mut Tally) -> Vec<String> {
+    let data = data.to_vec();
+    let mut full = FileFeed::new(&f.path, f.provider, MAX_LINE);
+    if !full.is_conversation() {
+        return Vec::new();
+    }
+    let path = full.path.clone();
+    // Line ends (offset just past each newline).
+    let ends: Vec<usize> = memchr::memchr_iter(b'\n', &data).map(|i| i + 1).collect();
+    let n = ends.len();
+    // First pass: where turns start, to cut around them as well.
+    let mut probe = FileFeed::new(&f.path, f.provider, MAX_LINE);
+    let mut r = Reducer::new(90_000, 1024);
+    let turn_lines = feed(&mut probe, &mut r, &mut 0, &data);
+    let mut cuts: BTreeSet<usize> = BTreeSet::new();
+    // Every line of small files; about 2 MB of tail reading per big one (debug builds).
+    let every = if every_line {
+        1
+    } else {
+        (data.len() / 80_000).clamp(1, n.max(1))
+    };
+    cuts.extend((1..=n).step_by(every));
+    cuts.extend(n.saturating_sub(8)..=n);
+    for t in turn_lines.iter().rev().take(40) {
+        let t = usize::try_from(*t).unwrap();
+        cuts.extend([t - 1, t, t + 1, t + 2]);
+    }
+    cuts.retain(|c| (1..=n).contains(c));
+
+    let mut wrong = Vec::new();
+    let mut reducer = Reducer::new(90_000, 1024);
+    let mut clock = 0;
+    let mut prev = 0;
+    for &cut in &cuts {
+        feed(
+            &mut full,
+            &mut reducer,
+            &mut clock,
+            &data[prev..ends[cut - 1]],
+        );
+        prev = ends[cut - 1];
+        let want = state(&reducer, &path, full.reader().line_no() - 1);
+        let bytes = &data[..ends[cut - 1]];
+        tally.cuts += 1;
+        match tail_first::plan(&mut Cursor::new(bytes), f.provider, &f.path).unwrap() {
+            Plan::Full(_) => tally.full += 1,
+            Plan::Tail {
+                offset,
+                line_no,
+                head,
+                tail: kept,
+                jump,
+            } => {
+                tally.tail += 1;
+                let off = usize::try_from(offset).unwrap();
+                if let Some(kept) = kept {
+                    assert_eq!(kept, &bytes[off..], "the kept tail is the file's end");
+                }
+                let mut tail = FileFeed::resume(&f.path, f.provider, MAX_LINE, offset, line_no);
+                if let Some(h) = head {
+                    tail.prime(&h);
+                }
+                if let Some((to, to_line)) = jump {
+                    tail.jump_after_next_line(to, to_line);
+                }
+                let mut r = Reducer::new(90_000, 1024);
+                feed(&mut tail, &mut r, &mut 0, &bytes[off..]);
+                let got = state(&r, &path, tail.reader().line_no() - 1);
+                if got != want {
+                    wrong.push(format!(
+                        "{} cut after line {cut} (restart at line {line_no}):\n  full: {want}\n  tail: {got}",
+                        f.path.display()
+                    ));
+                }
+            }
+        }
+    }
+    wrong
+}
+
+fn check_tree(root: &Path, provider: Option<ProviderKind>) -> Tally {
+    let files = watch::find(&Root {
+        path: root.to_path_buf(),
+        provider,
+    });
+    assert!(!files.is_empty(), "no files under {}", root.display());
+    let mut tally = Tally::default();
+    let mut wrong = Vec::new();
+    for f in &files {
+        wrong.extend(check_file(f, &mut tally));
+    }
+    assert!(
+        wrong.is_empty(),
+        "{} cuts disagree:\n{}",
+        wrong.len(),
+        wrong.iter().take(5).cloned().collect::<Vec<_>>().join("\n")
+    );
+    // A scan reads the same states either way.
+    let opts = common::options(common::SETTLE_MS);
+    let (tail, stats) = replay::scan_with(&files, &opts, true).unwrap();
+    let (whole, _) = replay::scan_with(&files, &opts, false).unwrap();
+    assert_eq!(tail, whole);
+    println!("{}: {}", root.display(), stats.summary());
+    tally
+}
+
+#[test]
+fn corpus_tail_first_state_equals_full_read_at_every_cut() {
+    let Some(corpus) = common::corpus() else {
+        return;
+    };
+    let t = check_tree(&corpus, None);
+    println!("{} cuts: {} tail-first, {} whole", t.cuts, t.tail, t.full);
+    // The test means something only if most cuts take the tail-first path.
+    assert!(
+        t.tail * 4 > t.cuts,
+        "{} of {} cuts tail-first",
+        t.tail,
+        t.cuts
+    );
+}
+
+#[test]
+fn generated_tail_first_state_equals_full_read_at_every_cut() {
+    let tool = Path::new(env!("CARGO_MANIFEST_DIR")).join("../shared/tools/gen-corpus.py");
+    if !tool.is_file() {
+        println!("NOTICE: ../shared/tools/gen-corpus.py is absent; test skipped.");
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("tree");
+    let made = Command::new("python3")
+        .arg(&tool)
+        .arg(&out)
+        .args([
+            "--mib",
+            "4",
+            "--sessions",
+            "24",
+            "--seed",
+            "12",
+            "--huge-every",
+            "0",
+        ])
+        .output()
+        .expect("python3");
+    assert!(made.status.success());
+    let mut t = check_tree(&out.join("claude"), Some(ProviderKind::Claude));
+    let c = check_tree(&out.join("codex"), Some(ProviderKind::Codex));
+    t.cuts += c.cuts;
+    t.tail += c.tail;
+    t.full += c.full;
+    println!("{} cuts: {} tail-first, {} whole", t.cuts, t.tail, t.full);
+    assert!(
+        t.tail * 4 > t.cuts,
+        "{} of {} cuts tail-first",
+        t.tail,
+        t.cuts
+    );
+}
+
+/// The daemon's first history read starts files at their restart points too: what
+/// `status` shows right after `daemon_ready` agrees with the generator's manifest.
+#[test]
+fn daemon_first_start_agrees_with_the_manifest() {
+    let d = common::Daemon::tree();
+    let args = [
+        "--mib",
+        "3",
+        "--sessions",
+        "16",
+        "--seed",
+        "21",
+        "--huge-every",
+        "0",
+    ];
+    let Some(manifest) = generate(d.dir.path(), &args) else {
+        return;
+    };
+    let d = d.start(&[]);
+    let out = d.baton().args(["status", "--json"]).output().unwrap();
+    assert!(out.status.success());
+    let rows: Vec<serde_json::Value> = String::from_utf8(out.stdout)
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    let log = std::fs::read_to_string(&d.log).unwrap_or_default();
+    let mut wrong = Vec::new();
+    for s in manifest["sessions"].as_array().unwrap() {
+        let path = d.dir.path().join(s["path"].as_str().unwrap());
+        let row = rows
+            .iter()
+            .find(|r| r["path"] == path.display().to_string() && r["agent"].is_null());
+        let want = match s["state"].as_str().unwrap() {
+            "waiting" => "completed",
+            other => other,
+        };
+        match row {
+            Some(r) if r["state"] == want && r["turn"] == s["turn"] && r["line"] == s["line"] => {}
+            _ => wrong.push(format!("{s} -> {row:?}")),
+        }
+    }
+    assert!(wrong.is_empty(), "{}\n{log}", wrong.join("\n"));
+    // Most files took the tail-first path (the rest say why in the log).
+    let tail = log.matches("History read from its last turn").count();
+    let whole = log.matches("History read whole").count();
+    assert!(tail > whole, "{tail} files read tail-first, {whole} whole");
+    d.stop();
+}
+
+/// Records in any order a session can produce (and some it should not), for the
+/// property test: each case names a record kind; ids and times come from its position.
+mod synth {
+    use super::common::{claude, codex};
+    use serde_json::json;
+
+    fn ts(sec: u32) -> String {
+        format!(
+            "2026-03-01T{:02}:{:02}:{:02}.000Z",
+            sec / 3600,
+            sec / 60 % 60,
+            sec % 60
+        )
+    }
+
+    pub fn claude_line(kind: u8, i: usize, sec: u32, prev: &str) -> (String, String) {
+        let u = format!("{i:08x}-0000-4000-8000-000000000000");
+        let line = match kind % 12 {
+            0 | 1 => claude::prompt(&u, 0, &format!("prompt {i}")),
+            2 => claude::text(&u, 0, &format!("m{i}"), "done", Some("end_turn")),
+            3 => claude::text(&u, 0, &format!("m{i}"), "maybe done", None),
+            4 => claude::tool_use(&u, 0, &format!("m{i}"), &format!("t{i}"), "Bash"),
+            5 => claude::tool_result(&u, 0, &format!("t{}", i.saturating_sub(1))),
+            6 => claude::tool_use(&u, 0, &format!("m{i}"), &format!("t{i}"), "AskUserQuestion"),
+            7 => claude::api_error(&u, 0, "API Error: overloaded"),
+            8 => json!({"type":"user","uuid":u,"parentUuid":prev,"sessionId":claude::SESSION,"timestamp":"","message":{"role":"user","content":[{"type":"text","text":"[Request interrupted by user]"}]}}).to_string(),
+            9 => json!({"type":"user","uuid":u,"parentUuid":prev,"sessionId":claude::SESSION,"isMeta":true,"timestamp":"","message":{"role":"user","content":"<local-command-caveat>Caveat</local-command-caveat>"}}).to_string(),
+            10 => json!({"type":"user","uuid":u,"parentUuid":prev,"sessionId":claude::SESSION,"timestamp":"","message":{"role":"user","content":"<command-name>/model</command-name>"}}).to_string(),
+            _ => json!({"type":"system","subtype":"turn_duration","uuid":u,"sessionId":claude::SESSION,"timestamp":"","durationMs":5}).to_string(),
+        };
+        // The builders' own times are replaced: these go forward by the case's gaps.
+        let mut v: serde_json::Value = serde_json::from_str(&line).unwrap();
+        v["timestamp"] = json!(ts(sec));
+        v["parentUuid"] = json!(prev);
+        (v.to_string(), u)
+    }
+
+    pub fn codex_line(kind: u8, i: usize, sec: u32, turn: &mut String) -> String {
+        let line = match kind % 10 {
+            0 => {
+                *turn = format!("turn-{i}");
+                codex::started(0, turn)
+            }
+            1 => codex::complete(0, turn, "all done"),
+            2 => codex::user(0, "do it"),
+            3 => codex::answer(0, "here it is"),
+            4 => codex::call(0, &format!("c{i}")),
+            5 => codex::output(0, &format!("c{}", i.saturating_sub(1))),
+            6 => codex::event(
+                0,
+                json!({"type":"turn_aborted","turn_id":turn,"reason":"interrupted"}),
+            ),
+            7 => codex::event(0, json!({"type":"error","message":"stream disconnected"})),
+            8 => codex::event(
+                0,
+                json!({"type":"task_complete","turn_id":"turn-stale","last_agent_message":null}),
+            ),
+            _ => codex::event(0, json!({"type":"agent_reasoning","text":"hmm"})),
+        };
+        let mut v: serde_json::Value = serde_json::from_str(&line).unwrap();
+        v["timestamp"] = json!(ts(sec));
+        v.to_string()
+    }
+}
+
+proptest::proptest! {
+    #![proptest_config(proptest::prelude::ProptestConfig::with_cases(48))]
+
+    /// Random Claude and Codex record sequences: tail-first equals a whole read after
+    /// every line.
+    #[test]
+    fn synthesized_transcripts_agree_at_every_cut(
+        kinds in proptest::collection::vec((0u8..12, 1u32..200), 1..60),
+        codex_kinds in proptest::collection::vec((0u8..10, 1u32..200), 1..60),
+    ) {
+        let dir = tempfile::tempdir().unwrap();
+        let mut tally = Tally::default();
+        let mut wrong = Vec::new();
+
+        let path = dir.path().join(format!("{}.jsonl", common::claude::SESSION));
+        let (mut sec, mut prev, mut lines) = (0, String::new(), Vec::new());
+        for (i, (k, gap)) in kinds.iter().enumerate() {
+            sec += gap;
+            let (line, u) = synth::claude_line(*k, i, sec, &prev);
+            prev = u;
+            lines.push(line);
+        }
+        let f = Found { path, provider: ProviderKind::Claude };
+        wrong.extend(check_bytes(&f, &common::lines(&lines), true, &mut tally));
+
+        let path = dir.path().join(format!("rollout-2026-03-01T10-00-00-{}.jsonl", common::codex::SESSION));
+        let (mut sec, mut turn) = (0, "turn-0".to_owned());
+        let mut lines = vec![common::codex::meta(0)];
+        for (i, (k, gap)) in codex_kinds.iter().enumerate() {
+            sec += gap;
+            lines.push(synth::codex_line(*k, i, sec, &mut turn));
+        }
+        let f = Found { path, provider: ProviderKind::Codex };
+        wrong.extend(check_bytes(&f, &common::lines(&lines), true, &mut tally));
+        proptest::prop_assert!(wrong.is_empty(), "{}", wrong.join("\n"));
+    }
+}
