@@ -230,7 +230,12 @@ pub fn classify(kind: ProviderKind, path: &Path, line: &[u8]) -> Restart {
         ObsKind::TurnStart { turn, .. } if o.agent == main_agent => Some(turn.clone()),
         _ => None,
     });
-    match (starts.next(), out.len()) {
+    // Where the session started (for liveness) is context, not activity.
+    let activity = out
+        .iter()
+        .filter(|o| !matches!(o.kind, ObsKind::StartDir(_)))
+        .count();
+    match (starts.next(), activity) {
         (Some(turn), 1) => Restart::At(turn),
         _ => Restart::No,
     }
