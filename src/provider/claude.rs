@@ -1,7 +1,7 @@
 //! Claude Code transcripts (`~/.claude/projects/<project>/<session>.jsonl` and subagent
 //! files). Rules: shared/docs/transcript-formats.md, Part A and C.
 
-use super::content::{StrOrList, reset_hint};
+use super::content::{Clipped, StrOrList, TEXT_KEEP, reset_hint};
 use super::{
     Evidence, Initiator, Malformed, Obs, ObsKind, Projector, content_hash, file_stem, parse_line,
 };
@@ -85,8 +85,9 @@ struct Usage {
 struct Block<'a> {
     #[serde(rename = "type", borrow)]
     ty: Option<Cow<'a, str>>,
+    // Only the start of a text is looked at; an answer can be megabytes.
     #[serde(borrow)]
-    text: Option<Cow<'a, str>>,
+    text: Option<Clipped<'a>>,
     #[serde(borrow)]
     id: Option<Cow<'a, str>>,
     #[serde(borrow)]
@@ -300,7 +301,7 @@ impl ClaudeProjector {
                 match b.ty.as_deref() {
                     Some("text") => {
                         if let Some(t) = &b.text {
-                            text.push_str(t);
+                            push_capped(&mut text, t);
                         }
                     }
                     Some("tool_use" | "server_tool_use") => calls.push(b),
@@ -308,7 +309,7 @@ impl ClaudeProjector {
                 }
             }
         } else if let Some(StrOrList::Str(s)) = &msg.content {
-            text.push_str(s);
+            push_capped(&mut text, s);
         }
         let synthetic = msg.model.as_deref() == Some("<synthetic>");
         let error_kind = rec.error.as_ref().and_then(|t| t.0.clone());
@@ -394,6 +395,20 @@ impl ClaudeProjector {
             _ => {}
         }
     }
+}
+
+/// Appends `t` to `text` up to [`TEXT_KEEP`] bytes (on a character boundary).
+fn push_capped(text: &mut String, t: &str) {
+    if text.trim().is_empty() {
+        // Leading whitespace shows nowhere; it must not use up the room.
+        text.clear();
+    }
+    let room = TEXT_KEEP.saturating_sub(text.len());
+    let mut end = room.min(t.len());
+    while !t.is_char_boundary(end) {
+        end -= 1;
+    }
+    text.push_str(&t[..end]);
 }
 
 fn looks_like_uuid(s: &str) -> bool {
