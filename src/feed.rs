@@ -112,14 +112,19 @@ impl FileFeed {
                 if clean.iter().all(u8::is_ascii_whitespace) {
                     return;
                 }
-                let res = self.projector.project(clean, &mut self.buf);
-                for obs in self.buf.drain(..) {
-                    sink(&src, obs);
-                }
-                if let Err(e) = res {
-                    tracing::debug!(path = %self.path, line = line_no, error = %e, "Malformed line.");
-                    let msg = format!("not a JSON record: {e}");
-                    sink(&src, self.anomaly(&src, "malformed_line", msg, clean));
+                let glued = match self.provider {
+                    ProviderKind::Sgme => None,
+                    _ => provider::split_glued(clean),
+                };
+                let Some(parts) = glued else {
+                    return self.project(&src, clean, sink);
+                };
+                // Each record is projected on its own, all with this line's number.
+                let msg = format!("{} records on one line, split", parts.len());
+                tracing::debug!(path = %self.path, line = line_no, records = parts.len(), "Glued records split.");
+                sink(&src, self.anomaly(&src, "glued_records", msg, clean));
+                for part in parts {
+                    self.project(&src, part, sink);
                 }
             }
             Item::Oversized {
@@ -143,6 +148,18 @@ impl FileFeed {
                     sink(&src, obs);
                 }
             }
+        }
+    }
+
+    fn project(&mut self, src: &Src, line: &[u8], sink: &mut impl FnMut(&Src, Obs)) {
+        let res = self.projector.project(line, &mut self.buf);
+        for obs in self.buf.drain(..) {
+            sink(src, obs);
+        }
+        if let Err(e) = res {
+            tracing::debug!(path = %self.path, line = src.line, error = %e, "Malformed line.");
+            let msg = format!("not a JSON record: {e}");
+            sink(src, self.anomaly(src, "malformed_line", msg, line));
         }
     }
 

@@ -308,6 +308,40 @@ pub fn strip_nul(line: &[u8]) -> &[u8] {
     &line[n..]
 }
 
+/// Splits a line that holds several JSON records written back to back (`{…}{…}`: a
+/// writer lost a newline) into the records' bytes, in order. `None` for an ordinary line,
+/// including one whose strings merely contain `}{`. If a later part does not parse, it
+/// is returned as it is, for the projector to repair or report.
+///
+/// Framing belongs here, before any projector: every JSON provider gets it, and each
+/// record is projected on its own, so neither is lost to the other.
+pub fn split_glued(line: &[u8]) -> Option<Vec<&[u8]>> {
+    memchr::memmem::find(line, b"}{")?;
+    let mut values =
+        serde_json::Deserializer::from_slice(line).into_iter::<serde::de::IgnoredAny>();
+    let mut parts = Vec::new();
+    let mut start = 0;
+    loop {
+        match values.next() {
+            Some(Ok(_)) => {
+                let end = values.byte_offset();
+                parts.push(line[start..end].trim_ascii());
+                start = end;
+            }
+            Some(Err(_)) => {
+                // Only after a first good record: a line that is bad from the start is
+                // left whole to the projector's repair.
+                if !parts.is_empty() {
+                    parts.push(line[start..].trim_ascii());
+                }
+                break;
+            }
+            None => break,
+        }
+    }
+    (parts.len() > 1).then_some(parts)
+}
+
 /// Repairs what writers get wrong, for a line that did not parse: invalid UTF-8 is
 /// replaced, and a line whose head was clobbered by another write is cut back to the
 /// first later object start that parses. Returns the repaired bytes and the anomaly
