@@ -131,7 +131,6 @@ impl FileFeed {
                 len, head, tail, ..
             } => {
                 tracing::warn!(path = %self.path, line = line_no, bytes = len, limit = self.max_line, "Oversized line skipped.");
-                let msg = format!("line of {len} bytes skipped (limit {})", self.max_line);
                 let key = content_hash(&[
                     b"oversized",
                     self.path.as_bytes(),
@@ -140,7 +139,23 @@ impl FileFeed {
                     head,
                 ]);
                 self.projector.oversized(head, tail, key, &mut self.buf);
-                let mut anomaly = self.anomaly(&src, "oversized_line", msg, head);
+                // The projector could tell from the line's ends that it ends a turn: say
+                // so, since the event that follows has no message.
+                let ends_turn = self
+                    .buf
+                    .iter()
+                    .any(|o| matches!(o.kind, ObsKind::Final { .. } | ObsKind::Completed { .. }));
+                let (reason, msg) = if ends_turn {
+                    let msg = format!(
+                        "final answer of {len} bytes too large to read (limit {}); the turn ends without its text",
+                        self.max_line
+                    );
+                    ("oversized_final", msg)
+                } else {
+                    let msg = format!("line of {len} bytes skipped (limit {})", self.max_line);
+                    ("oversized_line", msg)
+                };
+                let mut anomaly = self.anomaly(&src, reason, msg, head);
                 // Whatever time the line's ends told, so the anomaly sits in time order.
                 anomaly.record_ts = self.buf.iter().find_map(|o| o.record_ts);
                 sink(&src, anomaly);

@@ -496,7 +496,23 @@ impl Projector for ClaudeProjector {
         }
         let key = super::raw_str_field(tail, "uuid", true).map_or(key, str::to_owned);
         let record_ts = super::raw_str_field(tail, "timestamp", true).and_then(parse_rfc3339);
-        out.push(self.obs(key, record_ts, ObsKind::Work));
+        // A final answer too large to read still ends the turn: its text is lost, not the
+        // handback. The record's own `type` and the message's `stop_reason` follow the
+        // content, so the tail holds them.
+        let terminal = super::raw_str_field(tail, "type", true) == Some("assistant")
+            && super::raw_str_field(tail, "stop_reason", true)
+                .is_some_and(|s| TERMINAL_STOPS.contains(&s))
+            && memchr::memmem::find(tail, b"\"isApiErrorMessage\":true").is_none()
+            && memchr::memmem::find(head, b"\"model\":\"<synthetic>\"").is_none();
+        let kind = if terminal {
+            ObsKind::Final {
+                message: None,
+                confirm: Some(Evidence::StopReason),
+            }
+        } else {
+            ObsKind::Work
+        };
+        out.push(self.obs(key, record_ts, kind));
     }
 
     fn obs(&self, key: String, record_ts: Option<i64>, kind: ObsKind) -> Obs {
