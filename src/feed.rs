@@ -131,6 +131,21 @@ impl FileFeed {
                 len, head, tail, ..
             } => {
                 tracing::warn!(path = %self.path, line = line_no, bytes = len, limit = self.max_line, "Oversized line skipped.");
+                // Records glued before or after the oversized one are read whole.
+                let (before, head, tail, after) = match self.provider {
+                    ProviderKind::Sgme => (Vec::new(), head, tail, Vec::new()),
+                    _ => provider::glued_around(head, tail, len),
+                };
+                if !before.is_empty() || !after.is_empty() {
+                    let msg = format!(
+                        "{} records on one line, split",
+                        before.len() + 1 + after.len()
+                    );
+                    sink(&src, self.anomaly(&src, "glued_records", msg, head));
+                }
+                for part in before {
+                    self.project(&src, part, sink);
+                }
                 let key = content_hash(&[
                     b"oversized",
                     self.path.as_bytes(),
@@ -161,6 +176,9 @@ impl FileFeed {
                 sink(&src, anomaly);
                 for obs in self.buf.drain(..) {
                     sink(&src, obs);
+                }
+                for part in after {
+                    self.project(&src, part, sink);
                 }
             }
         }

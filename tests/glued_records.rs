@@ -129,3 +129,43 @@ fn braces_inside_a_string_are_not_a_split_and_a_bad_tail_is_reported() {
         .collect();
     assert_eq!(reasons, vec!["glued_records", "malformed_line"]);
 }
+
+#[test]
+fn records_glued_around_an_oversized_one_are_read() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut opts = options(SETTLE_MS);
+    opts.max_line = 128 * 1024;
+    let huge = "h".repeat(200 * 1024);
+    let mut bytes = lines(&[claude::prompt("u1", 0, "first")]);
+    bytes.extend(glued(
+        &claude::text("a1", 3, "msg_1", "Done.", Some("end_turn")),
+        &claude::prompt("u2", 9, "second"),
+    ));
+    // Turn 2's prompt is complete in the oversized line's head and turn 3's prompt in
+    // its tail; the huge answer between them ends turn 2.
+    let mut line = claude::prompt("u3", 20, "third").into_bytes();
+    line.splice(
+        0..0,
+        format!(
+            "{}{}",
+            claude::prompt("u2b", 10, "second, again"),
+            claude::text("a2", 12, "msg_2", &huge, Some("end_turn"))
+        )
+        .into_bytes(),
+    );
+    line.push(b'\n');
+    bytes.extend(line);
+    let evs = replay_bytes(dir.path(), "s.jsonl", ProviderKind::Claude, &bytes, &opts);
+    assert_eq!(
+        turn_events(&evs),
+        vec![
+            (EventKind::TurnStarted, Some("u1".into()), Some(1)),
+            (EventKind::TurnCompleted, Some("u1".into()), Some(2)),
+            (EventKind::TurnStarted, Some("u2".into()), Some(2)),
+            (EventKind::TurnInterrupted, Some("u2".into()), Some(2)),
+            (EventKind::TurnStarted, Some("u2b".into()), Some(3)),
+            (EventKind::TurnCompleted, Some("u2b".into()), Some(3)),
+            (EventKind::TurnStarted, Some("u3".into()), Some(3)),
+        ]
+    );
+}

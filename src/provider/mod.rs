@@ -342,6 +342,70 @@ pub fn split_glued(line: &[u8]) -> Option<Vec<&[u8]>> {
     (parts.len() > 1).then_some(parts)
 }
 
+/// Whole records glued to an oversized one on its line, found in the two ends the
+/// reader kept of it (`head`, `tail`, of a line `len` bytes long): those that end in
+/// the head before it, and those that fill the tail after it. Returns
+/// `(before, head_rest, tail_rest, after)`, where the rests are the oversized record's
+/// own ends. Records seen in both windows (a line not much longer than they are) are
+/// left alone, so nothing is read twice.
+pub fn glued_around<'a>(
+    head: &'a [u8],
+    tail: &'a [u8],
+    len: u64,
+) -> (Vec<&'a [u8]>, &'a [u8], &'a [u8], Vec<&'a [u8]>) {
+    let tail_at = len.saturating_sub(tail.len() as u64);
+    let head_len = head.len() as u64;
+    let mut before = Vec::new();
+    let mut head_rest = head;
+    if memchr::memmem::find(head, b"}{").is_some() {
+        let mut values =
+            serde_json::Deserializer::from_slice(head).into_iter::<serde::de::IgnoredAny>();
+        let mut start = 0;
+        while let Some(Ok(_)) = values.next() {
+            let end = values.byte_offset();
+            if end as u64 > tail_at || end as u64 >= len {
+                break;
+            }
+            before.push(head[start..end].trim_ascii());
+            start = end;
+        }
+        head_rest = head[start..].trim_ascii_start();
+    }
+    let mut after = Vec::new();
+    let mut tail_rest = tail;
+    let mut from = 0;
+    for _ in 0..8 {
+        let Some(i) = memchr::memmem::find(&tail[from..], b"}{").map(|i| from + i + 1) else {
+            break;
+        };
+        from = i;
+        if tail_at + (i as u64) < head_len {
+            continue;
+        }
+        let mut values =
+            serde_json::Deserializer::from_slice(&tail[i..]).into_iter::<serde::de::IgnoredAny>();
+        let mut parts = Vec::new();
+        let mut start = i;
+        let whole = loop {
+            match values.next() {
+                Some(Ok(_)) => {
+                    let end = i + values.byte_offset();
+                    parts.push(tail[start..end].trim_ascii());
+                    start = end;
+                }
+                Some(Err(_)) => break false,
+                None => break true,
+            }
+        };
+        if whole && !parts.is_empty() {
+            after = parts;
+            tail_rest = &tail[..i];
+            break;
+        }
+    }
+    (before, head_rest, tail_rest, after)
+}
+
 /// Repairs what writers get wrong, for a line that did not parse: invalid UTF-8 is
 /// replaced, and a line whose head was clobbered by another write is cut back to the
 /// first later object start that parses. Returns the repaired bytes and the anomaly
