@@ -132,8 +132,17 @@ impl FileFeed {
             } => {
                 tracing::warn!(path = %self.path, line = line_no, bytes = len, limit = self.max_line, "Oversized line skipped.");
                 // Records glued before or after the oversized one are read whole.
-                let (before, head, tail, after) = match self.provider {
-                    ProviderKind::Sgme => (Vec::new(), head, tail, Vec::new()),
+                let provider::Around {
+                    before,
+                    head,
+                    tail,
+                    after,
+                } = match self.provider {
+                    ProviderKind::Sgme => provider::Around {
+                        head,
+                        tail,
+                        ..Default::default()
+                    },
                     _ => provider::glued_around(head, tail, len),
                 };
                 if !before.is_empty() || !after.is_empty() {

@@ -274,7 +274,7 @@ impl World {
                    "timestamp":ts(t),"message":{"role":"user","content":text}})
             .to_string(),
         ));
-        if n % 2 == 0 || self.huge_tool {
+        if n.is_multiple_of(2) || self.huge_tool {
             let id = format!("toolu_{n}");
             let call = format!("a{n:04}-1111-4000-8000-000000000000");
             self.queue.push_back((

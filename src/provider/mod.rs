@@ -342,17 +342,24 @@ pub fn split_glued(line: &[u8]) -> Option<Vec<&[u8]>> {
     (parts.len() > 1).then_some(parts)
 }
 
+/// An oversized line taken apart by [`glued_around`].
+#[derive(Debug, Default)]
+pub struct Around<'a> {
+    /// Whole records before the oversized one.
+    pub before: Vec<&'a [u8]>,
+    /// The oversized record's kept ends.
+    pub head: &'a [u8],
+    pub tail: &'a [u8],
+    /// Whole records after it.
+    pub after: Vec<&'a [u8]>,
+}
+
 /// Whole records glued to an oversized one on its line, found in the two ends the
 /// reader kept of it (`head`, `tail`, of a line `len` bytes long): those that end in
-/// the head before it, and those that fill the tail after it. Returns
-/// `(before, head_rest, tail_rest, after)`, where the rests are the oversized record's
-/// own ends. Records seen in both windows (a line not much longer than they are) are
-/// left alone, so nothing is read twice.
-pub fn glued_around<'a>(
-    head: &'a [u8],
-    tail: &'a [u8],
-    len: u64,
-) -> (Vec<&'a [u8]>, &'a [u8], &'a [u8], Vec<&'a [u8]>) {
+/// the head before it, and those that fill the tail after it. Records seen in both
+/// windows (a line not much longer than they are) are left alone, so nothing is read
+/// twice.
+pub fn glued_around<'a>(head: &'a [u8], tail: &'a [u8], len: u64) -> Around<'a> {
     let tail_at = len.saturating_sub(tail.len() as u64);
     let head_len = head.len() as u64;
     let mut before = Vec::new();
@@ -403,7 +410,12 @@ pub fn glued_around<'a>(
             break;
         }
     }
-    (before, head_rest, tail_rest, after)
+    Around {
+        before,
+        head: head_rest,
+        tail: tail_rest,
+        after,
+    }
 }
 
 /// Repairs what writers get wrong, for a line that did not parse: invalid UTF-8 is
