@@ -646,7 +646,14 @@ fn run_case(actions: &[Action]) -> Result<(), TestCaseError> {
     w.apply(&Action::Pause, &mut t);
     let got = turn_events(&t.events);
     prop_assert_eq!(&got, &w.expect, "at quiescence of {:?}", actions);
-    TOTALS.cases.fetch_add(1, Ordering::Relaxed);
+    let done = TOTALS.cases.fetch_add(1, Ordering::Relaxed) + 1;
+    if done.is_multiple_of(500) {
+        // Progress for long soaks (shown with --nocapture).
+        println!(
+            "model: {done} cases passed, {} faults injected so far",
+            TOTALS.faults.load(Ordering::Relaxed)
+        );
+    }
     TOTALS
         .actions
         .fetch_add(actions.len() as u64, Ordering::Relaxed);
