@@ -16,10 +16,18 @@ libfuzzer_sys::fuzz_target!(|data: &[u8]| {
     let mut got: Vec<(u64, u64, Vec<u8>, u64)> = Vec::new();
     for chunk in data.chunks(step) {
         r.feed(chunk, |it| match it {
-            Item::Line { offset, line_no, bytes } => {
-                got.push((offset, line_no, bytes.to_vec(), bytes.len() as u64))
-            }
-            Item::Oversized { offset, line_no, len, head, tail } => {
+            Item::Line {
+                offset,
+                line_no,
+                bytes,
+            } => got.push((offset, line_no, bytes.to_vec(), bytes.len() as u64)),
+            Item::Oversized {
+                offset,
+                line_no,
+                len,
+                head,
+                tail,
+            } => {
                 assert!(head.len() <= baton::tail::OVERSIZE_KEEP);
                 assert!(tail.len() <= baton::tail::OVERSIZE_KEEP);
                 got.push((offset, line_no, head.to_vec(), len))
