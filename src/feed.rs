@@ -184,7 +184,7 @@ impl FileFeed {
                 anomaly.record_ts = self.buf.iter().find_map(|o| o.record_ts);
                 sink(&src, anomaly);
                 for obs in self.buf.drain(..) {
-                    sink(&src, obs);
+                    sink(&src, tidy(obs));
                 }
                 for part in after {
                     self.project(&src, part, sink);
@@ -196,7 +196,7 @@ impl FileFeed {
     fn project(&mut self, src: &Src, line: &[u8], sink: &mut impl FnMut(&Src, Obs)) {
         let res = self.projector.project(line, &mut self.buf);
         for obs in self.buf.drain(..) {
-            sink(src, obs);
+            sink(src, tidy(obs));
         }
         if let Err(e) = res {
             tracing::debug!(path = %self.path, line = src.line, error = %e, "Malformed line.");
@@ -218,8 +218,23 @@ impl FileFeed {
             None,
             ObsKind::Anomaly {
                 reason: reason.to_owned(),
-                message,
+                message: clip_anomaly(&message),
             },
         )
     }
+}
+
+/// An anomaly's message can quote the transcript (a parse error shows the string it
+/// choked on): it is capped and cleaned like any message.
+fn clip_anomaly(message: &str) -> String {
+    crate::model::clip_message(message).unwrap_or_default()
+}
+
+/// Observations leave the feed with clean anomaly messages, whichever projector made
+/// them.
+fn tidy(mut obs: Obs) -> Obs {
+    if let ObsKind::Anomaly { message, .. } = &mut obs.kind {
+        *message = clip_anomaly(message);
+    }
+    obs
 }

@@ -65,3 +65,32 @@ fn scan_shows_the_clean_text() {
     assert!(!text.chars().any(|c| c != '\n' && hidden(c)), "{text:?}");
     assert!(text.contains("ok done safe"), "{text:?}");
 }
+
+/// A parse error quotes what it choked on: an anomaly's message is capped and cleaned
+/// like any other (found by fuzzing: a 1,000-character quote, newlines and all).
+#[test]
+fn anomaly_message_quoting_the_transcript_is_capped_and_clean() {
+    let dir = tempfile::tempdir().unwrap();
+    let quoted = format!("{}{EVIL}\n", "z".repeat(1000));
+    let mut bytes = lines(&[claude::prompt("u1", 0, "hi")]);
+    bytes.extend(serde_json::to_string(&quoted).unwrap().into_bytes());
+    bytes.push(b'\n');
+    let evs = replay_bytes(
+        dir.path(),
+        "s.jsonl",
+        ProviderKind::Claude,
+        &bytes,
+        &options(SETTLE_MS),
+    );
+    let bad = evs
+        .iter()
+        .find(|e| e.reason.as_deref() == Some("malformed_line"))
+        .unwrap();
+    let m = bad.message.as_deref().unwrap();
+    assert!(
+        m.starts_with("not a JSON record: invalid type: string"),
+        "{m}"
+    );
+    assert!(m.chars().count() <= baton::model::MESSAGE_MAX_CHARS, "{m}");
+    assert!(!m.chars().any(hidden), "{m:?}");
+}
