@@ -127,21 +127,49 @@ impl FileFeed {
                 if clean.iter().all(u8::is_ascii_whitespace) {
                     return;
                 }
-                let res = self.projector.project(clean, &mut self.buf);
-                for obs in self.buf.drain(..) {
-                    sink(&src, obs);
-                }
-                if let Err(e) = res {
-                    tracing::debug!(path = %self.path, line = line_no, error = %e, "Malformed line.");
-                    let msg = format!("not a JSON record: {e}");
-                    sink(&src, self.anomaly(&src, "malformed_line", msg, clean));
+                let glued = match self.provider {
+                    ProviderKind::Sgme => None,
+                    _ => provider::split_glued(clean),
+                };
+                let Some(parts) = glued else {
+                    return self.project(&src, clean, sink);
+                };
+                // Each record is projected on its own, all with this line's number.
+                let msg = format!("{} records on one line, split", parts.len());
+                tracing::debug!(path = %self.path, line = line_no, records = parts.len(), "Glued records split.");
+                sink(&src, self.anomaly(&src, "glued_records", msg, clean));
+                for part in parts {
+                    self.project(&src, part, sink);
                 }
             }
             Item::Oversized {
                 len, head, tail, ..
             } => {
                 tracing::warn!(path = %self.path, line = line_no, bytes = len, limit = self.max_line, "Oversized line skipped.");
-                let msg = format!("line of {len} bytes skipped (limit {})", self.max_line);
+                // Records glued before or after the oversized one are read whole.
+                let provider::Around {
+                    before,
+                    head,
+                    tail,
+                    after,
+                } = match self.provider {
+                    ProviderKind::Sgme => provider::Around {
+                        head,
+                        tail,
+                        ..Default::default()
+                    },
+                    _ => provider::glued_around(head, tail, len),
+                };
+                if !before.is_empty() || !after.is_empty() {
+                    let msg = format!(
+                        "{} records on one line, split",
+                        before.len() + 1 + after.len()
+                    );
+                    sink(&src, self.anomaly(&src, "glued_records", msg, head));
+                }
+                for part in before {
+                    self.project(&src, part, sink);
+                }
                 let key = content_hash(&[
                     b"oversized",
                     self.path.as_bytes(),
@@ -150,14 +178,45 @@ impl FileFeed {
                     head,
                 ]);
                 self.projector.oversized(head, tail, key, &mut self.buf);
-                let mut anomaly = self.anomaly(&src, "oversized_line", msg, head);
+                // The projector could tell from the line's ends that it ends a turn: say
+                // so, since the event that follows has no message.
+                let ends_turn = self
+                    .buf
+                    .iter()
+                    .any(|o| matches!(o.kind, ObsKind::Final { .. } | ObsKind::Completed { .. }));
+                let (reason, msg) = if ends_turn {
+                    let msg = format!(
+                        "final answer of {len} bytes too large to read (limit {}); the turn ends without its text",
+                        self.max_line
+                    );
+                    ("oversized_final", msg)
+                } else {
+                    let msg = format!("line of {len} bytes skipped (limit {})", self.max_line);
+                    ("oversized_line", msg)
+                };
+                let mut anomaly = self.anomaly(&src, reason, msg, head);
                 // Whatever time the line's ends told, so the anomaly sits in time order.
                 anomaly.record_ts = self.buf.iter().find_map(|o| o.record_ts);
                 sink(&src, anomaly);
                 for obs in self.buf.drain(..) {
-                    sink(&src, obs);
+                    sink(&src, tidy(obs));
+                }
+                for part in after {
+                    self.project(&src, part, sink);
                 }
             }
+        }
+    }
+
+    fn project(&mut self, src: &Src, line: &[u8], sink: &mut impl FnMut(&Src, Obs)) {
+        let res = self.projector.project(line, &mut self.buf);
+        for obs in self.buf.drain(..) {
+            sink(src, tidy(obs));
+        }
+        if let Err(e) = res {
+            tracing::debug!(path = %self.path, line = src.line, error = %e, "Malformed line.");
+            let msg = format!("not a JSON record: {e}");
+            sink(src, self.anomaly(src, "malformed_line", msg, line));
         }
     }
 
@@ -174,8 +233,23 @@ impl FileFeed {
             None,
             ObsKind::Anomaly {
                 reason: reason.to_owned(),
-                message,
+                message: clip_anomaly(&message),
             },
         )
     }
+}
+
+/// An anomaly's message can quote the transcript (a parse error shows the string it
+/// choked on): it is capped and cleaned like any message.
+fn clip_anomaly(message: &str) -> String {
+    crate::model::clip_message(message).unwrap_or_default()
+}
+
+/// Observations leave the feed with clean anomaly messages, whichever projector made
+/// them.
+fn tidy(mut obs: Obs) -> Obs {
+    if let ObsKind::Anomaly { message, .. } = &mut obs.kind {
+        *message = clip_anomaly(message);
+    }
+    obs
 }

@@ -1,7 +1,7 @@
 //! Claude Code transcripts (`~/.claude/projects/<project>/<session>.jsonl` and subagent
 //! files). Rules: shared/docs/transcript-formats.md, Part A and C.
 
-use super::content::{StrOrList, reset_hint};
+use super::content::{Clipped, StrOrList, TEXT_KEEP, reset_hint};
 use super::{
     Evidence, Initiator, Malformed, Obs, ObsKind, Projector, content_hash, file_stem, parse_line,
 };
@@ -102,8 +102,9 @@ struct Usage {
 pub(crate) struct Block<'a> {
     #[serde(rename = "type", borrow)]
     pub(crate) ty: Option<Cow<'a, str>>,
+    // Only the start of a text is looked at; an answer can be megabytes.
     #[serde(borrow)]
-    pub(crate) text: Option<Cow<'a, str>>,
+    pub(crate) text: Option<Clipped<'a>>,
     #[serde(borrow)]
     pub(crate) id: Option<Cow<'a, str>>,
     #[serde(borrow)]
@@ -409,7 +410,7 @@ impl ClaudeProjector {
                 match b.ty.as_deref() {
                     Some("text") => {
                         if let Some(t) = &b.text {
-                            text.push_str(t);
+                            push_capped(&mut text, t);
                         }
                     }
                     Some("tool_use" | "server_tool_use") => calls.push(b),
@@ -417,7 +418,7 @@ impl ClaudeProjector {
                 }
             }
         } else if let Some(StrOrList::Str(s)) = &msg.content {
-            text.push_str(s);
+            push_capped(&mut text, s);
         }
         let synthetic = msg.model.as_deref() == Some("<synthetic>");
         if text
@@ -528,6 +529,20 @@ impl ClaudeProjector {
     }
 }
 
+/// Appends `t` to `text` up to [`TEXT_KEEP`] bytes (on a character boundary).
+fn push_capped(text: &mut String, t: &str) {
+    if text.trim().is_empty() {
+        // Leading whitespace shows nowhere; it must not use up the room.
+        text.clear();
+    }
+    let room = TEXT_KEEP.saturating_sub(text.len());
+    let mut end = room.min(t.len());
+    while !t.is_char_boundary(end) {
+        end -= 1;
+    }
+    text.push_str(&t[..end]);
+}
+
 fn looks_like_uuid(s: &str) -> bool {
     s.len() == 36
         && s.bytes().enumerate().all(|(i, b)| {
@@ -626,7 +641,23 @@ impl Projector for ClaudeProjector {
         }
         let key = super::raw_str_field(tail, "uuid", true).map_or(key, str::to_owned);
         let record_ts = super::raw_str_field(tail, "timestamp", true).and_then(parse_rfc3339);
-        out.push(self.obs(key, record_ts, ObsKind::Work));
+        // A final answer too large to read still ends the turn: its text is lost, not the
+        // handback. The record's own `type` and the message's `stop_reason` follow the
+        // content, so the tail holds them.
+        let terminal = super::raw_str_field(tail, "type", true) == Some("assistant")
+            && super::raw_str_field(tail, "stop_reason", true)
+                .is_some_and(|s| TERMINAL_STOPS.contains(&s))
+            && memchr::memmem::find(tail, b"\"isApiErrorMessage\":true").is_none()
+            && memchr::memmem::find(head, b"\"model\":\"<synthetic>\"").is_none();
+        let kind = if terminal {
+            ObsKind::Final {
+                message: None,
+                confirm: Some(Evidence::StopReason),
+            }
+        } else {
+            ObsKind::Work
+        };
+        out.push(self.obs(key, record_ts, kind));
     }
 
     fn obs(&self, key: String, record_ts: Option<i64>, kind: ObsKind) -> Obs {

@@ -551,7 +551,19 @@ impl Projector for CodexProjector {
     fn oversized(&mut self, head: &[u8], _tail: &[u8], key: String, out: &mut Vec<Obs>) {
         // Codex puts `timestamp` first: the head keeps the clock right.
         let record_ts = super::raw_str_field(head, "timestamp", false).and_then(parse_rfc3339);
-        out.push(self.obs(key, record_ts, ObsKind::Work));
+        // A `task_complete` whose last message is too large to read still ends its turn;
+        // the turn id comes before the message, in the head.
+        let has = |needle: &[u8]| memchr::memmem::find(head, needle).is_some();
+        let kind = if has(b"\"type\":\"event_msg\"") && has(b"\"type\":\"task_complete\"") {
+            ObsKind::Completed {
+                turn: super::raw_str_field(head, "turn_id", false).map(str::to_owned),
+                message: None,
+                evidence: Evidence::TaskComplete,
+            }
+        } else {
+            ObsKind::Work
+        };
+        out.push(self.obs(key, record_ts, kind));
     }
 
     fn obs(&self, key: String, record_ts: Option<i64>, kind: ObsKind) -> Obs {

@@ -62,6 +62,52 @@ impl<'de: 'a, 'a, B: Deserialize<'de>> Deserialize<'de> for StrOrList<'a, B> {
     }
 }
 
+/// How much of a text field is kept: far more than any message shows.
+pub const TEXT_KEEP: usize = 16 * 1024;
+
+/// A text field cut to its first [`TEXT_KEEP`] bytes after leading whitespace, borrowed
+/// when the JSON allows. A multi-MB answer or tool output must not be copied whole: the
+/// projectors only look at its start.
+#[derive(Debug)]
+pub struct Clipped<'a>(pub Cow<'a, str>);
+
+impl std::ops::Deref for Clipped<'_> {
+    type Target = str;
+    fn deref(&self) -> &str {
+        &self.0
+    }
+}
+
+/// The first [`TEXT_KEEP`] bytes of `s` after leading whitespace, cut on a character
+/// boundary.
+pub fn clip_text(s: &str) -> &str {
+    let s = s.trim_start();
+    let mut end = TEXT_KEEP.min(s.len());
+    while !s.is_char_boundary(end) {
+        end -= 1;
+    }
+    &s[..end]
+}
+
+impl<'de: 'a, 'a> Deserialize<'de> for Clipped<'a> {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct V<'a>(PhantomData<&'a ()>);
+        impl<'de: 'a, 'a> Visitor<'de> for V<'a> {
+            type Value = Clipped<'a>;
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str("a string")
+            }
+            fn visit_borrowed_str<E: de::Error>(self, v: &'de str) -> Result<Self::Value, E> {
+                Ok(Clipped(Cow::Borrowed(clip_text(v))))
+            }
+            fn visit_str<E: de::Error>(self, v: &str) -> Result<Self::Value, E> {
+                Ok(Clipped(Cow::Owned(clip_text(v).to_owned())))
+            }
+        }
+        d.deserialize_str(V(PhantomData))
+    }
+}
+
 /// A field that is a string, or something else whose first key (for objects) names it:
 /// Codex writes `codex_error_info` both as `"usage_limit_exceeded"` and as
 /// `{"response_stream_disconnected":{…}}`.

@@ -6,6 +6,13 @@ use std::io::{self, Read};
 /// How much of an oversized line is kept at each end, for cheap field extraction.
 pub const OVERSIZE_KEEP: usize = 64 * 1024;
 const CHUNK: usize = 64 * 1024;
+/// The most a finished line's buffer keeps between lines. A file that once had a
+/// multi-MB line (Claude Code writes them: snapshots, images, tool output) must not hold
+/// that much for the rest of its life; hundreds of files would each pin their largest.
+const PARTIAL_KEEP: usize = 2 * CHUNK;
+/// Room reserved at once for a long line (past it the buffer doubles). Above glibc's
+/// largest dynamic mmap threshold (32 MiB), so it is always mapped on its own.
+const RESERVE: usize = 40 * 1024 * 1024;
 
 /// What the reader yields.
 #[derive(Debug, PartialEq, Eq)]
@@ -170,6 +177,7 @@ impl LineReader {
                     bytes: piece,
                 });
             } else {
+                self.grow(piece.len());
                 self.partial.extend_from_slice(piece);
                 out(Item::Line {
                     offset,
@@ -177,6 +185,9 @@ impl LineReader {
                     bytes: &self.partial,
                 });
                 self.partial.clear();
+                if self.partial.capacity() > PARTIAL_KEEP {
+                    self.release_partial();
+                }
             }
             self.pos += nl as u64 + 1;
             self.commit = self.pos;
@@ -195,8 +206,32 @@ impl LineReader {
             self.release_partial();
             self.skip = Some(skip);
         } else {
+            self.grow(bytes.len());
             self.partial.extend_from_slice(bytes);
         }
+    }
+
+    /// Makes room for `more` bytes of an unfinished line. A line past `PARTIAL_KEEP` gets
+    /// `RESERVE` bytes of room in one step: doubling would leave a trail of freed smaller
+    /// buffers and copy the line several times, about three times its size at the peak.
+    /// Pages of the room that the line never reaches are never touched, so they cost
+    /// address space, not memory. The room is that large on purpose: allocators map a
+    /// block that size on its own and unmap it when it is freed, so the memory goes back
+    /// to the system at once instead of staying in the heap where the next file's buffer,
+    /// placed a little further on, would touch new pages.
+    fn grow(&mut self, more: usize) {
+        let need = self.partial.len() + more;
+        if need <= self.partial.capacity() {
+            return;
+        }
+        let want = if need <= PARTIAL_KEEP {
+            need.next_power_of_two().min(PARTIAL_KEEP)
+        } else if need <= RESERVE {
+            RESERVE
+        } else {
+            need.next_power_of_two()
+        };
+        self.partial.reserve_exact(want - self.partial.len());
     }
 
     fn release_partial(&mut self) {

@@ -2,8 +2,10 @@
 #![allow(dead_code, unused_imports, clippy::unwrap_used)]
 
 mod daemon;
+mod live;
 
 pub use daemon::*;
+pub use live::Live;
 
 use baton::model::{Event, ProviderKind};
 use baton::replay::{self, AtEof, Options};

@@ -1,0 +1,107 @@
+//! Memory stays bounded by the largest line being read now, not by every large line any
+//! file ever had: the real daemon, measured from /proc.
+
+#![allow(clippy::unwrap_used)]
+
+mod common;
+
+use common::{Claude, Daemon, append};
+use std::fs;
+
+/// `VmHWM` (peak) and `VmRSS` (now) of a process, in bytes.
+fn rss(pid: u32) -> (u64, u64) {
+    let status = fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
+    let field = |name: &str| -> u64 {
+        status
+            .lines()
+            .find_map(|l| l.strip_prefix(name))
+            .and_then(|v| v.split_whitespace().next())
+            .and_then(|v| v.parse::<u64>().ok())
+            .map(|kb| kb * 1024)
+            .unwrap_or_else(|| panic!("{name} missing from /proc/{pid}/status"))
+    };
+    (field("VmHWM:"), field("VmRSS:"))
+}
+
+const FILES: usize = 64;
+const LINE: usize = 5 * 1024 * 1024;
+
+#[test]
+fn large_lines_in_many_files_do_not_pin_memory() {
+    if !std::path::Path::new("/proc/self/status").exists() {
+        println!("NOTICE: no /proc; memory test skipped.");
+        return;
+    }
+    let mut d = Daemon::tree().start(&[]);
+    let pid = d.pid();
+    let dir = d.claude().join("proj");
+    fs::create_dir_all(&dir).unwrap();
+
+    // First every file with one small turn, so the baseline includes what each file
+    // costs anyway (its reader, projector and session state).
+    let sessions: Vec<Claude> = (0..FILES).map(|_| Claude::new()).collect();
+    for c in &sessions {
+        let (turn, _) = c.turn("hello", "small");
+        // Written outside the tree and renamed in: the file appears whole.
+        let tmp = d.dir.path().join("staging.jsonl");
+        append(&tmp, turn.as_bytes());
+        fs::rename(&tmp, c.path_in(&dir)).unwrap();
+    }
+    d.wait_count("small completions", FILES, |e| {
+        e["event"] == "turn_completed"
+    });
+    std::thread::sleep(std::time::Duration::from_millis(300));
+    // Reset the peak to now where the kernel allows it (Linux 4.0+); else the peak so
+    // far counts in the baseline.
+    let reset = fs::write(format!("/proc/{pid}/clear_refs"), "5").is_ok();
+    let (peak0, rss0) = rss(pid);
+    let baseline = if reset { rss0 } else { peak0.max(rss0) };
+
+    // Then one line of LINE bytes in every file: a final answer carrying the bulk.
+    let mut turns = Vec::new();
+    for (i, c) in sessions.iter().enumerate() {
+        let (prompt, turn) = c.prompt("make it big");
+        let answer = c.answer("");
+        let pad = LINE - answer.len();
+        let big = answer.replacen(
+            "\"text\":\"\"",
+            &format!(
+                "\"text\":\"{}{}\"",
+                i,
+                "x".repeat(pad - 1 - i.to_string().len())
+            ),
+            1,
+        );
+        append(&c.path_in(&dir), format!("{prompt}{big}").as_bytes());
+        turns.push(turn);
+    }
+    d.wait_count("completions", 2 * FILES, |e| e["event"] == "turn_completed");
+    // Settled: give the daemon a moment past its last read.
+    std::thread::sleep(std::time::Duration::from_millis(500));
+    let (peak, now) = rss(pid);
+    let bound = baseline + 2 * LINE as u64;
+    let mib = |b: u64| b as f64 / (1024.0 * 1024.0);
+    println!(
+        "baseline {:.1} MiB (peak reset: {reset}), peak {:.1} MiB, settled {:.1} MiB, bound {:.1} MiB",
+        mib(baseline),
+        mib(peak),
+        mib(now),
+        mib(bound)
+    );
+    assert!(
+        now <= bound,
+        "settled RSS {:.1} MiB exceeds baseline + 2 × line ({:.1} MiB)",
+        mib(now),
+        mib(bound)
+    );
+    assert!(
+        peak <= bound,
+        "peak RSS {:.1} MiB exceeds baseline + 2 × line ({:.1} MiB)",
+        mib(peak),
+        mib(bound)
+    );
+    let events = d.stop();
+    for t in &turns {
+        assert_eq!(common::count(&events, "turn_completed", t), 1);
+    }
+}
