@@ -71,7 +71,8 @@ impl Tailer {
                 self.drain(now);
                 self.rederive(now);
             }
-            Change::Truncated => self.rederive(now),
+            // Same size, new mtime or ctime: written in place, as the daemon reads it.
+            Change::Truncated | Change::Touched => self.rederive(now),
             Change::Changed => {
                 if tail.marker_matches(&self.path).unwrap() {
                     self.read_on(now);
