@@ -366,13 +366,7 @@ impl Projector for CopilotProjector {
     }
 
     fn obs(&self, key: String, record_ts: Option<i64>, kind: ObsKind) -> Obs {
-        Obs {
-            session: self.session.clone(),
-            agent: None,
-            record_ts,
-            key,
-            kind,
-        }
+        Obs::new(&self.session, None, record_ts, key, kind)
     }
 
     super::saved_whole!();

@@ -266,13 +266,7 @@ impl Projector for CursorProjector {
     }
 
     fn obs(&self, key: String, record_ts: Option<i64>, kind: ObsKind) -> Obs {
-        Obs {
-            session: self.session.clone(),
-            agent: self.agent.clone(),
-            record_ts,
-            key,
-            kind,
-        }
+        Obs::new(&self.session, self.agent.as_deref(), record_ts, key, kind)
     }
 
     super::saved_whole!();

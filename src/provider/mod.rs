@@ -148,6 +148,26 @@ pub struct Obs {
     pub kind: ObsKind,
 }
 
+impl Obs {
+    /// An observation of the session `session` (`agent`: `None` for the main
+    /// conversation).
+    pub fn new(
+        session: &str,
+        agent: Option<&str>,
+        record_ts: Option<i64>,
+        key: String,
+        kind: ObsKind,
+    ) -> Self {
+        Obs {
+            session: session.to_owned(),
+            agent: agent.map(str::to_owned),
+            record_ts,
+            key,
+            kind,
+        }
+    }
+}
+
 /// A parse failure on one line; the caller reports it and moves on.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("{0}")]

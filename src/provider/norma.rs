@@ -341,13 +341,13 @@ impl Projector for NormaProjector {
     }
 
     fn obs(&self, key: String, record_ts: Option<i64>, kind: ObsKind) -> Obs {
-        Obs {
-            session: self.session.clone(),
-            agent: self.file_agent.clone(),
+        Obs::new(
+            &self.session,
+            self.file_agent.as_deref(),
             record_ts,
             key,
             kind,
-        }
+        )
     }
 
     super::saved_whole!();

@@ -34,22 +34,11 @@ pub fn unsupported(kind: ProviderKind, path: &Path) -> Option<&'static str> {
             let session = projector_for(kind, path)
                 .obs(String::new(), None, ObsKind::Work)
                 .session;
-            (!looks_like_uuid(&session)).then_some("session_not_in_path")
+            (!super::claude::looks_like_uuid(&session)).then_some("session_not_in_path")
         }
         ProviderKind::Codex => None,
         _ => Some("provider"),
     }
-}
-
-fn looks_like_uuid(s: &str) -> bool {
-    s.len() == 36
-        && s.bytes().enumerate().all(|(i, b)| {
-            if matches!(i, 8 | 13 | 18 | 23) {
-                b == b'-'
-            } else {
-                b.is_ascii_hexdigit()
-            }
-        })
 }
 
 /// Patterns whose presence anywhere before a restart point (after the file's first line,

@@ -1,7 +1,7 @@
 //! Claude Code transcripts (`~/.claude/projects/<project>/<session>.jsonl` and subagent
 //! files). Rules: shared/docs/transcript-formats.md, Part A and C.
 
-use super::content::{Clipped, StrOrList, TEXT_KEEP, reset_hint};
+use super::content::{Clipped, StrOrList, reset_hint};
 use super::{
     Evidence, Initiator, Malformed, Obs, ObsKind, Projector, content_hash, file_stem, parse_line,
 };
@@ -12,6 +12,12 @@ use serde::{Deserialize, Serialize};
 use std::borrow::Cow;
 use std::num::NonZeroUsize;
 use std::path::Path;
+
+mod rules;
+
+pub use rules::KNOWN_TYPES;
+pub(crate) use rules::looks_like_uuid;
+use rules::{LOCAL_COMMANDS, NEEDS_INPUT_TOOLS, TERMINAL_STOPS, push_capped, question_text};
 
 #[derive(Deserialize)]
 pub(crate) struct Rec<'a> {
@@ -133,69 +139,6 @@ struct Question<'a> {
 /// always a recent record, and `LruCache` allocates its capacity up front for every
 /// warm file, so this stays small.
 const SIDE_ROOTS: usize = 512;
-
-/// Tools that park the turn until the person answers.
-const NEEDS_INPUT_TOOLS: [&str; 2] = ["AskUserQuestion", "ExitPlanMode"];
-/// Stop reasons that end a response for good (max_tokens and refusal: done, but degraded).
-const TERMINAL_STOPS: [&str; 4] = ["end_turn", "stop_sequence", "max_tokens", "refusal"];
-
-/// Built-in slash commands that run locally: no model turn follows them, however the
-/// record that names them is chained or ordered.
-const LOCAL_COMMANDS: [&str; 34] = [
-    "/exit",
-    "/quit",
-    "/clear",
-    "/reset",
-    "/new",
-    "/model",
-    "/mcp",
-    "/config",
-    "/settings",
-    "/cost",
-    "/usage",
-    "/status",
-    "/help",
-    "/login",
-    "/logout",
-    "/resume",
-    "/doctor",
-    "/memory",
-    "/permissions",
-    "/allowed-tools",
-    "/hooks",
-    "/agents",
-    "/ide",
-    "/vim",
-    "/theme",
-    "/terminal-setup",
-    "/export",
-    "/add-dir",
-    "/bashes",
-    "/tasks",
-    "/context",
-    "/statusline",
-    "/output-style",
-    "/rewind",
-];
-
-/// Record types Claude Code writes that are understood (the projector reads them) or
-/// deliberately ignored (bookkeeping, no model activity). `check` lists any other type.
-pub const KNOWN_TYPES: [&str; 14] = [
-    "user",
-    "assistant",
-    "system",
-    "progress",
-    "attachment",
-    "summary",
-    "file-history-snapshot",
-    "file-history-delta",
-    "queue-operation",
-    "last-prompt",
-    "mode",
-    "permission-mode",
-    "atis-latch",
-    "custom-title",
-];
 
 pub struct ClaudeProjector {
     session: String,
@@ -529,43 +472,6 @@ impl ClaudeProjector {
     }
 }
 
-/// Appends `t` to `text` up to [`TEXT_KEEP`] bytes (on a character boundary).
-fn push_capped(text: &mut String, t: &str) {
-    if text.trim().is_empty() {
-        // Leading whitespace shows nowhere; it must not use up the room.
-        text.clear();
-    }
-    let room = TEXT_KEEP.saturating_sub(text.len());
-    let mut end = room.min(t.len());
-    while !t.is_char_boundary(end) {
-        end -= 1;
-    }
-    text.push_str(&t[..end]);
-}
-
-fn looks_like_uuid(s: &str) -> bool {
-    s.len() == 36
-        && s.bytes().enumerate().all(|(i, b)| {
-            if matches!(i, 8 | 13 | 18 | 23) {
-                b == b'-'
-            } else {
-                b.is_ascii_hexdigit()
-            }
-        })
-}
-
-fn question_text(b: &Block<'_>) -> Option<String> {
-    let input = b.input.as_ref()?;
-    if let Some(q) = input
-        .questions
-        .as_ref()
-        .and_then(|qs| qs.iter().find_map(|q| q.question.as_deref()))
-    {
-        return crate::model::clip_message(q);
-    }
-    input.plan.as_deref().and_then(crate::model::clip_message)
-}
-
 impl Projector for ClaudeProjector {
     fn project(&mut self, line: &[u8], out: &mut Vec<Obs>) -> Result<(), Malformed> {
         let buf: Vec<u8>;
@@ -661,13 +567,13 @@ impl Projector for ClaudeProjector {
     }
 
     fn obs(&self, key: String, record_ts: Option<i64>, kind: ObsKind) -> Obs {
-        Obs {
-            session: self.session.clone(),
-            agent: self.file_agent.clone(),
+        Obs::new(
+            &self.session,
+            self.file_agent.as_deref(),
             record_ts,
             key,
             kind,
-        }
+        )
     }
 
     fn is_conversation(&self) -> bool {
