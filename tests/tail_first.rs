@@ -210,29 +210,21 @@ fn corpus_tail_first_state_equals_full_read_at_every_cut() {
 
 #[test]
 fn generated_tail_first_state_equals_full_read_at_every_cut() {
-    let tool = Path::new(env!("CARGO_MANIFEST_DIR")).join("../shared/tools/gen-corpus.py");
-    if !tool.is_file() {
-        println!("NOTICE: ../shared/tools/gen-corpus.py is absent; test skipped.");
-        return;
-    }
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().join("tree");
-    let made = Command::new("python3")
-        .arg(&tool)
-        .arg(&out)
-        .args([
-            "--mib",
-            "4",
-            "--sessions",
-            "24",
-            "--seed",
-            "12",
-            "--huge-every",
-            "0",
-        ])
-        .output()
-        .expect("python3");
-    assert!(made.status.success());
+    let args = [
+        "--mib",
+        "4",
+        "--sessions",
+        "24",
+        "--seed",
+        "12",
+        "--huge-every",
+        "0",
+    ];
+    if generate(&out, &args).is_none() {
+        return;
+    }
     let mut t = check_tree(&out.join("claude"), Some(ProviderKind::Claude));
     let c = check_tree(&out.join("codex"), Some(ProviderKind::Codex));
     t.cuts += c.cuts;
