@@ -8,6 +8,7 @@ use crate::model::{Event, ProviderKind};
 use crate::pool;
 use crate::provider::Obs;
 use crate::reduce::{Reducer, SessionView, Src};
+use crate::tail::Stat;
 use crate::tail_first::{self, Plan};
 use crate::watch::{self, Found, Root};
 use std::collections::HashMap;
@@ -99,7 +100,7 @@ fn read_file(f: &Found, opts: &Options, tail_first: bool) -> Result<Option<FileR
     let clock_start = if f.provider.records_have_time() {
         0
     } else {
-        file_mtime_ms(&file)
+        file.metadata().map_or(0, |m| Stat::of(&m).mtime_ms())
     };
     let mut start = 0;
     // Where parsing proper starts (past a jump).
@@ -258,16 +259,6 @@ fn run_counting(
         },
     )?;
     Ok((reducer, last_lines))
-}
-
-/// The file's modification time, Unix ms (0 when unknown).
-fn file_mtime_ms(file: &File) -> i64 {
-    file.metadata()
-        .and_then(|m| m.modified())
-        .ok()
-        .and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok())
-        .and_then(|d| i64::try_from(d.as_millis()).ok())
-        .unwrap_or(0)
 }
 
 /// `scan`: every session's state as of now, from each file's last turns where that gives
