@@ -47,9 +47,17 @@ const MAX_SEARCHED: usize = 16 * 1024;
 /// What a user record that launches (a Bash result's `backgroundTaskId` or its text,
 /// an async agent's launch) or reports back (a notification) contains.
 const USER_NEEDLES: [&[u8]; 4] = [
+    LAUNCH_NEEDLES[0],
+    LAUNCH_NEEDLES[1],
+    b"-notification>",
+    LAUNCH_NEEDLES[2],
+];
+
+/// What a record that launches a background task contains (a Bash result's
+/// `backgroundTaskId` or its text, an async agent's launch).
+pub(crate) const LAUNCH_NEEDLES: [&[u8]; 3] = [
     b"backgroundTaskId",
     b"in background with ID",
-    b"-notification>",
     b"agent launched",
 ];
 

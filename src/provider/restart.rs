@@ -4,6 +4,7 @@
 //! lose. Used by the tail-first read, which finds a session's state from its last turns
 //! instead of every byte.
 
+use super::background::LAUNCH_NEEDLES;
 use super::{ObsKind, projector_for};
 use crate::model::ProviderKind;
 use memchr::memmem::Finder;
@@ -54,9 +55,9 @@ pub fn hazards(kind: ProviderKind, path: &Path) -> &'static [(&'static [u8], &'s
         // turn ends: the launch must be seen.
         ProviderKind::Claude => &[
             (b"\"isSidechain\":true", "inline_sidechain"),
-            (b"backgroundTaskId", "background_task"),
-            (b"in background with ID", "background_task"),
-            (b"agent launched", "background_task"),
+            (LAUNCH_NEEDLES[0], "background_task"),
+            (LAUNCH_NEEDLES[1], "background_task"),
+            (LAUNCH_NEEDLES[2], "background_task"),
         ],
         // A second header would change the session id from that line on.
         ProviderKind::Codex => &[(b"\"session_meta\"", "second_session_meta")],
