@@ -7,7 +7,7 @@ mod common;
 #[path = "common/stream.rs"]
 mod stream;
 
-use common::{Claude, DEADLINE, Daemon, append, count, is, ts_ago};
+use common::{Claude, DEADLINE, Daemon, anomalies, append, count, is, ts_ago};
 use serde_json::Value;
 use std::fs;
 use std::path::{Path, PathBuf};
@@ -106,13 +106,6 @@ fn restart_and_probe(mut d: Daemon, c: &Claude, path: &Path) -> (Vec<Value>, Str
     (d.stop(), probe)
 }
 
-fn reasons(events: &[Value], reason: &str) -> usize {
-    events
-        .iter()
-        .filter(|e| e["event"] == "anomaly" && e["reason"] == reason)
-        .count()
-}
-
 #[test]
 fn corrupt_current_generation_falls_back_to_the_previous_one() {
     let mut rng = Rng::seeded();
@@ -140,7 +133,7 @@ fn corrupt_current_generation_falls_back_to_the_previous_one() {
         }
         assert_eq!(count(&events, "turn_completed", &down), 1, "{how}");
         assert_eq!(count(&events, "turn_completed", &probe), 1, "{how}");
-        assert_eq!(reasons(&events, "state_lost"), 0, "{how}");
+        assert_eq!(anomalies(&events, "state_lost"), 0, "{how}");
     }
 }
 
@@ -180,7 +173,7 @@ fn no_usable_generation_is_a_silent_baseline_with_state_lost() {
             );
         }
         assert_eq!(count(&events, "turn_completed", &probe), 1, "{how}");
-        assert_eq!(reasons(&events, "state_lost"), 1, "{how}");
+        assert_eq!(anomalies(&events, "state_lost"), 1, "{how}");
     }
 }
 
@@ -380,7 +373,7 @@ fn unwritable_state_keeps_delivering_raises_one_anomaly_and_recovers() {
     d.terminate();
     d.restart(&[]);
     let events = d.stop();
-    assert_eq!(reasons(&events, "state_unwritable"), 1);
+    assert_eq!(anomalies(&events, "state_unwritable"), 1);
     for t in &turns {
         assert_eq!(count(&events, "turn_completed", t), 1, "turn {t}");
     }
@@ -433,7 +426,7 @@ fn a_restart_continues_from_the_checkpoint_without_re_reading() {
     let (events, log) = d.stop_with_log();
     assert_eq!(count(&events, "turn_completed", &t0), 1, "turn zero once");
     assert_eq!(count(&events, "turn_completed", &t1), 1, "turn one once");
-    assert_eq!(reasons(&events, "malformed_line"), 0);
+    assert_eq!(anomalies(&events, "malformed_line"), 0);
     let went_live: Vec<&str> = log
         .lines()
         .filter(|l| l.contains("History read; going live."))
@@ -474,7 +467,7 @@ fn a_cold_file_wakes_up_from_its_saved_context() {
     d.wait_for("b completed", is("turn_completed", tb.clone()));
     let events = d.stop();
     assert_eq!(count(&events, "turn_completed", &ta), 1);
-    assert_eq!(reasons(&events, "malformed_line"), 0);
+    assert_eq!(anomalies(&events, "malformed_line"), 0);
 }
 
 /// A first run killed before it saved any checkpoint (here: its state log cannot be
@@ -515,5 +508,5 @@ fn a_first_run_killed_before_its_first_save_still_bounds_history() {
     );
     assert_eq!(count(&events, "turn_completed", &t1), 1, "t1 once");
     assert_eq!(count(&events, "turn_completed", &t2), 1, "t2 once");
-    assert_eq!(reasons(&events, "state_lost"), 0);
+    assert_eq!(anomalies(&events, "state_lost"), 0);
 }

@@ -13,7 +13,7 @@ mod common;
 #[path = "common/stream.rs"]
 mod stream;
 
-use common::{Claude, DEADLINE, Daemon, append, count, is};
+use common::{Claude, DEADLINE, Daemon, anomalies, append, count, is};
 use serde_json::Value;
 use std::fs;
 use std::io::Write;
@@ -28,13 +28,6 @@ use stream::{Rng, Stream, Tally, tally, wait_all_completed};
 
 fn is_root() -> bool {
     fs::metadata("/proc/self").is_ok_and(|m| std::os::unix::fs::MetadataExt::uid(&m) == 0)
-}
-
-fn anomalies(events: &[Value], reason: &str) -> usize {
-    events
-        .iter()
-        .filter(|e| e["event"] == "anomaly" && e["reason"] == reason)
-        .count()
 }
 
 fn readies(d: &Daemon) -> usize {

@@ -307,6 +307,14 @@ pub fn count(events: &[Value], kind: &str, turn: &str) -> usize {
         .count()
 }
 
+/// How many `anomaly` events carry `reason`.
+pub fn anomalies(events: &[Value], reason: &str) -> usize {
+    events
+        .iter()
+        .filter(|e| e["event"] == "anomaly" && e["reason"] == reason)
+        .count()
+}
+
 pub fn is(kind: &'static str, turn: String) -> impl Fn(&Value) -> bool {
     move |e| e["event"] == kind && e["turn"] == turn.as_str()
 }
