@@ -10,7 +10,7 @@
 //! [`Reducer::take_changes`]: crate::reduce::Reducer::take_changes
 
 use crate::model::{SessionKey, SessionState};
-use crate::reduce::{SessionChange, SessionView};
+use crate::reduce::{ParkedView, SessionChange, SessionView};
 use crossbeam_channel::{Receiver, Sender, never, select};
 use std::collections::BTreeMap;
 use std::io;
@@ -42,16 +42,33 @@ impl Counts {
         self.0[Self::slot(state)]
     }
 
-    fn add(&mut self, v: &SessionView) {
-        if v.key.agent.is_none() {
-            self.0[Self::slot(v.state)] += 1;
+    fn add(&mut self, key: &SessionKey, state: SessionState) {
+        if key.agent.is_none() {
+            self.0[Self::slot(state)] += 1;
         }
     }
 
-    fn sub(&mut self, v: &SessionView) {
-        if v.key.agent.is_none() {
-            let n = &mut self.0[Self::slot(v.state)];
+    fn sub(&mut self, key: &SessionKey, state: SessionState) {
+        if key.agent.is_none() {
+            let n = &mut self.0[Self::slot(state)];
             *n = n.saturating_sub(1);
+        }
+    }
+}
+
+/// One session in the table: its view, or for a parked session the parked form its
+/// view is read back from (most sessions are idle, and this costs a fraction of a view).
+#[derive(Debug)]
+enum Entry {
+    Live(Arc<SessionView>),
+    Parked(ParkedView),
+}
+
+impl Entry {
+    fn state(&self) -> SessionState {
+        match self {
+            Entry::Live(v) => v.state,
+            Entry::Parked(p) => p.state,
         }
     }
 }
@@ -59,7 +76,7 @@ impl Counts {
 /// The full table, brought up to date one batch at a time.
 #[derive(Debug, Default)]
 pub struct Table {
-    sessions: BTreeMap<SessionKey, Arc<SessionView>>,
+    sessions: BTreeMap<SessionKey, Entry>,
     counts: Counts,
 }
 
@@ -67,22 +84,40 @@ impl Table {
     /// Applies one batch of changes: costs the batch, not the table.
     pub fn apply(&mut self, batch: Batch) {
         for change in batch {
-            let old = match change {
+            let (key, old) = match change {
                 SessionChange::Updated(v) => {
-                    self.counts.add(&v);
-                    self.sessions.insert(v.key.clone(), Arc::new(v))
+                    self.counts.add(&v.key, v.state);
+                    let key = v.key.clone();
+                    (
+                        key.clone(),
+                        self.sessions.insert(key, Entry::Live(Arc::new(v))),
+                    )
                 }
-                SessionChange::Removed(key) => self.sessions.remove(&key),
+                SessionChange::Parked(key, p) => {
+                    self.counts.add(&key, p.state);
+                    (key.clone(), self.sessions.insert(key, Entry::Parked(p)))
+                }
+                SessionChange::Removed(key) => {
+                    let old = self.sessions.remove(&key);
+                    (key, old)
+                }
             };
             if let Some(old) = old {
-                self.counts.sub(&old);
+                self.counts.sub(&key, old.state());
             }
         }
     }
 
-    /// Every session's view, sorted by key.
+    /// Every session's view, sorted by key. Parked sessions are read back here, for the
+    /// asking client (a `status` call, never the event path).
     pub fn snapshot(&self) -> Snapshot {
-        self.sessions.values().cloned().collect()
+        self.sessions
+            .iter()
+            .filter_map(|(k, e)| match e {
+                Entry::Live(v) => Some(v.clone()),
+                Entry::Parked(p) => p.view(k).map(Arc::new),
+            })
+            .collect()
     }
 
     pub fn counts(&self) -> Counts {

@@ -73,15 +73,21 @@ impl Files {
 
     /// Closes idle handles and drops idle projectors, within the caps.
     pub(super) fn enforce_caps(&mut self, now: Now) {
-        let now = mono_i(now);
         let cold = self.cold_ms();
         let mut open = Vec::new();
         let mut warm = Vec::new();
+        let mono = now;
+        let now = mono_i(now);
         for (path, t) in &mut self.table {
             let idle = now - t.last_change;
             if t.feed.is_some() && idle > cold {
                 t.go_cold();
                 t.tail.close();
+            }
+            if idle > cold {
+                // Idle that long, its sessions need no memory of their own until it
+                // changes (a no-op for a file already parked, or one time can change).
+                self.reducer.park_path(&path.to_string_lossy(), mono);
             }
             if t.tail.is_open() && idle > HANDLE_IDLE_MS {
                 t.tail.close();

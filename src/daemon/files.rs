@@ -365,6 +365,7 @@ impl Files {
             t.tail.close();
             if mono_i(now) - t.last_change > cold {
                 t.go_cold();
+                self.reducer.park_path(&path_str(path), now);
             } else {
                 self.history_warm.push((t.last_change, path.to_path_buf()));
                 if self.history_warm.len() > 2 * HISTORY_WARM {

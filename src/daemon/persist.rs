@@ -143,6 +143,10 @@ impl Deltas {
             return;
         }
         let dirty: Vec<PathBuf> = pending.dirty.drain().collect();
+        if pending.dirty.capacity() > 4096 {
+            // After a first run's history read every file was dirty: give that room back.
+            pending.dirty.shrink_to_fit();
+        }
         let mut removed = std::mem::take(&mut pending.removed);
         let mut decided = std::mem::take(&mut pending.decided);
         let mut first = true;

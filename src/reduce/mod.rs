@@ -13,6 +13,7 @@
 mod background;
 mod dedup;
 mod liveness;
+mod park;
 mod persist;
 mod retract;
 mod session;
@@ -21,7 +22,7 @@ mod views;
 pub use dedup::{DEFAULT_SEEN, Seen};
 pub use liveness::Quiet;
 pub use persist::{Decided, SavedSession};
-pub use views::{SessionChange, SessionView};
+pub use views::{ParkedView, SessionChange, SessionView};
 
 /// How many event ids the seen-set remembers.
 pub fn dedup_capacity() -> usize {
@@ -69,6 +70,8 @@ pub struct Reducer {
     /// `Some` when the caller wants the sessions changed since it last asked (see
     /// [`Reducer::take_changes`]), so it never has to look at the unchanged ones.
     changed: Option<HashSet<SessionKey>>,
+    /// Sessions of cold files, in saved form (see `park.rs`).
+    parked: park::Parked,
 }
 
 impl Reducer {
@@ -82,12 +85,13 @@ impl Reducer {
             decided: None,
             history_before: None,
             changed: None,
+            parked: park::Parked::default(),
         }
     }
 
     /// How many sessions there are.
     pub fn session_count(&self) -> usize {
-        self.sessions.len()
+        self.sessions.len() + self.parked_count()
     }
 
     /// Records older than `wall` (Unix ms) update state silently from now on.
@@ -117,11 +121,12 @@ impl Reducer {
             out.extend(self.finish(&key, &src.path, d));
             return;
         }
+        self.unpark_for(&key, &src.path, now);
         let moved = match self.sessions.get(&key) {
             None => {
                 self.by_path
                     .entry(src.path.clone())
-                    .or_default()
+                    .or_insert_with(|| Vec::with_capacity(1))
                     .push(key.clone());
                 None
             }
@@ -132,7 +137,7 @@ impl Reducer {
             self.unindex(&old, &key);
             self.by_path
                 .entry(src.path.clone())
-                .or_default()
+                .or_insert_with(|| Vec::with_capacity(1))
                 .push(key.clone());
         }
         let sess = self.sessions.entry(key.clone()).or_insert_with(|| Session {

@@ -18,8 +18,8 @@ use std::sync::Arc;
 /// file can be continued from there instead of re-read (see [`Reducer::save_path`]).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct SavedSession {
-    key: SessionKey,
-    state: Session,
+    pub(super) key: SessionKey,
+    pub(super) state: Session,
 }
 
 /// An event id the reducer decided (emitted, or absorbed as history): what the daemon's
@@ -52,6 +52,9 @@ impl Reducer {
 
     /// Forgets a session (its file is gone).
     pub fn forget(&mut self, key: &SessionKey) {
+        if let Some(path) = self.parked.path_of(key) {
+            self.unpark(&path, Now::virtual_at(0));
+        }
         if let Some(s) = self.sessions.remove(key) {
             mark(&mut self.changed, key);
             self.unindex(&s.path, key);
@@ -70,6 +73,8 @@ impl Reducer {
     /// Forgets every session last fed from `path`: the file is gone, or is about to be
     /// re-read from its first byte (the seen-set keeps that re-read silent).
     pub fn forget_path(&mut self, path: &str) {
+        // Brought back first, so `status` hears of their removal like any other's.
+        self.unpark(path, Now::virtual_at(0));
         for key in self.by_path.remove(path).unwrap_or_default() {
             if self.sessions.remove(&key).is_some() {
                 mark(&mut self.changed, &key);
@@ -79,6 +84,9 @@ impl Reducer {
 
     /// The state of every session last fed from `path`, as of `now`.
     pub fn save_path(&self, path: &str, now: Now) -> Vec<SavedSession> {
+        if let Some(saved) = self.parked.saved(path) {
+            return saved;
+        }
         let keys = self.by_path.get(path).map_or(&[][..], Vec::as_slice);
         let mut out: Vec<SavedSession> = keys
             .iter()
@@ -118,7 +126,7 @@ impl Reducer {
             self.forget(&key);
             self.by_path
                 .entry(path.clone())
-                .or_default()
+                .or_insert_with(|| Vec::with_capacity(1))
                 .push(key.clone());
             mark(&mut self.changed, &key);
             self.sessions.insert(key.clone(), state);

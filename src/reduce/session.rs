@@ -16,6 +16,7 @@ pub(super) struct Candidate {
     pub(super) line: u64,
     pub(super) record_ts: Option<i64>,
     pub(super) key: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub(super) message: Option<String>,
     /// Monotonic ms in memory; Unix ms in a [`SavedSession`](super::SavedSession)
     /// (monotonic time does not survive a restart).
@@ -26,7 +27,9 @@ pub(super) struct Candidate {
 pub(super) struct Turn {
     pub(super) id: String,
     pub(super) open: bool,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub(super) outcome: Option<SessionState>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub(super) cand: Option<Candidate>,
     pub(super) last_line: u64,
     pub(super) last_ts: Option<i64>,
@@ -61,7 +64,9 @@ pub(super) struct Session {
     pub(super) last_ts: Option<i64>,
     pub(super) decided_line: u64,
     pub(super) decided_ts: Option<i64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub(super) message: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub(super) evidence: Option<Evidence>,
     #[serde(default, skip_serializing_if = "background::Tasks::is_empty")]
     pub(super) bg: background::Tasks,

@@ -10,6 +10,9 @@ use crate::provider::Evidence;
 use std::collections::HashSet;
 use std::sync::Arc;
 
+/// A change set that grew past this many entries is shrunk when it is drained.
+const SHRINK_PAST: usize = 4096;
+
 /// What `scan` and `status` show for one session.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct SessionView {
@@ -30,6 +33,28 @@ pub struct SessionView {
 pub enum SessionChange {
     Updated(SessionView),
     Removed(SessionKey),
+    /// The session was parked with its file: its view is unchanged, and can be read back
+    /// from the parked form when asked for, so a table need not hold it.
+    Parked(SessionKey, ParkedView),
+}
+
+/// A parked session's view, in the parked form its reducer keeps (shared, not copied).
+#[derive(Debug, Clone)]
+pub struct ParkedView {
+    pub path: Arc<str>,
+    pub state: SessionState,
+    /// The file's parked sessions, as saved.
+    pub(super) blob: Arc<str>,
+}
+
+impl ParkedView {
+    /// The view of `key`, read back from the parked form.
+    pub fn view(&self, key: &SessionKey) -> Option<SessionView> {
+        let saved: Vec<super::SavedSession> = serde_json::from_str(&self.blob).ok()?;
+        let mut s = saved.into_iter().find(|s| s.key == *key)?;
+        s.state.path = self.path.clone();
+        Some(view(key, &s.state))
+    }
 }
 
 /// Notes that `key` changed, if changes are tracked. Every change to a session goes
@@ -68,7 +93,7 @@ impl Reducer {
 
     /// Whether a session changed since the last [`Reducer::take_changes`].
     pub fn has_changes(&self) -> bool {
-        self.changed.as_ref().is_some_and(|c| !c.is_empty())
+        self.changed.as_ref().is_some_and(|c| !c.is_empty()) || self.parked.has_views()
     }
 
     /// The current view of each session changed since the last call (or its removal),
@@ -78,18 +103,28 @@ impl Reducer {
             return Vec::new();
         };
         let mut keys: Vec<SessionKey> = changed.drain().collect();
+        if changed.capacity() > SHRINK_PAST {
+            // A first publish holds every session: its room must not stay for good.
+            changed.shrink_to_fit();
+        }
         keys.sort();
-        keys.into_iter()
-            .map(|k| match self.sessions.get(&k) {
-                Some(s) => SessionChange::Updated(view(&k, s)),
-                None => SessionChange::Removed(k),
-            })
-            .collect()
+        // Views of sessions parked since: older than anything below, so first.
+        let mut out = super::park::take_parked_views(self);
+        out.extend(keys.into_iter().map(|k| match self.sessions.get(&k) {
+            Some(s) => SessionChange::Updated(view(&k, s)),
+            None => SessionChange::Removed(k),
+        }));
+        out
     }
 
     /// Every session's current state, sorted by key.
     pub fn sessions(&self) -> Vec<SessionView> {
+        let parked = self.parked.all();
         let mut v: Vec<SessionView> = self.sessions.iter().map(|(k, s)| view(k, s)).collect();
+        v.extend(parked.into_iter().map(|(path, mut s)| {
+            s.state.path = path;
+            view(&s.key, &s.state)
+        }));
         v.sort_by(|a, b| a.key.cmp(&b.key));
         v
     }

@@ -1,0 +1,177 @@
+//! Parked sessions: the sessions of a file that went cold, kept in their saved form
+//! instead of as live state.
+//!
+//! A daemon watching thousands of idle sessions would otherwise hold every one's full
+//! state (its map entry, strings and index) although nothing can happen to it until its
+//! file changes. A file's sessions are parked only when time cannot change them (no open
+//! turn, no pending answer), so no timer and no liveness question needs them; `status`
+//! keeps showing them from its own table. They come back, exactly as saved, the moment
+//! anything asks for them: a record from their file or for one of their keys, a save of
+//! the file's checkpoint, a settle, or forgetting the file.
+
+use super::Reducer;
+use super::persist::SavedSession;
+use super::views::{ParkedView, SessionChange};
+use crate::clock::Now;
+use crate::model::SessionKey;
+use std::collections::HashMap;
+use std::hash::{DefaultHasher, Hash, Hasher};
+use std::sync::Arc;
+
+/// Every parked file's sessions, and which file each parked key belongs to.
+#[derive(Default)]
+pub(super) struct Parked {
+    /// By path: the file's sessions as `SavedSession` JSON (shared with the views of
+    /// `status`, which read a parked session back from it when asked).
+    files: HashMap<Arc<str>, Arc<str>>,
+    /// A hash of each parked key → its file. A hash, not the key: the index must cost
+    /// far less than the state it stands for, and a collision only unparks a file early.
+    keys: HashMap<u64, Arc<str>>,
+    /// Views of sessions parked before their change was published.
+    pub(super) views: Vec<SessionChange>,
+}
+
+fn key_hash(key: &SessionKey) -> u64 {
+    let mut h = DefaultHasher::new();
+    key.hash(&mut h);
+    h.finish()
+}
+
+impl Parked {
+    pub(super) fn is_empty(&self) -> bool {
+        self.files.is_empty()
+    }
+
+    pub(super) fn len(&self) -> usize {
+        self.keys.len()
+    }
+
+    /// The file a parked `key` may belong to.
+    pub(super) fn path_of(&self, key: &SessionKey) -> Option<Arc<str>> {
+        if self.keys.is_empty() {
+            return None;
+        }
+        self.keys.get(&key_hash(key)).cloned()
+    }
+
+    /// The sessions parked for `path`, as saved.
+    pub(super) fn saved(&self, path: &str) -> Option<Vec<SavedSession>> {
+        let json = self.files.get(path)?;
+        match serde_json::from_str(json) {
+            Ok(s) => Some(s),
+            Err(e) => {
+                // Written by this process a moment ago: cannot happen short of a bug.
+                tracing::error!(path = %path, error = %e, "Parked sessions unreadable.");
+                None
+            }
+        }
+    }
+
+    /// Every parked session, as saved.
+    pub(super) fn all(&self) -> Vec<(Arc<str>, SavedSession)> {
+        self.files
+            .keys()
+            .flat_map(|p| {
+                self.saved(p)
+                    .unwrap_or_default()
+                    .into_iter()
+                    .map(move |s| (p.clone(), s))
+            })
+            .collect()
+    }
+
+    pub(super) fn has_views(&self) -> bool {
+        !self.views.is_empty()
+    }
+
+    pub(super) fn has(&self, path: &str) -> bool {
+        !self.files.is_empty() && self.files.contains_key(path)
+    }
+}
+
+impl Reducer {
+    /// Parks the sessions last fed from `path` if time cannot change any of them; true
+    /// if it did. The file must be read up to a line's end (its projector saved): a
+    /// record arriving later brings them back first.
+    pub fn park_path(&mut self, path: &str, now: Now) -> bool {
+        let Some(keys) = self.by_path.get(path) else {
+            return false;
+        };
+        let still = keys.iter().all(|k| {
+            self.sessions.get(k).is_some_and(|s| {
+                s.state != crate::model::SessionState::Working
+                    && s.turn.as_ref().is_none_or(|t| !t.open && t.cand.is_none())
+            })
+        });
+        if !still || self.parked.has(path) {
+            return false;
+        }
+        let saved = self.save_path(path, now);
+        let Ok(json) = serde_json::to_string(&saved) else {
+            return false;
+        };
+        let Some((path, keys)) = self.by_path.remove_entry(path) else {
+            return false;
+        };
+        let blob: Arc<str> = Arc::from(json);
+        for key in keys {
+            let Some(sess) = self.sessions.remove(&key) else {
+                continue;
+            };
+            if let Some(changed) = self.changed.as_mut() {
+                // The view goes out in parked form, replacing whatever the table held of
+                // it (or nothing, if its last change was not published yet).
+                changed.remove(&key);
+                let pv = ParkedView {
+                    path: path.clone(),
+                    state: sess.state,
+                    blob: blob.clone(),
+                };
+                self.parked
+                    .views
+                    .push(SessionChange::Parked(key.clone(), pv));
+            }
+            self.parked.keys.insert(key_hash(&key), path.clone());
+        }
+        self.parked.files.insert(path, blob);
+        true
+    }
+
+    /// Brings back the sessions parked for `path`, if any.
+    pub(super) fn unpark(&mut self, path: &str, now: Now) {
+        let saved = self.parked.saved(path).unwrap_or_default();
+        let Some((path, _)) = self.parked.files.remove_entry(path) else {
+            return;
+        };
+        for s in &saved {
+            self.parked.keys.remove(&key_hash(&s.key));
+        }
+        // Coming back changes nothing `status` shows: not a change to publish.
+        let changed = self.changed.take();
+        self.restore_path(&path, saved, now);
+        self.changed = changed;
+    }
+
+    /// Brings back whatever a record for `key` from `path` may touch.
+    pub(super) fn unpark_for(&mut self, key: &SessionKey, path: &str, now: Now) {
+        if self.parked.is_empty() {
+            return;
+        }
+        if self.parked.has(path) {
+            self.unpark(path, now);
+        }
+        if let Some(other) = self.parked.path_of(key) {
+            self.unpark(&other, now);
+        }
+    }
+
+    /// How many sessions are parked.
+    pub fn parked_count(&self) -> usize {
+        self.parked.len()
+    }
+}
+
+/// Marks every parked view as published: `take_changes` hands them out first.
+pub(super) fn take_parked_views(r: &mut Reducer) -> Vec<SessionChange> {
+    std::mem::take(&mut r.parked.views)
+}

@@ -1,0 +1,265 @@
+//! Parked sessions: a cold file's sessions kept in saved form instead of as live state.
+//! Parking must change nothing anyone sees: the same events, the same `status` rows,
+//! the same saved checkpoints, whenever it happens and whatever comes after.
+#![allow(clippy::unwrap_used)]
+
+mod common;
+
+use baton::clock::Now;
+use baton::feed::FileFeed;
+use baton::model::Event;
+use baton::reduce::{Reducer, SessionView};
+use baton::views::Table;
+use baton::watch::{self, Root};
+use common::{Claude, Daemon, SETTLE_MS, ts_ago};
+use std::io::Write;
+use std::sync::Arc;
+use std::time::Duration;
+
+const MAX_LINE: usize = 8 << 20;
+
+/// Events, sessions at the end, the `status` table's views, saved sessions per file, and
+/// the most sessions parked at once.
+type Run = (
+    Vec<Event>,
+    Vec<SessionView>,
+    Vec<SessionView>,
+    Vec<String>,
+    usize,
+);
+
+/// One reducer over every corpus file, fed in chunks; with `park`, every file read so
+/// far is offered for parking after each chunk (far more often than the daemon does).
+/// Returns the events, the sessions at the end, the views a `status` table kept from
+/// the reported changes, and each file's saved sessions as a checkpoint holds them.
+fn run_corpus(park: bool) -> Option<Run> {
+    let corpus = common::corpus()?;
+    let mut files = watch::find(&Root {
+        path: corpus.clone(),
+        provider: None,
+    });
+    files.sort_by(|a, b| a.path.cmp(&b.path));
+    let mut r = Reducer::new(SETTLE_MS, 65_536);
+    r.track_changes();
+    let mut table = Table::default();
+    let mut out = Vec::new();
+    let mut clock = 0;
+    let mut read: Vec<Arc<str>> = Vec::new();
+    let mut most_parked = 0;
+    for f in &files {
+        let bytes = std::fs::read(&f.path).unwrap();
+        let mut fd = FileFeed::new(&f.path, f.provider, MAX_LINE);
+        read.push(fd.path.clone());
+        let step = (bytes.len() / 5).max(1);
+        let mut at = 0;
+        while at < bytes.len() {
+            let from = (at + step).min(bytes.len());
+            let end = bytes[from..]
+                .iter()
+                .position(|&b| b == b'\n')
+                .map_or(bytes.len(), |p| from + p + 1);
+            fd.feed(&bytes[at..end], |src, obs| {
+                if let Some(t) = obs.record_ts {
+                    clock = clock.max(t);
+                }
+                let now = Now::virtual_at(clock);
+                r.tick(now, &mut out);
+                r.apply(src, obs, now, &mut out);
+            });
+            if park {
+                for p in &read {
+                    r.park_path(p, Now::virtual_at(clock));
+                }
+                most_parked = most_parked.max(r.parked_count());
+            }
+            table.apply(r.take_changes());
+            at = end;
+        }
+    }
+    r.tick(Now::virtual_at(clock + 10 * SETTLE_MS as i64), &mut out);
+    table.apply(r.take_changes());
+    let kept = table.snapshot().iter().map(|v| (**v).clone()).collect();
+    let saved = read
+        .iter()
+        .map(|p| serde_json::to_string(&r.save_path(p, Now::virtual_at(clock))).unwrap())
+        .collect();
+    Some((out, r.sessions(), kept, saved, most_parked))
+}
+
+#[test]
+fn parking_every_file_at_every_chunk_changes_nothing_on_the_corpus() {
+    let Some((events, sessions, kept, saved, _)) = run_corpus(false) else {
+        return;
+    };
+    let (p_events, p_sessions, p_kept, p_saved, parked) = run_corpus(true).unwrap();
+    assert!(
+        parked > 20,
+        "parking happened: at most {parked} sessions parked at once"
+    );
+    assert_eq!(p_events.len(), events.len(), "event count");
+    for (a, b) in events.iter().zip(&p_events) {
+        assert_eq!(a, b, "events differ");
+    }
+    assert_eq!(p_sessions, sessions, "sessions at the end");
+    assert_eq!(p_kept, sessions, "status table kept from parked changes");
+    assert_eq!(kept, sessions, "status table without parking");
+    assert_eq!(p_saved, saved, "saved sessions per file");
+}
+
+/// `status --json` rows as (session, state, turn, line, message).
+fn rows(d: &Daemon) -> Vec<(String, String, String, u64, String)> {
+    let out = d.baton().args(["status", "--json"]).output().unwrap();
+    assert!(out.status.success());
+    String::from_utf8(out.stdout)
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str::<serde_json::Value>(l).unwrap())
+        .map(|v| {
+            let s = |k: &str| v[k].as_str().unwrap_or("").to_owned();
+            (
+                s("session"),
+                s("state"),
+                s("turn"),
+                v["line"].as_u64().unwrap_or(0),
+                s("message"),
+            )
+        })
+        .collect()
+}
+
+/// A file idle for an hour is parked by the history read; `status` shows it as before,
+/// and the next turn written to it pages once, with the right lines, from the state
+/// it was parked in — also after a restart.
+#[test]
+fn a_parked_session_shows_in_status_and_wakes_up_on_its_next_turn() {
+    let d = Daemon::tree();
+    let dir = d.claude().join("proj");
+    std::fs::create_dir_all(&dir).unwrap();
+    let c = Claude::new();
+    let path = c.path_in(&dir);
+    let old = ts_ago(Duration::from_secs(2 * 3600));
+    let (p1, t1) = c.prompt_at("first", &old);
+    std::fs::write(&path, p1 + &c.answer_at("first answer", &old)).unwrap();
+    std::fs::File::open(&path)
+        .unwrap()
+        .set_modified(std::time::SystemTime::now() - Duration::from_secs(3600))
+        .unwrap();
+    let mut d = d.start(&["--no-desktop"]);
+    let before = rows(&d);
+    assert_eq!(
+        before,
+        vec![(
+            c.session.clone(),
+            "completed".to_owned(),
+            t1.clone(),
+            2,
+            "first answer".to_owned()
+        )]
+    );
+
+    let (t2_bytes, t2) = c.turn("second", "second answer");
+    std::fs::OpenOptions::new()
+        .append(true)
+        .open(&path)
+        .unwrap()
+        .write_all(t2_bytes.as_bytes())
+        .unwrap();
+    let done = d.wait_for(
+        "the second turn's completion",
+        common::is("turn_completed", t2.clone()),
+    );
+    assert_eq!(done["line"], 4);
+    let started = d
+        .events()
+        .into_iter()
+        .filter(|e| e["event"] == "turn_started" && e["turn"] == t2.as_str())
+        .count();
+    assert_eq!(started, 1);
+    assert_eq!(
+        common::count(&d.events(), "turn_completed", &t1),
+        0,
+        "old turn re-paged"
+    );
+    let after = vec![(
+        c.session.clone(),
+        "completed".to_owned(),
+        t2.clone(),
+        4,
+        "second answer".to_owned(),
+    )];
+    assert_eq!(rows(&d), after);
+
+    // Saved while parked and after: a restart neither re-pages nor loses the session.
+    d.terminate();
+    d.restart(&["--no-desktop"]);
+    assert_eq!(rows(&d), after);
+    let events = d.stop();
+    assert_eq!(
+        common::count(&events, "turn_completed", &t2),
+        1,
+        "{events:#?}"
+    );
+}
+
+/// Feeds `lines` of one Claude file to `r`; returns the events.
+fn feed(fd: &mut FileFeed, r: &mut Reducer, clock: i64, lines: &[String]) -> Vec<Event> {
+    let mut out = Vec::new();
+    fd.feed(&common::lines(lines), |src, obs| {
+        r.apply(src, obs, Now::virtual_at(clock), &mut out);
+    });
+    out
+}
+
+/// What the parked form must carry: a completion decided by quiet alone is taken back
+/// when its turn goes on, however long the file was parked in between.
+#[test]
+fn a_quiet_completion_parked_with_its_file_is_still_taken_back() {
+    use common::claude;
+    let tmp = tempfile::tempdir().unwrap();
+    let path = tmp.path().join(format!("{}.jsonl", claude::SESSION));
+    let run = |park: bool| {
+        let mut fd = FileFeed::new(&path, baton::model::ProviderKind::Claude, MAX_LINE);
+        let mut r = Reducer::new(SETTLE_MS, 1024);
+        let t0 = 1_772_359_200_000; // 2026-03-01T10:00:00Z
+        let mut events = feed(
+            &mut fd,
+            &mut r,
+            t0,
+            &[
+                claude::prompt("p1", 0, "go"),
+                claude::text("a1", 5, "m1", "Done, probably.", None),
+            ],
+        );
+        let later = t0 + 10 * SETTLE_MS as i64;
+        r.tick(Now::virtual_at(later), &mut events);
+        if park {
+            assert!(r.park_path(&fd.path, Now::virtual_at(later)), "parkable");
+            assert_eq!(r.parked_count(), 1);
+        }
+        events.extend(feed(
+            &mut fd,
+            &mut r,
+            later + 3_600_000,
+            &[
+                claude::tool_use("a2", 9, "m2", "tool_1", "Bash"),
+                claude::tool_result("r2", 10, "tool_1"),
+                claude::text("a3", 11, "m3", "Now really done.", Some("end_turn")),
+            ],
+        ));
+        (events, r.sessions())
+    };
+    let (plain, sessions) = run(false);
+    let kinds: Vec<&str> = plain.iter().map(|e| e.event.as_str()).collect();
+    assert_eq!(
+        kinds,
+        [
+            "turn_started",
+            "turn_completed",
+            "turn_resumed",
+            "turn_completed"
+        ]
+    );
+    let (parked, p_sessions) = run(true);
+    assert_eq!(parked, plain);
+    assert_eq!(p_sessions, sessions);
+}
