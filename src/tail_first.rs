@@ -18,6 +18,7 @@
 use crate::feed::FileFeed;
 use crate::model::ProviderKind;
 use crate::provider::restart::{self, Restart};
+use crate::tail::scratch;
 use memchr::memmem::Finder;
 use std::io::{self, Read, Seek, SeekFrom};
 use std::path::Path;
@@ -199,7 +200,19 @@ fn restart_point<F: Read + Seek>(
     path: &Path,
     kept: &mut Kept,
 ) -> io::Result<Result<Found, &'static str>> {
-    let mut buf = vec![0u8; BACK_CHUNK];
+    scratch::with(scratch::Use::Back, BACK_CHUNK, |buf| {
+        restart_point_in(file, len, kind, path, kept, buf)
+    })
+}
+
+fn restart_point_in<F: Read + Seek>(
+    file: &mut F,
+    len: u64,
+    kind: ProviderKind,
+    path: &Path,
+    kept: &mut Kept,
+    buf: &mut [u8],
+) -> io::Result<Result<Found, &'static str>> {
     let mut search = Search {
         kind,
         path,
@@ -331,7 +344,26 @@ fn scan_prefix<F: Read + Seek>(
     path: &Path,
     turn: &[u8],
 ) -> io::Result<Result<(u64, u64), &'static str>> {
-    let hazards: Vec<(Finder<'_>, &'static str)> = restart::hazards(kind, path)
+    let hazards = restart::hazards(kind, path);
+    let longest = hazards
+        .iter()
+        .map(|(n, _)| n.len())
+        .chain(std::iter::once(turn.len()))
+        .max()
+        .unwrap_or(1);
+    scratch::with(scratch::Use::Count, longest + COUNT_CHUNK, |win| {
+        scan_prefix_in(file, (mark, end), head_end, (hazards, turn), win)
+    })
+}
+
+fn scan_prefix_in<F: Read + Seek>(
+    file: &mut F,
+    (mark, end): (u64, u64),
+    head_end: u64,
+    (hazards, turn): (&[(&'static [u8], &'static str)], &[u8]),
+    win: &mut [u8],
+) -> io::Result<Result<(u64, u64), &'static str>> {
+    let hazards: Vec<(Finder<'_>, &'static str)> = hazards
         .iter()
         .map(|(n, why)| (Finder::new(n), *why))
         .collect();
@@ -346,7 +378,6 @@ fn scan_prefix<F: Read + Seek>(
     file.seek(SeekFrom::Start(0))?;
     // The window: the last `overlap` bytes of the previous chunk, then the new chunk, so
     // a pattern cut by a chunk boundary is still found.
-    let mut win = vec![0u8; overlap + COUNT_CHUNK];
     let mut kept = 0usize;
     let mut at = 0u64;
     let mut newlines = 0u64;

@@ -2,6 +2,7 @@
 //! JSON.
 
 pub mod reader;
+pub mod scratch;
 pub mod state;
 
 pub use reader::{Item, LineReader, OVERSIZE_KEEP};

@@ -246,18 +246,19 @@ impl LineReader {
         r: &mut R,
         mut out: impl FnMut(Item<'_>),
     ) -> io::Result<u64> {
-        let mut buf = vec![0u8; CHUNK];
-        let mut total = 0u64;
-        loop {
-            let n = match r.read(&mut buf) {
-                Ok(0) => return Ok(total),
-                Ok(n) => n,
-                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
-                Err(e) => return Err(e),
-            };
-            total += n as u64;
-            self.feed(&buf[..n], &mut out);
-        }
+        super::scratch::with(super::scratch::Use::Read, CHUNK, |buf| {
+            let mut total = 0u64;
+            loop {
+                let n = match r.read(buf) {
+                    Ok(0) => return Ok(total),
+                    Ok(n) => n,
+                    Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+                    Err(e) => return Err(e),
+                };
+                total += n as u64;
+                self.feed(&buf[..n], &mut out);
+            }
+        })
     }
 }
 
