@@ -5,6 +5,7 @@
     python3 benches/daemon_bench.py latency [--watcher auto|poll] [--n 500] [--idle-tree DIR]
     python3 benches/daemon_bench.py idle --tree DIR [--seconds 60] [--after 1] [--backdate-days 2]
     python3 benches/daemon_bench.py firststart --tree DIR [--rounds 3]
+    python3 benches/daemon_bench.py restart --tree DIR [--rounds 3] [--settle 10]
 
 latency: starts the daemon with `--events -` on a pipe, then, over and over, writes a
     prompt, waits for its turn_started, pauses a little, and times from just before the
@@ -21,6 +22,10 @@ idle: starts the daemon on a corpus tree (from ../shared/tools/gen-corpus.py), w
 firststart: time from starting `baton run` with no saved state (a first run) to its
     daemon_ready, against `wc -l` over the same files, alternating, warm page cache;
     prints the medians and their ratio.
+
+restart: a first run on the tree, stopped after --settle seconds (its first save of
+    every file's state), then --rounds restarts on the same state directory: time to
+    daemon_ready, warm page cache.
 """
 import argparse
 import json
@@ -75,21 +80,25 @@ class Events:
                 return e
 
 
-def start(roots, extra):
+def start(roots, extra, home=None):
     # No desktop notifications, and private config/state/runtime dirs (the status
-    # socket stays on: it is part of the daemon as shipped).
+    # socket stays on: it is part of the daemon as shipped). A given `home` keeps the
+    # state of an earlier run there (a restart).
     args = [BIN, "run", "--no-default-roots", "--no-desktop", "--events", "-"]
     for prov, d in roots:
         args += ["--watch", f"{prov}={d}"]
-    home = tempfile.mkdtemp(prefix="baton-bench-home-")
+    fresh = home is None
+    home = home or tempfile.mkdtemp(prefix="baton-bench-home-")
     env = dict(os.environ, XDG_CONFIG_HOME=os.path.join(home, "config"),
                XDG_STATE_HOME=os.path.join(home, "state"), XDG_RUNTIME_DIR=os.path.join(home, "run"),
                DBUS_SESSION_BUS_ADDRESS="unix:path=" + os.path.join(home, "no-bus"))
-    os.makedirs(env["XDG_RUNTIME_DIR"], mode=0o700)
+    if fresh:
+        os.makedirs(env["XDG_RUNTIME_DIR"], mode=0o700)
     proc = subprocess.Popen(args + extra, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, env=env)
     ev = Events(proc)
     t0 = time.monotonic()
     ev.until(lambda e: e["event"] == "daemon_ready", timeout=600)
+    proc.home = home
     return proc, ev, time.monotonic() - t0
 
 
@@ -228,6 +237,25 @@ def firststart(a):
           f"wc -l: median={w:.2f}s; ratio={r / w:.2f}x wc -l")
 
 
+def restart(a):
+    tree = os.path.abspath(a.tree)
+    roots = [("claude", os.path.join(tree, "claude", "projects")), ("codex", os.path.join(tree, "codex", "sessions"))]
+    wc_seconds(tree)  # warm the page cache
+    proc, _, first = start(roots, [])
+    # Let the first run save every file's state before it stops.
+    time.sleep(a.settle)
+    stop(proc)
+    home = proc.home
+    readys = []
+    for _ in range(a.rounds):
+        proc, _, ready = start(roots, [], home)
+        stop(proc)
+        readys.append(ready)
+    print(f"tree={tree} files={count_files(tree)} rounds={a.rounds} first_run={first:.2f}s")
+    print(f"restart to daemon_ready (page cache warm): median={statistics.median(readys):.2f}s "
+          f"(min {min(readys):.2f}, max {max(readys):.2f})")
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     sub = ap.add_subparsers(dest="cmd", required=True)
@@ -248,10 +276,15 @@ def main():
     fa = sub.add_parser("firststart")
     fa.add_argument("--tree", required=True)
     fa.add_argument("--rounds", type=int, default=3)
+    ra = sub.add_parser("restart")
+    ra.add_argument("--tree", required=True)
+    ra.add_argument("--rounds", type=int, default=3)
+    ra.add_argument("--settle", type=float, default=10,
+                    help="seconds the first run keeps going before it stops (its first save)")
     a = ap.parse_args()
     if not os.path.exists(BIN):
         sys.exit(f"{BIN} missing: run `cargo build --release` first")
-    {"latency": latency, "idle": idle, "firststart": firststart}[a.cmd](a)
+    {"latency": latency, "idle": idle, "firststart": firststart, "restart": restart}[a.cmd](a)
 
 
 if __name__ == "__main__":
