@@ -50,22 +50,8 @@ fn run_corpus(park: bool) -> Option<Run> {
         let bytes = std::fs::read(&f.path).unwrap();
         let mut fd = FileFeed::new(&f.path, f.provider, MAX_LINE);
         read.push(fd.path.clone());
-        let step = (bytes.len() / 5).max(1);
-        let mut at = 0;
-        while at < bytes.len() {
-            let from = (at + step).min(bytes.len());
-            let end = bytes[from..]
-                .iter()
-                .position(|&b| b == b'\n')
-                .map_or(bytes.len(), |p| from + p + 1);
-            fd.feed(&bytes[at..end], |src, obs| {
-                if let Some(t) = obs.record_ts {
-                    clock = clock.max(t);
-                }
-                let now = Now::virtual_at(clock);
-                r.tick(now, &mut out);
-                r.apply(src, obs, now, &mut out);
-            });
+        for chunk in common::line_chunks(&bytes, 5) {
+            common::feed_ticking(&mut fd, &mut r, &mut clock, chunk, &mut out);
             if park {
                 for p in &read {
                     r.park_path(p, Now::virtual_at(clock));
@@ -73,7 +59,6 @@ fn run_corpus(park: bool) -> Option<Run> {
                 most_parked = most_parked.max(r.parked_count());
             }
             table.apply(r.take_changes());
-            at = end;
         }
     }
     r.tick(Now::virtual_at(clock + 10 * SETTLE_MS as i64), &mut out);

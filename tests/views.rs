@@ -165,28 +165,15 @@ fn corpus_changes_rebuild_the_full_table() {
         let mut fd = FileFeed::new(&f.path, f.provider, MAX_LINE);
         let mut out = Vec::new();
         // A few chunks per file, cut at line starts.
-        let step = (bytes.len() / 4).max(1);
-        let mut at = 0;
-        while at < bytes.len() {
-            let from = (at + step).min(bytes.len());
-            let end = bytes[from..]
-                .iter()
-                .position(|&b| b == b'\n')
-                .map_or(bytes.len(), |p| from + p + 1);
-            fd.feed(&bytes[at..end], |src, obs| {
-                if let Some(t) = obs.record_ts {
-                    clock = clock.max(t);
-                }
-                let now = Now::virtual_at(clock);
-                r.tick(now, &mut out);
-                r.apply(src, obs, now, &mut out);
-            });
+        let mut end = 0;
+        for chunk in common::line_chunks(&bytes, 4) {
+            end += chunk.len();
+            common::feed_ticking(&mut fd, &mut r, &mut clock, chunk, &mut out);
             changed += check(
                 &mut r,
                 &mut table,
                 &format!("{} to byte {end}", f.path.display()),
             );
-            at = end;
         }
         if i % 5 == 0 {
             let now = Now::virtual_at(clock);

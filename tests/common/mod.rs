@@ -74,6 +74,42 @@ pub fn corpus() -> Option<PathBuf> {
     }
 }
 
+/// `bytes` in about `parts` pieces, each cut just after a newline.
+pub fn line_chunks(bytes: &[u8], parts: usize) -> Vec<&[u8]> {
+    let step = (bytes.len() / parts.max(1)).max(1);
+    let mut out = Vec::new();
+    let mut at = 0;
+    while at < bytes.len() {
+        let from = (at + step).min(bytes.len());
+        let end = bytes[from..]
+            .iter()
+            .position(|&b| b == b'\n')
+            .map_or(bytes.len(), |p| from + p + 1);
+        out.push(&bytes[at..end]);
+        at = end;
+    }
+    out
+}
+
+/// Feeds `bytes` to `fd` and `r` on a clock that follows the records' times, firing due
+/// settle timers before each observation.
+pub fn feed_ticking(
+    fd: &mut baton::feed::FileFeed,
+    r: &mut baton::reduce::Reducer,
+    clock: &mut i64,
+    bytes: &[u8],
+    out: &mut Vec<Event>,
+) {
+    fd.feed(bytes, |src, obs| {
+        if let Some(t) = obs.record_ts {
+            *clock = (*clock).max(t);
+        }
+        let now = baton::clock::Now::virtual_at(*clock);
+        r.tick(now, out);
+        r.apply(src, obs, now, out);
+    });
+}
+
 /// Claude Code record builders (shapes from shared/docs/transcript-formats.md).
 pub mod claude {
     use serde_json::json;
