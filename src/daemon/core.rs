@@ -154,6 +154,7 @@ impl Core {
             catch_up_ms: settings.catch_up_ms,
             liveness_after_ms: settings.liveness_after_ms,
             hang_core_on: settings.hang_core_on.clone(),
+            history_threads: settings.history_threads,
         };
         let mut files = Files::new(limits, clock, reducer, restored.resume, restored.since);
         files.pending.decided = restored.decided;
@@ -221,7 +222,11 @@ impl Core {
             stop: Some(stop),
             stopped: false,
         };
+        super::history::begin(v.files);
         self.tree.add_roots(true, &mut v);
+        if !v.stopped && !super::history::finish(v.files, v.stop) {
+            v.stopped = true;
+        }
         if v.stopped {
             return self.stopping();
         }
