@@ -224,6 +224,7 @@ impl Core {
         };
         super::history::begin(v.files);
         self.tree.add_roots(true, &mut v);
+        let walk_ms = started.elapsed().as_millis();
         if !v.stopped && !super::history::finish(v.files, v.stop) {
             v.stopped = true;
         }
@@ -255,6 +256,7 @@ impl Core {
             resumed = self.files.counters.resumed,
             reread = self.files.counters.reread,
             bytes = self.files.counters.history_bytes,
+            walk_ms,
             ms = started.elapsed().as_millis(),
             "History read; going live."
         );
