@@ -4,7 +4,7 @@
 //! reading each file as it is found.
 //!
 //! Owns: the list of files found and not read yet. A worker opens its file, finds the
-//! tail-first restart point, reads from there to the end (at most [`READ_MAX`] bytes),
+//! tail-first restart point, reads from there to the end (at most about [`READ_MAX`] bytes),
 //! and frames and projects the lines into observations; it touches neither the reducer
 //! nor the file table, and closes its handles before handing the result back. The core
 //! thread then reduces the observations, commits the tail state and finishes the file as
@@ -126,20 +126,25 @@ pub(super) fn finish(files: &mut Files, stop: Option<&Receiver<()>>) -> bool {
 
 /// The worker's part: no reducer, no file table, no handle kept.
 fn read(f: &Found, max_line: usize) -> Outcome {
-    let mut feed = crate::tail_first::open_feed(&f.path, f.provider, max_line)
-        .unwrap_or_else(|| FileFeed::new(&f.path, f.provider, max_line));
     let mut tail = TailState::new(f.id);
     let Ok(Some(file)) = tail.handle(&f.path) else {
         return Outcome::Redo;
     };
+    // One handle for the plan and the read: what the plan read of the end is not read
+    // again.
+    let (mut feed, kept) = crate::tail_first::feed_keeping(file, &f.path, f.provider, max_line)
+        .unwrap_or_else(|| (FileFeed::new(&f.path, f.provider, max_line), None));
     let mut obs = Vec::new();
+    let kept = kept.unwrap_or_default();
+    feed.feed(&kept, |src, o| obs.push((src.line, o)));
+    let limit = READ_MAX.saturating_sub(kept.len() as u64).max(1);
     let pos = feed.reader().pos();
     let got = file.seek(SeekFrom::Start(pos)).and_then(|_| {
-        feed.read_to_end(&mut Read::take(&mut *file, READ_MAX), |src, o| {
+        feed.read_to_end(&mut Read::take(&mut *file, limit), |src, o| {
             obs.push((src.line, o));
         })
     });
-    let more = got.as_ref().is_ok_and(|n| *n >= READ_MAX);
+    let more = got.as_ref().is_ok_and(|n| *n >= limit);
     let res = got.and_then(|_| tail.commit(feed.reader()));
     tail.close();
     Outcome::Read(Box::new(Got {
