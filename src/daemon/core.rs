@@ -529,6 +529,11 @@ impl Visit for Looker<'_> {
         if !files.table.contains_key(path) {
             files.track_new(path, meta, self.mode);
         }
+        if self.mode == Mode::History {
+            // What the history readers finished meanwhile, so they need not wait for
+            // the walk to end.
+            super::history::pump(files);
+        }
         if self.mode == Mode::History && files.resume.is_none() {
             files.out.clear();
         }

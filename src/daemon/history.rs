@@ -1,13 +1,14 @@
-//! A first run's history read, on every core: the files the start-up walk finds are
-//! read after it, the expensive part on worker threads, the rest on the core thread in
-//! the order the walk found them, so events, state, ids and checkpoints are those of
-//! reading each file as it is found.
+//! A first run's history read, on every core: worker threads read the files the
+//! start-up walk finds as it finds them, and the core thread applies each result in the
+//! order the walk found them (between the files it lists, then after the walk), so
+//! events, state, ids and checkpoints are those of reading each file as it is found.
 //!
-//! Owns: the list of files found and not read yet. A worker opens its file, finds the
-//! tail-first restart point, reads from there to the end (at most about [`READ_MAX`] bytes),
-//! and frames and projects the lines into observations; it touches neither the reducer
-//! nor the file table, and closes its handles before handing the result back. The core
-//! thread then reduces the observations, commits the tail state and finishes the file as
+//! Owns: the files found and not applied yet, and the workers. A worker opens its file,
+//! finds the tail-first restart point, reads from there to the end (at most about
+//! [`READ_MAX`] bytes), and frames and projects the lines into observations; it touches
+//! neither the reducer nor the file table, and closes its handles before handing the
+//! result back. At most [`READ_AHEAD`] files a worker are in flight. The core thread
+//! then reduces the observations, commits the tail state and finishes the file as
 //! [`Files::track_new`] does. A file that changed identity, vanished or could not be
 //! opened in between is read on the core thread as it would have been at its discovery.
 //!
@@ -21,10 +22,13 @@ use crate::pool;
 use crate::provider::Obs;
 use crate::reduce::Src;
 use crate::tail::{FileId, TailState};
-use crossbeam_channel::Receiver;
-use std::collections::HashSet;
+use crossbeam_channel::{Receiver, Sender};
+use std::collections::{HashMap, HashSet, VecDeque};
 use std::io::{self, Read, Seek, SeekFrom};
+use std::panic::AssertUnwindSafe;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 
 /// How many files may be read ahead of the one being applied, per thread: bounds the
 /// observations held at once.
@@ -38,6 +42,7 @@ const READ_MAX: u64 = 8 * 1024 * 1024;
 const UNSET: i64 = i64::MIN;
 
 /// A file found by the walk, not read yet.
+#[derive(Clone)]
 struct Found {
     path: PathBuf,
     provider: ProviderKind,
@@ -46,27 +51,147 @@ struct Found {
     mtime_ms: i64,
 }
 
-/// The files found by the walk, in the order found.
-#[derive(Default)]
+/// The files found by the walk and not applied yet, in the order found, and the workers
+/// reading them.
 pub(super) struct Deferred {
-    found: Vec<Found>,
+    queue: VecDeque<Found>,
     paths: HashSet<PathBuf>,
+    /// Files handed to the workers so far (the next one's number).
+    sent: u64,
+    /// The number of the next file to apply (the front of `queue`).
+    next: u64,
+    jobs: Option<Sender<(u64, Found)>>,
+    results: Receiver<(u64, Outcome)>,
+    /// One token a file in flight (being read, or read and not applied yet).
+    tokens: Sender<()>,
+    waiting: HashMap<u64, Outcome>,
+    quit: Arc<AtomicBool>,
+    workers: Vec<std::thread::JoinHandle<()>>,
 }
 
 impl Deferred {
-    pub fn push(&mut self, path: &Path, provider: ProviderKind, id: FileId, mtime_ms: i64) {
-        if self.paths.insert(path.to_path_buf()) {
-            self.found.push(Found {
-                path: path.to_path_buf(),
-                provider,
-                id,
-                mtime_ms,
-            });
+    /// Starts `threads` workers; `None` if none could be started.
+    fn start(threads: usize, max_line: usize) -> Option<Deferred> {
+        let window = threads * READ_AHEAD;
+        let (tok_tx, tok_rx) = crossbeam_channel::bounded::<()>(window);
+        for _ in 0..window {
+            let _ = tok_tx.send(());
         }
+        let (job_tx, job_rx) = crossbeam_channel::unbounded::<(u64, Found)>();
+        let (res_tx, res_rx) = crossbeam_channel::unbounded();
+        let quit = Arc::new(AtomicBool::new(false));
+        let mut workers = Vec::new();
+        for _ in 0..threads {
+            let (tok_rx, job_rx, res_tx) = (tok_rx.clone(), job_rx.clone(), res_tx.clone());
+            let quit = Arc::clone(&quit);
+            let spawned = std::thread::Builder::new()
+                .name("baton-history".into())
+                .spawn(move || work(&tok_rx, &job_rx, &res_tx, &quit, max_line));
+            match spawned {
+                Ok(h) => workers.push(h),
+                Err(e) => tracing::warn!(error = %e, "Cannot start a history reader thread."),
+            }
+        }
+        if workers.is_empty() {
+            return None;
+        }
+        Some(Deferred {
+            queue: VecDeque::new(),
+            paths: HashSet::new(),
+            sent: 0,
+            next: 0,
+            jobs: Some(job_tx),
+            results: res_rx,
+            tokens: tok_tx,
+            waiting: HashMap::new(),
+            quit,
+            workers,
+        })
     }
 
+    /// A file found: a worker reads it as soon as the window has room.
+    pub fn push(&mut self, path: &Path, provider: ProviderKind, id: FileId, mtime_ms: i64) {
+        if !self.paths.insert(path.to_path_buf()) {
+            return;
+        }
+        let found = Found {
+            path: path.to_path_buf(),
+            provider,
+            id,
+            mtime_ms,
+        };
+        if let Some(jobs) = &self.jobs {
+            // The workers outlive the sender; a failed send leaves the file to `Redo`.
+            let _ = jobs.send((self.sent, found.clone()));
+        }
+        self.sent += 1;
+        self.queue.push_back(found);
+    }
+
+    /// Its first read is still to come.
     pub fn contains(&self, path: &Path) -> bool {
         self.paths.contains(path)
+    }
+
+    /// The next file's result: waits for it only if `block`.
+    fn next_result(&mut self, block: bool) -> Option<Outcome> {
+        while let Ok((i, got)) = self.results.try_recv() {
+            self.waiting.insert(i, got);
+        }
+        if let Some(got) = self.waiting.remove(&self.next) {
+            return Some(got);
+        }
+        if !block || self.next == self.sent {
+            return None;
+        }
+        loop {
+            match self.results.recv() {
+                Ok((i, got)) if i == self.next => return Some(got),
+                Ok((i, got)) => {
+                    self.waiting.insert(i, got);
+                }
+                // No worker left (cannot happen while they catch their panics): the core
+                // thread reads the file itself.
+                Err(_) => return Some(Outcome::Redo),
+            }
+        }
+    }
+}
+
+impl Drop for Deferred {
+    fn drop(&mut self) {
+        // A stop: workers end after the file they are on.
+        self.quit.store(true, Ordering::Relaxed);
+        self.jobs = None;
+        while self.results.try_recv().is_ok() {}
+        for _ in 0..self.workers.len() {
+            let _ = self.tokens.try_send(());
+        }
+        for h in self.workers.drain(..) {
+            let _ = h.join();
+        }
+    }
+}
+
+/// A worker: takes a token, then a file, reads it and hands the result back.
+fn work(
+    tokens: &Receiver<()>,
+    jobs: &Receiver<(u64, Found)>,
+    results: &Sender<(u64, Outcome)>,
+    quit: &AtomicBool,
+    max_line: usize,
+) {
+    while tokens.recv().is_ok() && !quit.load(Ordering::Relaxed) {
+        let Ok((i, f)) = jobs.recv() else { return };
+        if quit.load(Ordering::Relaxed) {
+            return;
+        }
+        // A panic on one file must not leave the core thread waiting for it.
+        let got = std::panic::catch_unwind(AssertUnwindSafe(|| read(&f, max_line)))
+            .unwrap_or(Outcome::Redo);
+        if results.send((i, got)).is_err() {
+            return;
+        }
     }
 }
 
@@ -88,40 +213,54 @@ struct Got {
     res: io::Result<()>,
 }
 
-/// Before the start-up walk: on a first run (no checkpoints) history is read after the
-/// walk, in parallel, unless one thread is asked for.
+/// Before the start-up walk: on a first run (no checkpoints) the files it finds are read
+/// by worker threads, unless one thread is asked for.
 pub(super) fn begin(files: &mut Files) {
-    if files.resume.is_none() && files.limits.history_threads != 1 {
-        files.deferred = Some(Deferred::default());
+    if files.resume.is_some() || files.limits.history_threads == 1 {
+        return;
     }
-}
-
-/// After the start-up walk: reads the files it found. False if `stop` said stop first
-/// (what was read so far stays, as a stop during the walk leaves it).
-pub(super) fn finish(files: &mut Files, stop: Option<&Receiver<()>>) -> bool {
-    let Some(later) = files.deferred.take() else {
-        return true;
-    };
-    let found = later.found;
     let threads = match files.limits.history_threads {
-        0 => pool::threads_for(found.len()),
+        0 => pool::threads_for(usize::MAX),
         n => n,
     };
-    let max_line = files.limits.max_line;
-    pool::in_order(
-        found.len(),
-        threads,
-        threads * READ_AHEAD,
-        |i| read(&found[i], max_line),
-        |i, got| {
-            if stop.is_some_and(|s| s.try_recv().is_ok()) {
-                return Err(());
-            }
-            apply(files, &found[i], got);
-            Ok(())
-        },
-    )
-    .is_ok()
+    files.deferred = Deferred::start(threads, files.limits.max_line);
+}
+
+/// During the walk: applies the files read so far, in order, without waiting.
+pub(super) fn pump(files: &mut Files) {
+    let Some(mut later) = files.deferred.take() else {
+        return;
+    };
+    while let Some(got) = later.next_result(false) {
+        apply_next(files, &mut later, got);
+    }
+    files.deferred = Some(later);
+}
+
+/// After the walk: applies the rest as it is read. False if `stop` said stop first
+/// (what was applied so far stays, as a stop during the walk leaves it).
+pub(super) fn finish(files: &mut Files, stop: Option<&Receiver<()>>) -> bool {
+    let Some(mut later) = files.deferred.take() else {
+        return true;
+    };
+    later.jobs = None;
+    while let Some(got) = later.next_result(true) {
+        if stop.is_some_and(|s| s.try_recv().is_ok()) {
+            return false;
+        }
+        apply_next(files, &mut later, got);
+    }
+    true
+}
+
+fn apply_next(files: &mut Files, later: &mut Deferred, got: Outcome) {
+    let Some(f) = later.queue.pop_front() else {
+        return;
+    };
+    later.paths.remove(&f.path);
+    later.next += 1;
+    apply(files, &f, got);
+    let _ = later.tokens.try_send(());
 }
 
 /// The worker's part: no reducer, no file table, no handle kept.
