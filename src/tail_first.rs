@@ -434,13 +434,35 @@ fn scan_prefix_in<F: Read + Seek>(
 pub fn open_feed(path: &Path, provider: ProviderKind, max_line: usize) -> Option<FileFeed> {
     let mut file = std::fs::File::open(path).ok()?;
     // The daemon reads from its own handle: nothing to keep.
-    match plan_keeping(&mut file, provider, path, false) {
+    start_feed(&mut file, path, provider, max_line, false).map(|(feed, _)| feed)
+}
+
+/// [`open_feed`] on `file` (the transcript at `path`), with the bytes from the restart
+/// point to the end as the backward read found them, when it kept them: fed first, they
+/// save reading them again (the file is then read on from the feed's position).
+pub fn feed_keeping(
+    file: &mut std::fs::File,
+    path: &Path,
+    provider: ProviderKind,
+    max_line: usize,
+) -> Option<(FileFeed, Option<Vec<u8>>)> {
+    start_feed(file, path, provider, max_line, true)
+}
+
+fn start_feed(
+    file: &mut std::fs::File,
+    path: &Path,
+    provider: ProviderKind,
+    max_line: usize,
+    keep: bool,
+) -> Option<(FileFeed, Option<Vec<u8>>)> {
+    match plan_keeping(file, provider, path, keep) {
         Ok(Plan::Tail {
             offset,
             line_no,
             head,
+            tail,
             jump,
-            ..
         }) => {
             tracing::debug!(path = %path.display(), line = line_no, offset, "History read from its last turn.");
             let mut feed = FileFeed::resume(path, provider, max_line, offset, line_no);
@@ -450,7 +472,7 @@ pub fn open_feed(path: &Path, provider: ProviderKind, max_line: usize) -> Option
             if let Some((to, to_line)) = jump {
                 feed.jump_after_next_line(to, to_line);
             }
-            Some(feed)
+            Some((feed, tail))
         }
         Ok(Plan::Full(reason)) => {
             tracing::debug!(path = %path.display(), reason, "History read whole (tail-first does not apply).");

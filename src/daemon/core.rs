@@ -154,6 +154,7 @@ impl Core {
             catch_up_ms: settings.catch_up_ms,
             liveness_after_ms: settings.liveness_after_ms,
             hang_core_on: settings.hang_core_on.clone(),
+            history_threads: settings.history_threads,
         };
         let mut files = Files::new(limits, clock, reducer, restored.resume, restored.since);
         files.pending.decided = restored.decided;
@@ -221,7 +222,12 @@ impl Core {
             stop: Some(stop),
             stopped: false,
         };
+        super::history::begin(v.files);
         self.tree.add_roots(true, &mut v);
+        let walk_ms = started.elapsed().as_millis();
+        if !v.stopped && !super::history::finish(v.files, v.stop) {
+            v.stopped = true;
+        }
         if v.stopped {
             return self.stopping();
         }
@@ -250,6 +256,7 @@ impl Core {
             resumed = self.files.counters.resumed,
             reread = self.files.counters.reread,
             bytes = self.files.counters.history_bytes,
+            walk_ms,
             ms = started.elapsed().as_millis(),
             "History read; going live."
         );
@@ -521,6 +528,11 @@ impl Visit for Looker<'_> {
         files.beat();
         if !files.table.contains_key(path) {
             files.track_new(path, meta, self.mode);
+        }
+        if self.mode == Mode::History {
+            // What the history readers finished meanwhile, so they need not wait for
+            // the walk to end.
+            super::history::pump(files);
         }
         if self.mode == Mode::History && files.resume.is_none() {
             files.out.clear();

@@ -102,7 +102,7 @@ pub(super) struct Tracked {
     /// judged against `--catch-up` on the writer's clock, so a writer whose clock runs
     /// late still pages, while a file that appears full of old records stays quiet (its
     /// first read has nothing earlier to learn from).
-    skew_ms: i64,
+    pub(super) skew_ms: i64,
 }
 
 impl Tracked {
@@ -138,6 +138,9 @@ pub(super) struct Limits {
     pub liveness_after_ms: u64,
     /// Test only: see `RunArgs::debug_hang_core_on`.
     pub hang_core_on: Option<std::ffi::OsString>,
+    /// Threads for a first run's history read (0: one per core; 1: each file as it is
+    /// found, on the core thread).
+    pub history_threads: usize,
 }
 
 fn mono_i(now: Now) -> i64 {
@@ -179,6 +182,9 @@ pub(super) struct Files {
     log: RateLimit,
     /// Bumped as the table makes progress, so the watchdog pings only while it does.
     pub heartbeat: Arc<AtomicU64>,
+    /// While a first run's history is walked: the files found, read after the walk
+    /// ([`super::history`]); `None` reads each file as it is found.
+    pub(super) deferred: Option<super::history::Deferred>,
 }
 
 impl Files {
@@ -205,6 +211,7 @@ impl Files {
             handles: lru::LruCache::unbounded(),
             log: RateLimit::new(std::time::Duration::from_secs(60)),
             heartbeat: Arc::new(AtomicU64::new(0)),
+            deferred: None,
         }
     }
 
@@ -254,6 +261,10 @@ impl Files {
                 return;
             }
         };
+        if self.deferred.as_ref().is_some_and(|d| d.contains(path)) {
+            // Its first read is still to come, and sees whatever changed until then.
+            return;
+        }
         let stat = Stat::of(&meta);
         let Some(t) = self.table.get_mut(path) else {
             return self.track_new(path, &meta, mode);
@@ -307,9 +318,9 @@ impl Files {
         }
         self.ignored.remove(path);
         let now = self.clock.now();
+        let mtime_ms = Stat::of(meta).mtime_ms();
         let last_change = if mode == Mode::History {
             // Before the start: as long ago as the file's modification time says.
-            let mtime_ms = i64::try_from(Stat::of(meta).mtime_ns / 1_000_000).unwrap_or(0);
             mono_i(now).saturating_sub(now.wall.saturating_sub(mtime_ms).max(0))
         } else {
             mono_i(now)
@@ -326,6 +337,16 @@ impl Files {
                 skew_ms: 0,
             },
         );
+        if mode == Mode::History
+            && let Some(later) = self.deferred.as_mut()
+        {
+            // A first run's history: read on worker threads once the walk is done.
+            later.push(path, provider, Stat::of(meta).id, mtime_ms);
+            if let Some(t) = self.table.get_mut(path) {
+                t.feed = None;
+            }
+            return;
+        }
         match self.resume.as_mut().map(|r| r.remove(path)) {
             Some(line) if mode == Mode::History => {
                 let cp = line.and_then(|l| match serde_json::from_str(&l) {
@@ -346,10 +367,16 @@ impl Files {
                 }
             }
         }
+        self.finish_new(path, mtime_ms, now, mode);
+    }
+
+    /// What follows a new file's first read: settle what history left pending, keep the
+    /// decided ids, and (history) close its handle and send it cold unless recent.
+    pub(super) fn finish_new(&mut self, path: &Path, mtime_ms: i64, now: Now, mode: Mode) {
         if mode == Mode::History {
             // A pending answer whose file has been still for a settle period is already
             // complete: `status` at start agrees with `scan`.
-            let idle = now.wall.saturating_sub(Stat::of(meta).mtime_ms());
+            let idle = now.wall.saturating_sub(mtime_ms);
             let live = now.wall.saturating_sub(self.catch_up()).max(self.since);
             let p = path_str(path);
             self.reducer.settle_idle(&p, idle, live, now, &mut self.out);
@@ -384,7 +411,7 @@ impl Files {
 
     /// A first history read needs a file's state, not its events (history is silent):
     /// start it at its tail-first restart point instead of its first byte.
-    fn start_tail_first(&mut self, path: &Path) {
+    pub(super) fn start_tail_first(&mut self, path: &Path) {
         if let Some(t) = self.table.get_mut(path)
             && let Some(feed) = crate::tail_first::open_feed(path, t.provider, self.limits.max_line)
         {
@@ -495,7 +522,7 @@ impl Files {
 
     /// Counts a read error; warns at most once a minute per file (an unreadable live
     /// file is looked at on every poll).
-    fn read_error(&mut self, path: &Path, e: &io::Error) {
+    pub(super) fn read_error(&mut self, path: &Path, e: &io::Error) {
         self.counters.read_errors += 1;
         let now = mono_i(self.clock.now());
         let Some(t) = self.table.get_mut(path) else {

@@ -7,7 +7,8 @@
 //! ```
 //!
 //! One core thread owns every file's tail state, the projectors and the reducer; it is
-//! the only place that opens transcripts. The watcher and the poll ticker only send
+//! the only place that opens transcripts, but for a first run's history read, whose
+//! reading and parsing run on worker threads that hand it the results in order. The watcher and the poll ticker only send
 //! hints. A tokio current-thread runtime on the main thread runs the signal handlers,
 //! the poll ticker and the event sink (whose blocking writes go to tokio's blocking
 //! pool, so a stalled reader of `--events` cannot delay shutdown handling).
@@ -20,6 +21,7 @@
 mod caps;
 mod core;
 mod files;
+mod history;
 pub mod liveness;
 mod persist;
 mod service;
@@ -135,6 +137,10 @@ pub struct RunArgs {
     /// Test only: at most N files keep their projector warm (others keep it saved).
     #[arg(long, hide = true, value_name = "N")]
     pub debug_max_warm: Option<usize>,
+    /// Test and benchmark only: threads for a first run's history read (0: one per
+    /// core; 1: each file as it is found, on the core thread).
+    #[arg(long, hide = true, value_name = "N", default_value = "0")]
+    pub debug_history_threads: usize,
     /// Test and benchmark only: how often the whole tree is re-listed.
     #[arg(long, hide = true, value_name = "DUR", default_value = "30s", value_parser = parse_positive_duration)]
     pub debug_sweep_interval: u64,
@@ -177,6 +183,8 @@ pub struct Settings {
     pub max_warm: Option<usize>,
     /// Test only: see `RunArgs::debug_hang_core_on`.
     pub hang_core_on: Option<std::ffi::OsString>,
+    /// Test and benchmark only: see `RunArgs::debug_history_threads`.
+    pub history_threads: usize,
     /// `None`: no desktop notifications.
     pub desktop: Option<DesktopConfig>,
     pub on_event: Option<ExecConfig>,
@@ -247,6 +255,7 @@ impl Settings {
             max_watches: args.debug_max_watches,
             max_warm: args.debug_max_warm,
             hang_core_on: args.debug_hang_core_on,
+            history_threads: args.debug_history_threads,
             desktop,
             on_event: config.on_event,
             webhooks: config.webhooks,
