@@ -316,23 +316,21 @@ fn parallel_first_start_equals_one_thread_on_the_corpus() {
 
 #[test]
 fn parallel_first_start_equals_one_thread_on_a_generated_tree() {
-    let tool = Path::new(env!("CARGO_MANIFEST_DIR")).join("../shared/tools/gen-corpus.py");
-    if !tool.is_file() {
-        println!("NOTICE: ../shared/tools/gen-corpus.py is absent; test skipped.");
-        return;
-    }
     let tmp = tempfile::tempdir().unwrap();
     let tree = tmp.path().join("tree");
-    let made = Command::new("python3")
-        .arg(&tool)
-        .arg(&tree)
-        .args(["--mib", "4", "--sessions", "60", "--seed", "11"])
-        .args(["--huge-every", "15"])
-        .output()
-        .unwrap();
-    assert!(made.status.success(), "{made:?}");
-    let manifest: Value =
-        serde_json::from_slice(&fs::read(tree.join("manifest.json")).unwrap()).unwrap();
+    let args = [
+        "--mib",
+        "4",
+        "--sessions",
+        "60",
+        "--seed",
+        "11",
+        "--huge-every",
+        "15",
+    ];
+    let Some(manifest) = common::generate(&tree, &args) else {
+        return;
+    };
     let pick = |provider: &str| {
         let s = manifest["sessions"]
             .as_array()

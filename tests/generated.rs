@@ -4,41 +4,28 @@
 
 #![allow(clippy::unwrap_used)]
 
+mod common;
+
 use std::collections::HashMap;
-use std::path::Path;
 use std::process::Command;
 
 #[test]
 fn scan_agrees_with_the_generators_manifest() {
-    let tool = Path::new(env!("CARGO_MANIFEST_DIR")).join("../shared/tools/gen-corpus.py");
-    if !tool.is_file() {
-        println!("NOTICE: ../shared/tools/gen-corpus.py is absent; generated-corpus test skipped.");
-        return;
-    }
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().join("tree");
-    let made = Command::new("python3")
-        .arg(&tool)
-        .arg(&out)
-        .args([
-            "--mib",
-            "24",
-            "--sessions",
-            "80",
-            "--seed",
-            "7",
-            "--huge-every",
-            "10",
-        ])
-        .output()
-        .expect("python3");
-    assert!(
-        made.status.success(),
-        "{}",
-        String::from_utf8_lossy(&made.stderr)
-    );
-    let manifest: serde_json::Value =
-        serde_json::from_slice(&std::fs::read(out.join("manifest.json")).unwrap()).unwrap();
+    let args = [
+        "--mib",
+        "24",
+        "--sessions",
+        "80",
+        "--seed",
+        "7",
+        "--huge-every",
+        "10",
+    ];
+    let Some(manifest) = common::generate(&out, &args) else {
+        return;
+    };
     let scan = Command::new(env!("CARGO_BIN_EXE_baton"))
         .args(["scan", "--json"])
         .arg(out.join("claude"))

@@ -19,24 +19,6 @@ use baton::watch::{self, Found, Root};
 use std::collections::BTreeSet;
 use std::io::Cursor;
 use std::path::Path;
-use std::process::Command;
-
-/// Runs ../shared/tools/gen-corpus.py into `out` (`None` when the tool is absent).
-fn generate(out: &Path, args: &[&str]) -> Option<serde_json::Value> {
-    let tool = Path::new(env!("CARGO_MANIFEST_DIR")).join("../shared/tools/gen-corpus.py");
-    if !tool.is_file() {
-        println!("NOTICE: ../shared/tools/gen-corpus.py is absent; test skipped.");
-        return None;
-    }
-    let made = Command::new("python3")
-        .arg(&tool)
-        .arg(out)
-        .args(args)
-        .output()
-        .expect("python3");
-    assert!(made.status.success());
-    Some(serde_json::from_slice(&std::fs::read(out.join("manifest.json")).unwrap()).unwrap())
-}
 
 const MAX_LINE: usize = baton::tail::DEFAULT_MAX_LINE_BYTES;
 /// Past every settle deadline of any record, so saved candidates compare by content.
@@ -222,7 +204,7 @@ fn generated_tail_first_state_equals_full_read_at_every_cut() {
         "--huge-every",
         "0",
     ];
-    if generate(&out, &args).is_none() {
+    if common::generate(&out, &args).is_none() {
         return;
     }
     let mut t = check_tree(&out.join("claude"), Some(ProviderKind::Claude));
@@ -254,7 +236,7 @@ fn daemon_first_start_agrees_with_the_manifest() {
         "--huge-every",
         "0",
     ];
-    let Some(manifest) = generate(d.dir.path(), &args) else {
+    let Some(manifest) = common::generate(d.dir.path(), &args) else {
         return;
     };
     let d = d.start(&[]);

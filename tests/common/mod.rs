@@ -74,6 +74,28 @@ pub fn corpus() -> Option<PathBuf> {
     }
 }
 
+/// A tree from `../shared/tools/gen-corpus.py` (with `args`) at `out`, and its manifest;
+/// `None`, with a printed notice, when the tool is absent.
+pub fn generate(out: &Path, args: &[&str]) -> Option<serde_json::Value> {
+    let tool = Path::new(env!("CARGO_MANIFEST_DIR")).join("../shared/tools/gen-corpus.py");
+    if !tool.is_file() {
+        println!("NOTICE: ../shared/tools/gen-corpus.py is absent; test skipped.");
+        return None;
+    }
+    let made = std::process::Command::new("python3")
+        .arg(&tool)
+        .arg(out)
+        .args(args)
+        .output()
+        .expect("python3");
+    assert!(
+        made.status.success(),
+        "{}",
+        String::from_utf8_lossy(&made.stderr)
+    );
+    Some(serde_json::from_slice(&std::fs::read(out.join("manifest.json")).unwrap()).unwrap())
+}
+
 /// `bytes` in about `parts` pieces, each cut just after a newline.
 pub fn line_chunks(bytes: &[u8], parts: usize) -> Vec<&[u8]> {
     let step = (bytes.len() / parts.max(1)).max(1);
