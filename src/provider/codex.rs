@@ -474,6 +474,20 @@ fn limit_reset(rl: &RateLimits) -> Option<String> {
 }
 
 impl CodexProjector {
+    /// The key of a line. Codex records have no id: their timestamp (first 40 bytes) and
+    /// their two ends identify them, since hashing whole lines (tool output, images)
+    /// would cost more than parsing them. Hashed only for a record that says something:
+    /// most say nothing, and the hash costs more than their parse.
+    fn key(&self, line: &[u8]) -> String {
+        let ends = 256.min(line.len());
+        content_hash(&[
+            self.session.as_bytes(),
+            &(line.len() as u64).to_le_bytes(),
+            &line[..ends],
+            &line[line.len() - ends..],
+        ])
+    }
+
     /// Whether `rec` belongs to a forked child's copy of its parent's history. The copy
     /// is written at the fork, all with one timestamp; it ends at the first record with
     /// a later one, or at `thread_settings_applied` (written before the child's own turn).
@@ -509,20 +523,13 @@ impl Projector for CodexProjector {
     fn project(&mut self, line: &[u8], out: &mut Vec<Obs>) -> Result<(), Malformed> {
         let buf: Vec<u8>;
         let (rec, repaired) = parse_line!(line, buf, Line<'_>);
-        // Codex records have no id. Their timestamp (first 40 bytes) and their two ends
-        // identify them: hashing whole lines (tool output, images) would cost more than
-        // parsing them.
-        let ends = 256.min(line.len());
-        let key = content_hash(&[
-            self.session.as_bytes(),
-            &(line.len() as u64).to_le_bytes(),
-            &line[..ends],
-            &line[line.len() - ends..],
-        ]);
         let record_ts = rec.timestamp.as_deref().and_then(parse_rfc3339);
         if self.in_copy(&rec) {
             return Ok(());
         }
+        // The key takes the session as it was before this record: a repaired
+        // `session_meta` changes it below, after its anomaly is recorded.
+        let early_key = repaired.map(|_| self.key(line));
         let mut kinds = Vec::new();
         if let Some(reason) = repaired {
             kinds.push(ObsKind::Anomaly {
@@ -542,6 +549,10 @@ impl Projector for CodexProjector {
             }
             _ => {}
         }
+        if kinds.is_empty() {
+            return Ok(());
+        }
+        let key = early_key.unwrap_or_else(|| self.key(line));
         for kind in kinds {
             out.push(self.obs(key.clone(), record_ts, kind));
         }
