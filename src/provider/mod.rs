@@ -290,11 +290,14 @@ impl Fnv {
     pub fn hex(self) -> String {
         // By hand: `format!("{:032x}")` cost more than the hash of a short line.
         const HEX: &[u8; 16] = b"0123456789abcdef";
-        let mut out = String::with_capacity(32);
-        for i in (0..32).rev() {
-            out.push(char::from(HEX[((self.0 >> (i * 4)) & 0xf) as usize]));
+        let mut out = [0u8; 32];
+        for (i, c) in out.iter_mut().rev().enumerate() {
+            *c = HEX[((self.0 >> (i * 4)) & 0xf) as usize];
         }
-        out
+        // Always ASCII: never the empty default.
+        std::str::from_utf8(&out)
+            .map(str::to_owned)
+            .unwrap_or_default()
     }
 }
 
