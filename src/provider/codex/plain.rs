@@ -151,7 +151,7 @@ enum Kind {
     Content,
     /// A number that fits an `f64` (no exponent, to be sure), or null.
     Float,
-    /// An integer that fits an `i64`, or null.
+    /// A whole number that fits an `i64`, or null.
     Int,
     /// Present and not null sends the line to the full parse.
     Absent,
@@ -390,17 +390,18 @@ impl<'a> Scan<'a> {
             }
             Kind::Content => match first {
                 b'[' => self.array(At::Item, depth + 1),
-                _ => self.value(At::Free, depth),
+                // Read as any value: a number is decoded.
+                _ => self.value(At::Any, depth),
             },
             Kind::Float => {
                 let (n, _) = self.number()?;
                 (n.len() <= 30 && !n.contains(&b'e') && !n.contains(&b'E')).then_some(())
             }
             Kind::Int => {
+                // Not negative: serde_json reads `-0` as a float, which no i64 takes.
+                // Up to 18 digits always fit.
                 let (n, _) = self.number()?;
-                let digits = n.strip_prefix(b"-").unwrap_or(n);
-                // 18 digits always fit an i64.
-                (digits.len() <= 18 && digits.iter().all(u8::is_ascii_digit)).then_some(())
+                (n.len() <= 18 && n.iter().all(u8::is_ascii_digit)).then_some(())
             }
             Kind::Absent => None,
         }

@@ -206,6 +206,8 @@ fn variants(line: &[u8]) -> Vec<Vec<u8>> {
             .into_bytes(),
         text.replace("\"payload\":{", "\"payload\":{\"content\":[1],")
             .into_bytes(),
+        text.replace("\"payload\":{", "\"payload\":{\"content\":-1e999,")
+            .into_bytes(),
         text.replace("\"payload\":{", "\"payload\":{\"x\":\"\\ud800\",")
             .into_bytes(),
         // Bad UTF-8 in a field the full parse decodes.
@@ -404,4 +406,160 @@ fn a_forked_childs_copy_projects_the_same_both_ways() {
             .iter()
             .any(|o| o.record_ts.is_some_and(|t| t > 1_772_359_200_000))
     );
+}
+
+/// Plain records in Codex's layout, with an object of every kind the fast path checks:
+/// the top, the payload, the rate limits and a window, a content item, an error. Some
+/// lack the fields the full parse reads, so that a field put in is not given twice.
+const PLAIN: [&str; 7] = [
+    r#"{"timestamp":"2026-03-01T10:00:05.000Z","type":"event_msg","payload":{"type":"token_count","info":null,"rate_limits":{"limit_id":"codex","primary":{"used_percent":13.0,"window_minutes":300,"resets_at":1771864834},"secondary":null}}}"#,
+    r#"{"timestamp":"2026-03-01T10:00:05.000Z","type":"event_msg","payload":{"type":"token_count","rate_limits":{"primary":{"window_minutes":300}}}}"#,
+    r#"{"timestamp":"2026-03-01T10:00:05.000Z","type":"turn_context","payload":{"cwd":"/x","sandbox_policy":{"type":"workspace-write"}}}"#,
+    r#"{"timestamp":"2026-03-01T10:00:05.000Z","type":"response_item","payload":{"type":"message","role":"user","content":[{"type":"input_text","text":"hi"}]}}"#,
+    r#"{"timestamp":"2026-03-01T10:00:05.000Z","type":"response_item","payload":{"type":"message","role":"developer","content":[{"type":"input_text"}]}}"#,
+    r#"{"timestamp":"2026-03-01T10:00:05.000Z","type":"response_item","payload":{"type":"function_call","name":"exec_command","call_id":"c1"}}"#,
+    r#"{"timestamp":"2026-03-01T10:00:05.000Z","type":"event_msg","payload":{"type":"agent_message","error":{"x":1}}}"#,
+];
+
+/// Where a field can go in the [`PLAIN`] records: just inside each kind of object.
+const OPENINGS: [&str; 6] = [
+    "{\"timestamp\"",
+    "\"payload\":{",
+    "\"rate_limits\":{",
+    "\"primary\":{",
+    "\"content\":[{",
+    "\"error\":{",
+];
+
+/// Field names the full parse reads somewhere, and two it does not.
+const NAMES: [&str; 29] = [
+    "timestamp",
+    "type",
+    "payload",
+    "id",
+    "role",
+    "call_id",
+    "name",
+    "rate_limits",
+    "parent_thread_id",
+    "turn_id",
+    "last_agent_message",
+    "reason",
+    "phase",
+    "arguments",
+    "forked_from_id",
+    "source",
+    "message",
+    "codex_error_info",
+    "error",
+    "content",
+    "rate_limit_reached_type",
+    "primary",
+    "secondary",
+    "used_percent",
+    "resets_at",
+    "text",
+    "info",
+    "x",
+    "\\u0074ype",
+];
+
+/// Values of every type, with the numbers and strings a decoder may refuse.
+const VALUES: [&str; 23] = [
+    "null",
+    "true",
+    "7",
+    "-0",
+    "1.5",
+    "1e999",
+    "-1e400",
+    "18446744073709551616",
+    "9223372036854775808",
+    "-9223372036854775809",
+    "123456789012345678901234567890",
+    r#""s""#,
+    r#""\n\u0041""#,
+    r#""\ud800""#,
+    r#""\udc00\ud800""#,
+    r#""usage_limit""#,
+    "[]",
+    "[1e999]",
+    r#"[{"text":5}]"#,
+    r#"[{"text":"a"}]"#,
+    "{}",
+    r#"{"message":5}"#,
+    r#"{"subagent":{"thread_spawn":{"parent_thread_id":1e999}}}"#,
+];
+
+/// `field` put first in the object `opening` begins.
+fn with_field(base: &str, opening: &str, field: &str) -> String {
+    match opening {
+        "{\"timestamp\"" => base.replacen('{', &format!("{{{field}"), 1),
+        _ => base.replacen(opening, &format!("{opening}{field}"), 1),
+    }
+}
+
+/// Every field name, with every kind of value, in every object the fast path checks.
+#[test]
+fn every_field_with_every_value_projects_the_same_both_ways() {
+    let fresh = CodexProjector::new(Path::new(PATH)).save();
+    let mut taken = 0;
+    for base in PLAIN {
+        for opening in OPENINGS.iter().filter(|o| base.contains(**o)) {
+            for name in NAMES {
+                for value in VALUES {
+                    let line = with_field(base, opening, &format!("\"{name}\":{value},"));
+                    same(&fresh, line.as_bytes());
+                    taken += usize::from(plain(line.as_bytes()).is_some());
+                }
+            }
+        }
+    }
+    // Not vacuous: the fast path takes many of them.
+    assert!(taken > 1000, "{taken}");
+}
+
+/// JSON values of every type, nested.
+fn json_value() -> impl Strategy<Value = String> {
+    let leaf = prop_oneof![
+        prop::sample::select(VALUES.to_vec()).prop_map(str::to_owned),
+        "-?(0|[1-9][0-9]{0,24})(\\.[0-9]{1,4})?([eE][+-]?[0-9]{1,3})?",
+        "\"([a-z ]|\\\\n|\\\\\"|\\\\u00[0-7][0-9a-f]|\\\\ud[89ab][0-9a-f]{2}|\\\\udc00){0,4}\"",
+    ];
+    leaf.prop_recursive(3, 12, 3, |inner| {
+        prop_oneof![
+            prop::collection::vec(inner.clone(), 0..3).prop_map(|v| format!("[{}]", v.join(","))),
+            prop::collection::vec((prop::sample::select(NAMES.to_vec()), inner), 0..3).prop_map(
+                |v| {
+                    let fields: Vec<String> =
+                        v.into_iter().map(|(k, v)| format!("\"{k}\":{v}")).collect();
+                    format!("{{{}}}", fields.join(","))
+                }
+            ),
+        ]
+    })
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(1024))]
+
+    /// Nested values of any shape for any field: the fast path takes the line only where
+    /// the full parse reads it the same way.
+    #[test]
+    fn any_nested_field_projects_the_same_both_ways(
+        (base, opening) in prop::sample::select(
+            PLAIN
+                .iter()
+                .flat_map(|b| OPENINGS.iter().filter(|o| b.contains(**o)).map(|o| (*b, *o)))
+                .collect::<Vec<_>>(),
+        ),
+        name in prop::sample::select(NAMES.to_vec()),
+        value in json_value(),
+    ) {
+        let line = with_field(base, opening, &format!("\"{name}\":{value},"));
+        let fresh = CodexProjector::new(Path::new(PATH)).save();
+        let full = run(&fresh, line.as_bytes(), Route::Full);
+        prop_assert_eq!(run(&fresh, line.as_bytes(), Route::Fast), full.clone(), "{}", line);
+        prop_assert_eq!(run(&fresh, line.as_bytes(), Route::Scan), full, "{}", line);
+    }
 }
