@@ -488,7 +488,7 @@ impl<'a> Scan<'a> {
 
 /// How many bytes at the start of `s` need no look inside a string: neither a quote, a
 /// backslash nor a control character. Eight at a time, as serde_json does.
-fn plain_run(s: &[u8]) -> usize {
+pub(super) fn plain_run(s: &[u8]) -> usize {
     const ONES: u64 = u64::from_ne_bytes([1; 8]);
     const HIGH: u64 = ONES << 7;
     let zero_in = |w: u64| w.wrapping_sub(ONES) & !w & HIGH != 0;

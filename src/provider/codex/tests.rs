@@ -7,7 +7,7 @@
 #![allow(clippy::unwrap_used)]
 
 use super::CodexProjector;
-use super::plain::{looks_plain, plain};
+use super::plain::{looks_plain, plain, plain_run};
 use crate::provider::{Obs, Projector};
 use proptest::prelude::*;
 use serde_json::{Value, json};
@@ -561,5 +561,26 @@ proptest! {
         let full = run(&fresh, line.as_bytes(), Route::Full);
         prop_assert_eq!(run(&fresh, line.as_bytes(), Route::Fast), full.clone(), "{}", line);
         prop_assert_eq!(run(&fresh, line.as_bytes(), Route::Scan), full, "{}", line);
+    }
+}
+
+proptest! {
+    /// The word-at-a-time string scan stops where a byte-by-byte one does.
+    #[test]
+    fn plain_run_stops_at_the_first_quote_backslash_or_control(
+        bytes in prop::collection::vec(
+            prop_oneof![8 => 0x20u8..0x7f, 1 => Just(b'"'), 1 => Just(b'\\'), 1 => 0u8..0x20, 1 => 0x80u8..=0xff],
+            0..120,
+        ),
+        plain_len in 0usize..150,
+    ) {
+        // A clean run first, so that the scan goes some words before it stops.
+        let mut s: Vec<u8> = std::iter::repeat_n(b'a', plain_len).collect();
+        s.extend(bytes);
+        let want = s
+            .iter()
+            .position(|&b| b == b'"' || b == b'\\' || b < 0x20)
+            .unwrap_or(s.len());
+        prop_assert_eq!(plain_run(&s), want);
     }
 }
