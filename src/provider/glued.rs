@@ -10,7 +10,11 @@
 /// Framing belongs here, before any projector: every JSON provider gets it, and each
 /// record is projected on its own, so neither is lost to the other.
 pub fn split_glued(line: &[u8]) -> Option<Vec<&[u8]>> {
-    memchr::memmem::find(line, b"}{")?;
+    // Built once: `memmem::find` builds a searcher at each call, which costs more than
+    // the search on a short line, and every line of every file passes here.
+    static GLUE: std::sync::LazyLock<memchr::memmem::Finder<'static>> =
+        std::sync::LazyLock::new(|| memchr::memmem::Finder::new(b"}{"));
+    GLUE.find(line)?;
     let mut values =
         serde_json::Deserializer::from_slice(line).into_iter::<serde::de::IgnoredAny>();
     let mut parts = Vec::new();

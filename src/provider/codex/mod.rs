@@ -1,10 +1,12 @@
 //! Codex rollouts (`~/.codex/sessions/YYYY/MM/DD/rollout-*.jsonl`). Rules:
 //! shared/docs/transcript-formats.md, Part B and C.
 
+mod plain;
+#[cfg(test)]
+mod tests;
+
 use super::content::{StrOrList, Tag};
-use super::{
-    Evidence, Initiator, Malformed, Obs, ObsKind, Projector, content_hash, file_stem, parse_line,
-};
+use super::{Evidence, Fnv, Initiator, Malformed, Obs, ObsKind, Projector, file_stem, parse_line};
 use crate::clock::{format_rfc3339, parse_rfc3339};
 use crate::model::clip_message;
 use serde::{Deserialize, Serialize};
@@ -228,6 +230,10 @@ pub struct CodexProjector {
     /// The copy's timestamp, once its first record is seen.
     #[serde(default)]
     copy_stamp: Option<String>,
+    /// The key hash after `session` (the first part of every key), and the session it
+    /// was taken for: 37 of the few hundred bytes hashed per line.
+    #[serde(skip)]
+    keyed: Option<(String, Fnv)>,
 }
 
 impl CodexProjector {
@@ -248,6 +254,7 @@ impl CodexProjector {
             forked: false,
             copying: false,
             copy_stamp: None,
+            keyed: None,
         }
     }
 
@@ -474,6 +481,27 @@ fn limit_reset(rl: &RateLimits) -> Option<String> {
 }
 
 impl CodexProjector {
+    /// The key of a line. Codex records have no id: their timestamp (first 40 bytes) and
+    /// their two ends identify them, since hashing whole lines (tool output, images)
+    /// would cost more than parsing them. Hashed only for a record that says something:
+    /// most say nothing, and the hash costs more than their parse.
+    fn key(&mut self, line: &[u8]) -> String {
+        let session = match &self.keyed {
+            Some((s, h)) if *s == self.session => *h,
+            _ => {
+                let h = Fnv::new().part(self.session.as_bytes());
+                self.keyed = Some((self.session.clone(), h));
+                h
+            }
+        };
+        let ends = 256.min(line.len());
+        session
+            .part(&(line.len() as u64).to_le_bytes())
+            .part(&line[..ends])
+            .part(&line[line.len() - ends..])
+            .hex()
+    }
+
     /// Whether `rec` belongs to a forked child's copy of its parent's history. The copy
     /// is written at the fork, all with one timestamp; it ends at the first record with
     /// a later one, or at `thread_settings_applied` (written before the child's own turn).
@@ -505,24 +533,55 @@ impl CodexProjector {
     }
 }
 
-impl Projector for CodexProjector {
-    fn project(&mut self, line: &[u8], out: &mut Vec<Obs>) -> Result<(), Malformed> {
+impl CodexProjector {
+    /// [`Projector::project`], with the fast path for plain records ([`plain`]) tried
+    /// on the lines `gate` lets through, or with the full parse alone when `gate` is
+    /// `None`: all must give the same observations.
+    fn project_with(
+        &mut self,
+        line: &[u8],
+        out: &mut Vec<Obs>,
+        gate: Option<fn(&[u8]) -> bool>,
+    ) -> Result<(), Malformed> {
+        // Inside a forked child's copy every record's time counts: the full parse then.
+        if gate.is_some_and(|g| g(line))
+            && !self.copying
+            && let Some((stamp, what)) = plain::plain(line)
+        {
+            let kind = match what {
+                plain::Plain::Quiet => return Ok(()),
+                plain::Plain::Work => ObsKind::Work,
+                plain::Plain::Call(id) => {
+                    // As `response` does for a call.
+                    if !self.has_task_events {
+                        self.awaiting_answer = true;
+                    }
+                    ObsKind::ToolCall {
+                        id,
+                        needs_input: None,
+                        message: None,
+                    }
+                }
+                plain::Plain::ToolResult(id) => ObsKind::ToolResult { id },
+            };
+            let record_ts = stamp.and_then(parse_rfc3339);
+            let key = self.key(line);
+            out.push(self.obs(key, record_ts, kind));
+            return Ok(());
+        }
+        self.project_full(line, out)
+    }
+
+    fn project_full(&mut self, line: &[u8], out: &mut Vec<Obs>) -> Result<(), Malformed> {
         let buf: Vec<u8>;
         let (rec, repaired) = parse_line!(line, buf, Line<'_>);
-        // Codex records have no id. Their timestamp (first 40 bytes) and their two ends
-        // identify them: hashing whole lines (tool output, images) would cost more than
-        // parsing them.
-        let ends = 256.min(line.len());
-        let key = content_hash(&[
-            self.session.as_bytes(),
-            &(line.len() as u64).to_le_bytes(),
-            &line[..ends],
-            &line[line.len() - ends..],
-        ]);
         let record_ts = rec.timestamp.as_deref().and_then(parse_rfc3339);
         if self.in_copy(&rec) {
             return Ok(());
         }
+        // The key takes the session as it was before this record: a repaired
+        // `session_meta` changes it below, after its anomaly is recorded.
+        let early_key = repaired.map(|_| self.key(line));
         let mut kinds = Vec::new();
         if let Some(reason) = repaired {
             kinds.push(ObsKind::Anomaly {
@@ -542,10 +601,20 @@ impl Projector for CodexProjector {
             }
             _ => {}
         }
+        if kinds.is_empty() {
+            return Ok(());
+        }
+        let key = early_key.unwrap_or_else(|| self.key(line));
         for kind in kinds {
             out.push(self.obs(key.clone(), record_ts, kind));
         }
         Ok(())
+    }
+}
+
+impl Projector for CodexProjector {
+    fn project(&mut self, line: &[u8], out: &mut Vec<Obs>) -> Result<(), Malformed> {
+        self.project_with(line, out, Some(plain::looks_plain))
     }
 
     fn oversized(&mut self, head: &[u8], _tail: &[u8], key: String, out: &mut Vec<Obs>) {
