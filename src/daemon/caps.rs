@@ -27,6 +27,7 @@ impl Files {
                 t.go_cold();
             }
         }
+        self.reducer.compact();
     }
 
     /// Makes room for `path`'s handle before it is opened: while [`MAX_OPEN`] files may

@@ -152,7 +152,9 @@ fn path_str(path: &Path) -> std::borrow::Cow<'_, str> {
 }
 
 pub(super) struct Files {
-    pub table: HashMap<PathBuf, Tracked>,
+    /// Boxed: the map keeps room for more entries than it holds, and an empty slot should
+    /// cost a pointer, not a whole entry.
+    pub table: HashMap<PathBuf, Box<Tracked>>,
     pub reducer: Reducer,
     /// Events produced by reads, until the loop flushes them.
     pub out: Vec<Event>,
@@ -327,7 +329,7 @@ impl Files {
         };
         self.table.insert(
             path.to_path_buf(),
-            Tracked {
+            Box::new(Tracked {
                 provider,
                 tail: TailState::new(Stat::of(meta).id),
                 feed: Some(Box::new(feed)),
@@ -335,7 +337,7 @@ impl Files {
                 last_change,
                 warned_at: i64::MIN,
                 skew_ms: 0,
-            },
+            }),
         );
         if mode == Mode::History
             && let Some(later) = self.deferred.as_mut()

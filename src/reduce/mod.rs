@@ -54,7 +54,9 @@ pub struct Src {
 
 pub struct Reducer {
     settle_ms: u64,
-    sessions: HashMap<SessionKey, Session>,
+    /// Boxed: the map keeps room for more entries than it holds, and an empty slot should
+    /// cost a pointer, not a whole session.
+    sessions: HashMap<SessionKey, Box<Session>>,
     /// Settle deadlines of pending candidates (monotonic ms), earliest first, so finding
     /// the next one costs O(log n) instead of a walk over every session. Entries are
     /// checked against the session when they come up; stale ones are dropped then.
@@ -140,7 +142,7 @@ impl Reducer {
                 .or_insert_with(|| Vec::with_capacity(1))
                 .push(key.clone());
         }
-        let sess = self.sessions.entry(key.clone()).or_insert_with(|| Session {
+        let sess = self.sessions.entry(key.clone()).or_insert_with(|| Box::new(Session {
             path: src.path.clone(),
             state: SessionState::Working,
             turn: None,
@@ -153,7 +155,7 @@ impl Reducer {
             bg: background::Tasks::default(),
             cwd: None,
             last_seen: now.mono,
-        });
+        }));
         mark(&mut self.changed, &key);
         sess.last_seen = now.mono;
         if sess.path != src.path {
@@ -233,13 +235,26 @@ impl Reducer {
     fn is_due_at(&self, (deadline, key): &(u64, SessionKey)) -> bool {
         self.sessions
             .get(key)
-            .and_then(pending)
+            .and_then(|s| pending(s))
             .is_some_and(|c| c.deadline == *deadline)
+    }
+
+    /// Drops what a burst left behind: deadlines no longer pending (a first history read
+    /// leaves one per answer it saw), and the room the maps grew to hold sessions since
+    /// parked.
+    pub fn compact(&mut self) {
+        let deadlines = std::mem::take(&mut self.deadlines);
+        self.deadlines = deadlines
+            .into_iter()
+            .filter(|Reverse(e)| self.is_due_at(e))
+            .collect();
+        self.sessions.shrink_to_fit();
+        self.by_path.shrink_to_fit();
     }
 
     /// Remembers `key`'s pending deadline, if it has one.
     fn schedule(&mut self, key: &SessionKey) {
-        if let Some(c) = self.sessions.get(key).and_then(pending) {
+        if let Some(c) = self.sessions.get(key).and_then(|s| pending(s)) {
             self.deadlines.push(Reverse((c.deadline, key.clone())));
         }
     }

@@ -92,7 +92,7 @@ impl Reducer {
             .iter()
             .filter_map(|k| Some((k, self.sessions.get(k)?)))
             .map(|(k, s)| {
-                let mut state = s.clone();
+                let mut state = Session::clone(s);
                 if let Some(c) = state.turn.as_mut().and_then(|t| t.cand.as_mut()) {
                     let left = i64::try_from(c.deadline.saturating_sub(now.mono)).unwrap_or(0);
                     c.deadline = u64::try_from(now.wall.saturating_add(left)).unwrap_or(0);
@@ -129,7 +129,7 @@ impl Reducer {
                 .or_insert_with(|| Vec::with_capacity(1))
                 .push(key.clone());
             mark(&mut self.changed, &key);
-            self.sessions.insert(key.clone(), state);
+            self.sessions.insert(key.clone(), Box::new(state));
             self.schedule(&key);
         }
     }
