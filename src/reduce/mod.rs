@@ -142,20 +142,22 @@ impl Reducer {
                 .or_insert_with(|| Vec::with_capacity(1))
                 .push(key.clone());
         }
-        let sess = self.sessions.entry(key.clone()).or_insert_with(|| Box::new(Session {
-            path: src.path.clone(),
-            state: SessionState::Working,
-            turn: None,
-            last_line: src.line,
-            last_ts: obs.record_ts,
-            decided_line: src.line,
-            decided_ts: obs.record_ts,
-            message: None,
-            evidence: None,
-            bg: background::Tasks::default(),
-            cwd: None,
-            last_seen: now.mono,
-        }));
+        let sess = self.sessions.entry(key.clone()).or_insert_with(|| {
+            Box::new(Session {
+                path: src.path.clone(),
+                state: SessionState::Working,
+                turn: None,
+                last_line: src.line,
+                last_ts: obs.record_ts,
+                decided_line: src.line,
+                decided_ts: obs.record_ts,
+                message: None,
+                evidence: None,
+                bg: background::Tasks::default(),
+                cwd: None,
+                last_seen: now.mono,
+            })
+        });
         mark(&mut self.changed, &key);
         sess.last_seen = now.mono;
         if sess.path != src.path {
