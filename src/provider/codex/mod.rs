@@ -13,6 +13,16 @@ use serde::{Deserialize, Serialize};
 use std::borrow::Cow;
 use std::path::Path;
 
+/// `response_item` payload types that are the agent at work, nothing more (the fast path
+/// in `plain.rs` reads the same list).
+pub(super) const WORK_ITEMS: [&str; 5] = [
+    "reasoning",
+    "web_search_call",
+    "image_generation_call",
+    "tool_search_call",
+    "tool_search_output",
+];
+
 #[derive(Deserialize)]
 pub(crate) struct Line<'a> {
     #[serde(borrow)]
@@ -441,13 +451,7 @@ impl CodexProjector {
             ) => {
                 kinds.push(ObsKind::ToolResult { id: call });
             }
-            Some(
-                "reasoning"
-                | "web_search_call"
-                | "image_generation_call"
-                | "tool_search_call"
-                | "tool_search_output",
-            ) => kinds.push(ObsKind::Work),
+            Some(t) if WORK_ITEMS.contains(&t) => kinds.push(ObsKind::Work),
             // `agent_message` items pass between agents; they are no answer to the person.
             _ => {}
         }

@@ -95,16 +95,7 @@ pub(super) fn plain(line: &[u8]) -> Option<(Option<&str>, Plain)> {
         ("event_msg", Some("token_count")) => Plain::Quiet,
         ("event_msg", Some("agent_reasoning" | "stream_error")) => Plain::Work,
         ("response_item", Some("message")) if f.role != Some("assistant") => Plain::Quiet,
-        (
-            "response_item",
-            Some(
-                "reasoning"
-                | "web_search_call"
-                | "image_generation_call"
-                | "tool_search_call"
-                | "tool_search_output",
-            ),
-        ) => Plain::Work,
+        ("response_item", Some(t)) if super::WORK_ITEMS.contains(&t) => Plain::Work,
         ("response_item", Some("function_call" | "custom_tool_call" | "local_shell_call"))
             if f.name != Some(super::ASK_TOOL) =>
         {
