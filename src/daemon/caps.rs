@@ -28,6 +28,9 @@ impl Files {
             }
         }
         self.reducer.compact();
+        // Tail-first reads are a start-up burst: a live file is read on from its offset.
+        crate::tail::scratch::release(crate::tail::scratch::Use::Count);
+        crate::tail::scratch::release(crate::tail::scratch::Use::Back);
     }
 
     /// Makes room for `path`'s handle before it is opened: while [`MAX_OPEN`] files may

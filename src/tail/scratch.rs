@@ -38,6 +38,16 @@ pub fn with<T>(what: Use, len: usize, f: impl FnOnce(&mut [u8]) -> T) -> T {
     })
 }
 
+/// Gives back this thread's buffer for `what` (the next use allocates it again): for a
+/// use that a burst needed and steady work does not.
+pub fn release(what: Use) {
+    BUFS.with(|bufs| {
+        if let Ok(mut buf) = bufs[what as usize].try_borrow_mut() {
+            *buf = Vec::new();
+        }
+    });
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
