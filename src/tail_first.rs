@@ -344,26 +344,7 @@ fn scan_prefix<F: Read + Seek>(
     path: &Path,
     turn: &[u8],
 ) -> io::Result<Result<(u64, u64), &'static str>> {
-    let hazards = restart::hazards(kind, path);
-    let longest = hazards
-        .iter()
-        .map(|(n, _)| n.len())
-        .chain(std::iter::once(turn.len()))
-        .max()
-        .unwrap_or(1);
-    scratch::with(scratch::Use::Count, longest + COUNT_CHUNK, |win| {
-        scan_prefix_in(file, (mark, end), head_end, (hazards, turn), win)
-    })
-}
-
-fn scan_prefix_in<F: Read + Seek>(
-    file: &mut F,
-    (mark, end): (u64, u64),
-    head_end: u64,
-    (hazards, turn): (&[(&'static [u8], &'static str)], &[u8]),
-    win: &mut [u8],
-) -> io::Result<Result<(u64, u64), &'static str>> {
-    let hazards: Vec<(Finder<'_>, &'static str)> = hazards
+    let hazards: Vec<(Finder<'_>, &'static str)> = restart::hazards(kind, path)
         .iter()
         .map(|(n, why)| (Finder::new(n), *why))
         .collect();
@@ -375,6 +356,24 @@ fn scan_prefix_in<F: Read + Seek>(
         .max()
         .unwrap_or(1)
         .saturating_sub(1);
+    scratch::with(scratch::Use::Count, overlap + COUNT_CHUNK, |win| {
+        scan_prefix_in(
+            file,
+            (mark, end),
+            head_end,
+            (&hazards, turn_finder.as_ref(), overlap),
+            win,
+        )
+    })
+}
+
+fn scan_prefix_in<F: Read + Seek>(
+    file: &mut F,
+    (mark, end): (u64, u64),
+    head_end: u64,
+    (hazards, turn_finder, overlap): (&[(Finder<'_>, &'static str)], Option<&Finder<'_>>, usize),
+    win: &mut [u8],
+) -> io::Result<Result<(u64, u64), &'static str>> {
     file.seek(SeekFrom::Start(0))?;
     // The window: the last `overlap` bytes of the previous chunk, then the new chunk, so
     // a pattern cut by a chunk boundary is still found.
@@ -402,7 +401,7 @@ fn scan_prefix_in<F: Read + Seek>(
         let from = usize::try_from(head_end.saturating_sub(hay_start))
             .unwrap_or(usize::MAX)
             .min(hay.len());
-        for (f, why) in &hazards {
+        for (f, why) in hazards {
             if f.find(&hay[from..]).is_some() {
                 return Ok(Err(why));
             }

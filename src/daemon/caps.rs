@@ -5,17 +5,13 @@
 //! Owns no state of its own: these are the file table's methods that close handles,
 //! send projectors cold and rebuild the live set. It never reads a transcript.
 
-use super::files::{Files, HISTORY_WARM, MAX_OPEN};
+use super::files::{Files, HISTORY_WARM, MAX_OPEN, mono_i};
 use crate::clock::Now;
 use std::collections::HashSet;
 use std::path::Path;
 
 /// Handles of files idle this long are closed (reopened on change).
 const HANDLE_IDLE_MS: i64 = 5 * 60_000;
-
-fn mono_i(now: Now) -> i64 {
-    i64::try_from(now.mono).unwrap_or(i64::MAX)
-}
 
 impl Files {
     /// After the history read: only the most recently changed files keep a projector.

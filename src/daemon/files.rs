@@ -15,10 +15,11 @@
 //! file.
 
 use super::persist::Pending;
+pub(super) use super::tracked::Tracked;
 use crate::clock::{Clock, Now};
 use crate::feed::FileFeed;
 use crate::logging::RateLimit;
-use crate::model::{Event, ProviderKind};
+use crate::model::Event;
 use crate::reduce::Reducer;
 use crate::state;
 use crate::tail::{Change, Stat, TailState};
@@ -85,49 +86,6 @@ pub(super) struct Counters {
     pub read_errors: u64,
 }
 
-pub(super) struct Tracked {
-    pub provider: ProviderKind,
-    pub tail: TailState,
-    /// `None` while cold. Boxed: most files are cold, and a `None` should cost a
-    /// pointer, not a whole feed.
-    pub feed: Option<Box<FileFeed>>,
-    /// While cold: the projector's context at the committed offset, as saved.
-    pub cold: Option<Box<str>>,
-    /// Monotonic ms of the last change seen; negative for changes before the start.
-    pub(super) last_change: i64,
-    /// When a read error was last logged as a warning (at most one a minute per file).
-    warned_at: i64,
-    /// How far the writer's clock is behind ours (ms, never negative), learned from an
-    /// earlier read: the file's mtime against its newest record time. A live change is
-    /// judged against `--catch-up` on the writer's clock, so a writer whose clock runs
-    /// late still pages, while a file that appears full of old records stays quiet (its
-    /// first read has nothing earlier to learn from).
-    pub(super) skew_ms: i64,
-}
-
-impl Tracked {
-    /// Drops the projector, keeping its context in saved form.
-    pub(super) fn go_cold(&mut self) {
-        if let Some(f) = self.feed.take() {
-            self.cold = Some(f.save().into_boxed_str());
-        }
-    }
-
-    /// Takes the projector back from its saved context at the committed offset; false if
-    /// there is none (the file is then re-read from its first byte).
-    fn warm_up(&mut self, path: &Path, max_line: usize) -> bool {
-        if self.feed.is_some() {
-            return true;
-        }
-        let Some(saved) = self.cold.take() else {
-            return false;
-        };
-        let at = (self.tail.offset(), self.tail.line_no());
-        self.feed = FileFeed::restore(path, self.provider, max_line, at, &saved).map(Box::new);
-        self.feed.is_some()
-    }
-}
-
 /// The settings the file table reads.
 pub(super) struct Limits {
     pub roots: Vec<Root>,
@@ -143,7 +101,7 @@ pub(super) struct Limits {
     pub history_threads: usize,
 }
 
-fn mono_i(now: Now) -> i64 {
+pub(super) fn mono_i(now: Now) -> i64 {
     i64::try_from(now.mono).unwrap_or(i64::MAX)
 }
 
@@ -357,19 +315,22 @@ impl Files {
                 });
                 self.read_resumed(path, meta, cp);
             }
-            _ => {
-                if mode == Mode::History {
-                    self.start_tail_first(path);
-                }
-                self.read_on(path, mode);
-                if mode == Mode::History
-                    && let Some(t) = self.table.get(path)
-                {
-                    self.counters.history_bytes += t.tail.offset();
-                }
-            }
+            _ => self.read_first(path, mode),
         }
         self.finish_new(path, mtime_ms, now, mode);
+    }
+
+    /// A new file's first read; in history, from where its last turn can be read.
+    pub(super) fn read_first(&mut self, path: &Path, mode: Mode) {
+        if mode == Mode::History {
+            self.start_tail_first(path);
+        }
+        self.read_on(path, mode);
+        if mode == Mode::History
+            && let Some(t) = self.table.get(path)
+        {
+            self.counters.history_bytes += t.tail.offset();
+        }
     }
 
     /// What follows a new file's first read: settle what history left pending, keep the
@@ -413,7 +374,7 @@ impl Files {
 
     /// A first history read needs a file's state, not its events (history is silent):
     /// start it at its tail-first restart point instead of its first byte.
-    pub(super) fn start_tail_first(&mut self, path: &Path) {
+    fn start_tail_first(&mut self, path: &Path) {
         if let Some(t) = self.table.get_mut(path)
             && let Some(feed) = crate::tail_first::open_feed(path, t.provider, self.limits.max_line)
         {
@@ -506,8 +467,7 @@ impl Files {
         let before = (t.tail.offset(), t.tail.id());
         let res = res.and_then(|_| t.tail.commit(feed.reader()));
         if let Some(newest) = newest {
-            let mtime_ms = i64::try_from(t.tail.mtime_ns() / 1_000_000).unwrap_or(0);
-            t.skew_ms = mtime_ms.saturating_sub(newest).max(0);
+            t.skew_ms = t.skew(newest);
         }
         if (t.tail.offset(), t.tail.id()) != before {
             self.pending.mark(path);

@@ -15,7 +15,7 @@
 //! Files resumed from a checkpoint (a restart) are read as they are found: their events
 //! come out after `daemon_ready`, in the walk's order.
 
-use super::files::{Files, Mode, Tracked};
+use super::files::{Files, Mode};
 use crate::feed::FileFeed;
 use crate::model::ProviderKind;
 use crate::pool;
@@ -312,8 +312,7 @@ fn apply(files: &mut Files, f: &Found, got: Outcome) {
                 f.provider,
                 files.limits.max_line,
             )));
-            files.start_tail_first(path);
-            files.read_on(path, Mode::History);
+            files.read_first(path, Mode::History);
         }
         Outcome::Read(r) => {
             let Got {
@@ -338,7 +337,7 @@ fn apply(files: &mut Files, f: &Found, got: Outcome) {
                 files.reducer.apply(&src, o, now, &mut files.out);
             }
             if let Some(newest) = newest {
-                t.skew_ms = skew(t, newest);
+                t.skew_ms = t.skew(newest);
             }
             if (t.tail.offset(), t.tail.id()) != before {
                 files.pending.mark(path);
@@ -352,7 +351,7 @@ fn apply(files: &mut Files, f: &Found, got: Outcome) {
                     files.read_on(path, Mode::History);
                     if let Some(t) = files.table.get_mut(path) {
                         let rest = (t.skew_ms != UNSET).then_some(t.skew_ms);
-                        let first = newest.map(|n| skew(t, n));
+                        let first = newest.map(|n| t.skew(n));
                         t.skew_ms = match (rest, first) {
                             (Some(a), Some(b)) => a.min(b),
                             (a, b) => a.or(b).unwrap_or(0),
@@ -361,19 +360,12 @@ fn apply(files: &mut Files, f: &Found, got: Outcome) {
                 }
                 Ok(()) => {}
             }
+            if let Some(t) = files.table.get(path) {
+                files.counters.history_bytes += t.tail.offset();
+            }
         }
-    }
-    if let Some(t) = files.table.get(path) {
-        files.counters.history_bytes += t.tail.offset();
     }
     files.finish_new(path, f.mtime_ms, now, Mode::History);
     // History is silent on a first run.
     files.out.clear();
-}
-
-/// How far the writer's clock is behind ours, from the newest record read (as
-/// `read_upto` learns it).
-fn skew(t: &Tracked, newest: i64) -> i64 {
-    let mtime_ms = i64::try_from(t.tail.mtime_ns() / 1_000_000).unwrap_or(0);
-    mtime_ms.saturating_sub(newest).max(0)
 }

@@ -26,6 +26,7 @@ pub mod liveness;
 mod persist;
 mod service;
 mod sink;
+mod tracked;
 
 use crate::clock::parse_duration_ms;
 use crate::config::Config;

@@ -20,6 +20,7 @@
 //! `outage.rs`. This file keeps what they share: the start's [`Status`], [`Decision`]s,
 //! the directory's [`Health`] and the file helpers.
 
+mod crc;
 mod delivery;
 mod open;
 mod outage;

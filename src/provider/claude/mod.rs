@@ -1,139 +1,24 @@
 //! Claude Code transcripts (`~/.claude/projects/<project>/<session>.jsonl` and subagent
 //! files). Rules: shared/docs/transcript-formats.md, Part A and C.
 
-use super::content::{Clipped, StrOrList, reset_hint};
+use super::content::{StrOrList, reset_hint};
 use super::{
     Evidence, Initiator, Malformed, Obs, ObsKind, Projector, content_hash, file_stem, parse_line,
 };
 use crate::clock::parse_rfc3339;
 use lru::LruCache;
-use serde::de::IgnoredAny;
 use serde::{Deserialize, Serialize};
-use std::borrow::Cow;
 use std::num::NonZeroUsize;
 use std::path::Path;
 
+mod record;
 mod rules;
+
+pub(crate) use record::{Block, Rec};
 
 pub use rules::KNOWN_TYPES;
 pub(crate) use rules::looks_like_uuid;
 use rules::{LOCAL_COMMANDS, NEEDS_INPUT_TOOLS, TERMINAL_STOPS, push_capped, question_text};
-
-#[derive(Deserialize)]
-pub(crate) struct Rec<'a> {
-    #[serde(rename = "type", borrow)]
-    pub(crate) ty: Option<Cow<'a, str>>,
-    #[serde(borrow)]
-    pub(crate) subtype: Option<Cow<'a, str>>,
-    #[serde(borrow)]
-    pub(crate) uuid: Option<Cow<'a, str>>,
-    #[serde(rename = "parentUuid", borrow)]
-    pub(crate) parent: Option<Cow<'a, str>>,
-    /// Read by `check` only: the record roots a chain after compaction.
-    #[serde(rename = "logicalParentUuid")]
-    pub(crate) logical_parent: Option<IgnoredAny>,
-    #[serde(rename = "sessionId", borrow)]
-    session: Option<Cow<'a, str>>,
-    #[serde(rename = "agentId", borrow)]
-    pub(crate) agent: Option<Cow<'a, str>>,
-    #[serde(rename = "isSidechain")]
-    pub(crate) sidechain: Option<bool>,
-    #[serde(rename = "isMeta")]
-    pub(crate) meta: Option<bool>,
-    #[serde(rename = "isCompactSummary")]
-    pub(crate) compact_summary: Option<bool>,
-    #[serde(rename = "isApiErrorMessage")]
-    api_error: Option<bool>,
-    error: Option<super::content::Tag>,
-    #[serde(borrow)]
-    timestamp: Option<Cow<'a, str>>,
-    #[serde(borrow)]
-    pub(crate) message: Option<Msg<'a>>,
-    #[serde(rename = "toolUseResult")]
-    pub(crate) tool_use_result: Option<IgnoredAny>,
-    #[serde(rename = "toolEndsTurn")]
-    tool_ends_turn: Option<bool>,
-    #[serde(borrow)]
-    origin: Option<Origin<'a>>,
-    #[serde(rename = "preventedContinuation")]
-    prevented_continuation: Option<bool>,
-    #[serde(rename = "compactMetadata")]
-    compact: Option<CompactMeta>,
-    /// `progress` records: what is in progress (e.g. a Stop hook running).
-    #[serde(borrow)]
-    data: Option<Progress<'a>>,
-}
-
-#[derive(Deserialize)]
-struct Progress<'a> {
-    #[serde(rename = "type", borrow)]
-    ty: Option<Cow<'a, str>>,
-    #[serde(rename = "hookEvent", borrow)]
-    hook_event: Option<Cow<'a, str>>,
-}
-
-#[derive(Deserialize)]
-struct CompactMeta {
-    #[serde(rename = "preTokens")]
-    pre_tokens: Option<u64>,
-}
-
-#[derive(Deserialize)]
-struct Origin<'a> {
-    #[serde(borrow)]
-    kind: Option<Cow<'a, str>>,
-}
-
-#[derive(Deserialize)]
-pub(crate) struct Msg<'a> {
-    /// Read by `check` only: the model response this message is part of.
-    #[serde(borrow)]
-    pub(crate) id: Option<Cow<'a, str>>,
-    #[serde(borrow)]
-    model: Option<Cow<'a, str>>,
-    #[serde(borrow)]
-    pub(crate) content: Option<StrOrList<'a, Block<'a>>>,
-    #[serde(borrow)]
-    stop_reason: Option<Cow<'a, str>>,
-    usage: Option<Usage>,
-}
-
-#[derive(Deserialize)]
-struct Usage {
-    server_tool_use: Option<IgnoredAny>,
-    iterations: Option<IgnoredAny>,
-}
-
-#[derive(Deserialize)]
-pub(crate) struct Block<'a> {
-    #[serde(rename = "type", borrow)]
-    pub(crate) ty: Option<Cow<'a, str>>,
-    // Only the start of a text is looked at; an answer can be megabytes.
-    #[serde(borrow)]
-    pub(crate) text: Option<Clipped<'a>>,
-    #[serde(borrow)]
-    pub(crate) id: Option<Cow<'a, str>>,
-    #[serde(borrow)]
-    name: Option<Cow<'a, str>>,
-    #[serde(borrow)]
-    pub(crate) tool_use_id: Option<Cow<'a, str>>,
-    #[serde(borrow)]
-    input: Option<Input<'a>>,
-}
-
-#[derive(Deserialize)]
-struct Input<'a> {
-    #[serde(borrow)]
-    questions: Option<Vec<Question<'a>>>,
-    #[serde(borrow)]
-    plan: Option<Cow<'a, str>>,
-}
-
-#[derive(Deserialize)]
-struct Question<'a> {
-    #[serde(borrow)]
-    question: Option<Cow<'a, str>>,
-}
 
 /// Inline sidechain records remembered for chain lookups. A record's parent is almost
 /// always a recent record, and `LruCache` allocates its capacity up front for every

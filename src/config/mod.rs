@@ -4,6 +4,10 @@
 //! parsed into a [`RawConfig`] that rejects unknown keys, then validated into a
 //! [`Config`] with every default filled in. Flags override it (see `daemon::Settings`).
 
+mod raw;
+
+pub use raw::{RawConfig, RawDesktop, RawExec, RawWebhook};
+
 use crate::clock::parse_duration_ms;
 use crate::error::Error;
 use crate::model::{EventKind, ProviderKind};
@@ -13,8 +17,6 @@ use crate::sink::parse_event_kind;
 use crate::sink::webhook::{Endpoint, Format, WebhookConfig};
 use crate::tail::DEFAULT_MAX_LINE_BYTES;
 use crate::watch::{Root, WatcherMode};
-use serde::Deserialize;
-use std::collections::BTreeMap;
 use std::env;
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
@@ -96,92 +98,6 @@ pub fn socket_path() -> Option<PathBuf> {
         .map(|d| d.join("baton"))
         .or_else(default_state_dir)
         .map(|d| d.join("baton.sock"))
-}
-
-/// The file as written: every key optional, unknown keys rejected.
-#[derive(Debug, Default, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct RawConfig {
-    pub default_roots: Option<bool>,
-    pub watch: Option<Vec<String>>,
-    pub events: Option<String>,
-    pub watcher: Option<String>,
-    pub poll_interval: Option<String>,
-    pub settle: Option<String>,
-    pub catch_up: Option<String>,
-    pub hold_background: Option<String>,
-    pub liveness_after: Option<String>,
-    pub max_line_bytes: Option<usize>,
-    pub desktop: Option<RawDesktop>,
-    pub on_event: Option<RawExec>,
-    pub webhook: Option<Vec<RawWebhook>>,
-}
-
-#[derive(Debug, Default, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct RawDesktop {
-    pub enabled: Option<bool>,
-    pub events: Option<Vec<String>>,
-    pub cooldown: Option<String>,
-}
-
-/// `on_event = ["program", "arg"]`, or a table with `command` and limits.
-#[derive(Debug, Default)]
-pub struct RawExec {
-    pub command: Vec<String>,
-    pub timeout: Option<String>,
-    pub concurrency: Option<usize>,
-    pub events: Option<Vec<String>>,
-}
-
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
-struct RawExecTable {
-    command: Vec<String>,
-    timeout: Option<String>,
-    concurrency: Option<usize>,
-    events: Option<Vec<String>>,
-}
-
-impl<'de> Deserialize<'de> for RawExec {
-    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        // Hand-written rather than `untagged`, whose error would not name a bad key.
-        struct V;
-        impl<'de> serde::de::Visitor<'de> for V {
-            type Value = RawExec;
-            fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
-                f.write_str("an argv array [\"program\", \"arg\", …] or a table with `command`")
-            }
-            fn visit_seq<A: serde::de::SeqAccess<'de>>(self, seq: A) -> Result<RawExec, A::Error> {
-                let command =
-                    Vec::<String>::deserialize(serde::de::value::SeqAccessDeserializer::new(seq))?;
-                Ok(RawExec {
-                    command,
-                    ..RawExec::default()
-                })
-            }
-            fn visit_map<A: serde::de::MapAccess<'de>>(self, map: A) -> Result<RawExec, A::Error> {
-                let t =
-                    RawExecTable::deserialize(serde::de::value::MapAccessDeserializer::new(map))?;
-                Ok(RawExec {
-                    command: t.command,
-                    timeout: t.timeout,
-                    concurrency: t.concurrency,
-                    events: t.events,
-                })
-            }
-        }
-        d.deserialize_any(V)
-    }
-}
-
-#[derive(Debug, Default, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct RawWebhook {
-    pub url: String,
-    pub format: Option<String>,
-    pub headers: Option<BTreeMap<String, String>>,
-    pub events: Option<Vec<String>>,
 }
 
 /// Desktop notification settings.

@@ -1,0 +1,57 @@
+//! One tracked transcript: its tail state, its projector (or, while cold, the
+//! projector's saved context), and what the file table learnt about it.
+
+use crate::feed::FileFeed;
+use crate::model::ProviderKind;
+use crate::tail::TailState;
+use std::path::Path;
+
+pub(super) struct Tracked {
+    pub provider: ProviderKind,
+    pub tail: TailState,
+    /// `None` while cold. Boxed: most files are cold, and a `None` should cost a
+    /// pointer, not a whole feed.
+    pub feed: Option<Box<FileFeed>>,
+    /// While cold: the projector's context at the committed offset, as saved.
+    pub cold: Option<Box<str>>,
+    /// Monotonic ms of the last change seen; negative for changes before the start.
+    pub(super) last_change: i64,
+    /// When a read error was last logged as a warning (at most one a minute per file).
+    pub(super) warned_at: i64,
+    /// How far the writer's clock is behind ours (ms, never negative), learned from an
+    /// earlier read: the file's mtime against its newest record time. A live change is
+    /// judged against `--catch-up` on the writer's clock, so a writer whose clock runs
+    /// late still pages, while a file that appears full of old records stays quiet (its
+    /// first read has nothing earlier to learn from).
+    pub(super) skew_ms: i64,
+}
+
+impl Tracked {
+    /// Drops the projector, keeping its context in saved form.
+    pub(super) fn go_cold(&mut self) {
+        if let Some(f) = self.feed.take() {
+            self.cold = Some(f.save().into_boxed_str());
+        }
+    }
+
+    /// How far the writer's clock is behind ours, from the newest record time read and
+    /// the file's mtime.
+    pub(super) fn skew(&self, newest: i64) -> i64 {
+        let mtime_ms = i64::try_from(self.tail.mtime_ns() / 1_000_000).unwrap_or(0);
+        mtime_ms.saturating_sub(newest).max(0)
+    }
+
+    /// Takes the projector back from its saved context at the committed offset; false if
+    /// there is none (the file is then re-read from its first byte).
+    pub(super) fn warm_up(&mut self, path: &Path, max_line: usize) -> bool {
+        if self.feed.is_some() {
+            return true;
+        }
+        let Some(saved) = self.cold.take() else {
+            return false;
+        };
+        let at = (self.tail.offset(), self.tail.line_no());
+        self.feed = FileFeed::restore(path, self.provider, max_line, at, &saved).map(Box::new);
+        self.feed.is_some()
+    }
+}

@@ -1,0 +1,211 @@
+//! What a Codex rollout line holds, as the projector reads it: the serde view of a
+//! record (only the fields that can change a turn's state), and the record types known,
+//! for `check`.
+
+use super::super::content::{StrOrList, Tag};
+use serde::Deserialize;
+use std::borrow::Cow;
+
+/// `response_item` payload types that are the agent at work, nothing more (the fast path
+/// in `plain.rs` reads the same list).
+pub(super) const WORK_ITEMS: [&str; 5] = [
+    "reasoning",
+    "web_search_call",
+    "image_generation_call",
+    "tool_search_call",
+    "tool_search_output",
+];
+
+#[derive(Deserialize)]
+pub(crate) struct Line<'a> {
+    #[serde(borrow)]
+    pub(crate) timestamp: Option<Cow<'a, str>>,
+    #[serde(rename = "type", borrow)]
+    pub(crate) ty: Option<Cow<'a, str>>,
+    #[serde(borrow)]
+    pub(crate) payload: Option<Payload<'a>>,
+    /// Legacy (pre-wrapper) header: `{"id","timestamp","instructions"}`.
+    #[serde(borrow)]
+    pub(super) id: Option<Cow<'a, str>>,
+}
+
+#[derive(Deserialize)]
+pub(crate) struct Payload<'a> {
+    #[serde(rename = "type", borrow)]
+    pub(crate) ty: Option<Cow<'a, str>>,
+    #[serde(borrow)]
+    pub(crate) id: Option<Cow<'a, str>>,
+    pub(super) source: Option<Source<'a>>,
+    #[serde(borrow)]
+    pub(super) parent_thread_id: Option<Cow<'a, str>>,
+    #[serde(borrow)]
+    pub(super) turn_id: Option<Cow<'a, str>>,
+    #[serde(borrow)]
+    pub(super) last_agent_message: Option<Cow<'a, str>>,
+    #[serde(borrow)]
+    pub(super) error: Option<ErrorInfo<'a>>,
+    #[serde(borrow)]
+    pub(super) reason: Option<Cow<'a, str>>,
+    #[serde(borrow)]
+    pub(super) message: Option<StrOrList<'a, serde::de::IgnoredAny>>,
+    #[serde(borrow)]
+    pub(crate) role: Option<Cow<'a, str>>,
+    #[serde(borrow)]
+    pub(super) phase: Option<Cow<'a, str>>,
+    #[serde(borrow)]
+    pub(super) content: Option<StrOrList<'a, ContentItem<'a>>>,
+    #[serde(borrow)]
+    pub(crate) call_id: Option<Cow<'a, str>>,
+    #[serde(borrow)]
+    pub(super) name: Option<Cow<'a, str>>,
+    /// A function call's arguments: a JSON document in a string.
+    #[serde(borrow)]
+    pub(super) arguments: Option<Cow<'a, str>>,
+    #[serde(borrow)]
+    pub(super) forked_from_id: Option<Cow<'a, str>>,
+    pub(super) codex_error_info: Option<Tag>,
+    pub(super) rate_limits: Option<RateLimits<'a>>,
+}
+
+#[derive(Deserialize)]
+pub(super) struct ErrorInfo<'a> {
+    #[serde(borrow)]
+    pub(super) message: Option<Cow<'a, str>>,
+    pub(super) codex_error_info: Option<Tag>,
+}
+
+#[derive(Deserialize)]
+pub(super) struct ContentItem<'a> {
+    #[serde(borrow)]
+    pub(super) text: Option<Cow<'a, str>>,
+}
+
+#[derive(Deserialize)]
+pub(super) struct RateLimits<'a> {
+    #[serde(borrow)]
+    pub(super) rate_limit_reached_type: Option<Cow<'a, str>>,
+    pub(super) primary: Option<Window>,
+    pub(super) secondary: Option<Window>,
+}
+
+#[derive(Deserialize)]
+pub(super) struct Window {
+    pub(super) used_percent: Option<f64>,
+    pub(super) resets_at: Option<i64>,
+}
+
+/// `session_meta.payload.source`: a string (`cli`, `vscode`, `exec`) or an object such as
+/// `{"subagent":{"thread_spawn":{"parent_thread_id":…}}}` or `{"subagent":"review"}`.
+#[derive(Deserialize)]
+#[serde(untagged)]
+pub(super) enum Source<'a> {
+    Sub {
+        #[serde(borrow)]
+        subagent: SubSource<'a>,
+    },
+    Other(serde::de::IgnoredAny),
+}
+
+#[derive(Deserialize)]
+#[serde(untagged)]
+pub(super) enum SubSource<'a> {
+    Name(#[serde(borrow)] Cow<'a, str>),
+    Spawn {
+        #[serde(borrow)]
+        thread_spawn: Spawn<'a>,
+    },
+    Other(serde::de::IgnoredAny),
+}
+
+#[derive(Deserialize)]
+pub(super) struct Spawn<'a> {
+    #[serde(borrow)]
+    pub(super) parent_thread_id: Option<Cow<'a, str>>,
+    #[serde(borrow)]
+    pub(super) agent_nickname: Option<Cow<'a, str>>,
+}
+
+/// `request_user_input` arguments: the questions put to the person.
+#[derive(Deserialize)]
+pub(super) struct AskArgs<'a> {
+    #[serde(borrow)]
+    pub(super) questions: Option<Vec<Ask<'a>>>,
+}
+
+#[derive(Deserialize)]
+pub(super) struct Ask<'a> {
+    #[serde(borrow)]
+    pub(super) question: Option<Cow<'a, str>>,
+}
+
+/// The function Codex calls to put a question to the person and wait for the answer.
+pub(super) const ASK_TOOL: &str = "request_user_input";
+
+/// Top-level record types Codex writes that are understood or deliberately ignored
+/// (legacy pre-wrapper files put response items at the top level). `check` lists others.
+pub const KNOWN_TYPES: [&str; 11] = [
+    "session_meta",
+    "event_msg",
+    "response_item",
+    "turn_context",
+    "compacted",
+    "world_state",
+    "inter_agent_communication_metadata",
+    "message",
+    "reasoning",
+    "function_call",
+    "function_call_output",
+];
+
+/// `event_msg` payload types understood or deliberately ignored.
+pub const KNOWN_EVENTS: [&str; 31] = [
+    "task_started",
+    "turn_started",
+    "task_complete",
+    "turn_complete",
+    "turn_aborted",
+    "error",
+    "warning",
+    "stream_error",
+    "agent_reasoning",
+    "agent_reasoning_raw_content",
+    "agent_reasoning_section_break",
+    "user_message",
+    "agent_message",
+    "token_count",
+    "context_compacted",
+    "sub_agent_activity",
+    "thread_settings_applied",
+    "item_completed",
+    "item_started",
+    "mcp_tool_call_begin",
+    "mcp_tool_call_end",
+    "exec_command_begin",
+    "exec_command_end",
+    "patch_apply_begin",
+    "patch_apply_end",
+    "web_search_begin",
+    "web_search_end",
+    "plan_update",
+    "turn_diff",
+    "entered_review_mode",
+    "exited_review_mode",
+];
+
+/// `response_item` payload types understood or deliberately ignored.
+pub const KNOWN_ITEMS: [&str; 14] = [
+    "message",
+    "reasoning",
+    "function_call",
+    "function_call_output",
+    "custom_tool_call",
+    "custom_tool_call_output",
+    "local_shell_call",
+    "local_shell_call_output",
+    "web_search_call",
+    "image_generation_call",
+    "agent_message",
+    "tool_search_call",
+    "tool_search_output",
+    "ghost_snapshot",
+];
