@@ -123,6 +123,10 @@ pub struct Event {
     /// Additive: who began the turn (`human` or `system`), on `turn_started`.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub initiator: Option<&'static str>,
+    /// Additive: where the turn came from (`human`, `sdk`, `peer`, `task_notification`,
+    /// `scheduled`, `bash`), on every event of a turn whose start said.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub origin: Option<&'static str>,
     /// Additive: tokens before a compaction, on `context_compacted`.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub pre_tokens: Option<u64>,
@@ -164,6 +168,8 @@ struct EventWire {
     #[serde(default)]
     initiator: Option<String>,
     #[serde(default)]
+    origin: Option<String>,
+    #[serde(default)]
     pre_tokens: Option<u64>,
     #[serde(default)]
     supersedes: Option<String>,
@@ -202,8 +208,14 @@ impl From<EventWire> for Event {
             initiator: w.initiator.map(|s| match s.as_str() {
                 "human" => "human",
                 "system" => "system",
+                "agent" => "agent",
                 _ => "unknown",
             }),
+            origin: w
+                .origin
+                .as_deref()
+                .and_then(crate::provider::Origin::parse)
+                .map(crate::provider::Origin::as_str),
             pre_tokens: w.pre_tokens,
             supersedes: w.supersedes,
             background_tasks: w.background_tasks,
@@ -233,6 +245,7 @@ impl Event {
             id,
             resets_at: None,
             initiator: None,
+            origin: None,
             pre_tokens: None,
             supersedes: None,
             background_tasks: None,

@@ -220,6 +220,7 @@ fn event(kind: EventKind, provider: ProviderKind, session: &str, path: &str) -> 
         id: format!("{session}-{}", kind.as_str()),
         resets_at: None,
         initiator: None,
+        origin: None,
         pre_tokens: None,
         supersedes: None,
         background_tasks: None,

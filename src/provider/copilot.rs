@@ -10,7 +10,8 @@
 //! SDK's own end signal, is never saved.
 
 use super::{
-    Evidence, Initiator, Malformed, Obs, ObsKind, Projector, content_hash, file_stem, parse_line,
+    Evidence, Initiator, Malformed, Obs, ObsKind, Origin, Projector, content_hash, file_stem,
+    parse_line,
 };
 use crate::clock::parse_rfc3339;
 use crate::model::clip_message;
@@ -161,6 +162,7 @@ impl CopilotProjector {
         kinds.push(ObsKind::TurnStart {
             turn,
             initiator: Initiator::Human,
+            origin: Some(Origin::Human),
         });
     }
 
@@ -302,6 +304,7 @@ impl Projector for CopilotProjector {
             kinds.push(ObsKind::TurnStart {
                 turn: scope.clone(),
                 initiator: Initiator::Agent,
+                origin: None,
             });
         }
         if let Some(ty) = rec.ty.as_deref() {

@@ -11,7 +11,8 @@
 
 use super::content::StrOrList;
 use super::{
-    Evidence, Initiator, Malformed, Obs, ObsKind, Projector, content_hash, file_stem, parse_line,
+    Evidence, Initiator, Malformed, Obs, ObsKind, Origin, Projector, content_hash, file_stem,
+    parse_line,
 };
 use crate::model::clip_message;
 use serde::{Deserialize, Serialize};
@@ -112,6 +113,7 @@ impl CursorProjector {
             } else {
                 Initiator::Human
             },
+            origin: self.agent.is_none().then_some(Origin::Human),
         });
     }
 

@@ -84,11 +84,61 @@ impl Initiator {
     }
 }
 
+/// Where a turn came from, when the transcript says: who or what put the prompt there.
+/// Finer than [`Initiator`]; carried on every event of the turn (`origin`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Origin {
+    /// Typed by the person.
+    Human,
+    /// Sent by a program through the agent's SDK or `-p` mode.
+    Sdk,
+    /// A message from another agent session (Claude agent teams).
+    Peer,
+    /// A background task or subagent reporting back.
+    TaskNotification,
+    /// Fired by a schedule (`/loop`, cron jobs, wake-ups): nobody typed it.
+    Scheduled,
+    /// A shell command the person ran in the agent's bash mode, which the model answered.
+    Bash,
+}
+
+impl Origin {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Human => "human",
+            Self::Sdk => "sdk",
+            Self::Peer => "peer",
+            Self::TaskNotification => "task_notification",
+            Self::Scheduled => "scheduled",
+            Self::Bash => "bash",
+        }
+    }
+
+    pub fn parse(s: &str) -> Option<Self> {
+        [
+            Self::Human,
+            Self::Sdk,
+            Self::Peer,
+            Self::TaskNotification,
+            Self::Scheduled,
+            Self::Bash,
+        ]
+        .into_iter()
+        .find(|o| o.as_str() == s)
+    }
+}
+
 /// What one record means for turn state, in provider-neutral terms.
 #[derive(Debug, Clone, PartialEq)]
 pub enum ObsKind {
-    /// A new turn begins.
-    TurnStart { turn: String, initiator: Initiator },
+    /// A new turn begins. `origin` is `None` where the transcript cannot tell (a
+    /// subagent's task, formats that only know prompts).
+    TurnStart {
+        turn: String,
+        initiator: Initiator,
+        origin: Option<Origin>,
+    },
     /// Assistant output with no tool call: a completion candidate, confirmed at once when
     /// `confirm` is set.
     Final {

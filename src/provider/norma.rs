@@ -7,7 +7,8 @@
 
 use super::content::StrOrList;
 use super::{
-    Evidence, Initiator, Malformed, Obs, ObsKind, Projector, content_hash, file_stem, parse_line,
+    Evidence, Initiator, Malformed, Obs, ObsKind, Origin, Projector, content_hash, file_stem,
+    parse_line,
 };
 use crate::clock::parse_rfc3339;
 use crate::model::clip_message;
@@ -210,6 +211,7 @@ impl NormaProjector {
             kinds.push(ObsKind::TurnStart {
                 turn: uuid.to_owned(),
                 initiator: Initiator::Human,
+                origin: Some(Origin::Human),
             });
         }
     }

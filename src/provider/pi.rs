@@ -8,7 +8,8 @@
 
 use super::content::StrOrList;
 use super::{
-    Evidence, Initiator, Malformed, Obs, ObsKind, Projector, content_hash, file_stem, parse_line,
+    Evidence, Initiator, Malformed, Obs, ObsKind, Origin, Projector, content_hash, file_stem,
+    parse_line,
 };
 use crate::clock::parse_rfc3339;
 use crate::model::clip_message;
@@ -84,6 +85,7 @@ impl PiProjector {
             Some("user") => kinds.push(ObsKind::TurnStart {
                 turn: rec_id.to_owned(),
                 initiator: Initiator::Human,
+                origin: Some(Origin::Human),
             }),
             Some("assistant") => self.assistant(msg, blocks, kinds),
             Some("toolResult") => kinds.push(ObsKind::ToolResult {

@@ -4,7 +4,7 @@
 //! The projector sees one line at a time, in order, so it must be fed from the file's
 //! first byte: the front matter names the session, and blocks are numbered from 1.
 
-use super::{Initiator, Malformed, Obs, ObsKind, Projector, content_hash, file_stem};
+use super::{Initiator, Malformed, Obs, ObsKind, Origin, Projector, content_hash, file_stem};
 use crate::clock::parse_rfc3339;
 use crate::model::clip_message;
 use serde::{Deserialize, Serialize};
@@ -334,6 +334,7 @@ impl SgmeProjector {
                 ObsKind::TurnStart {
                     turn: key.clone(),
                     initiator: Initiator::Human,
+                    origin: Some(Origin::Human),
                 }
             }
             _ if !self.prompted => return,
@@ -470,7 +471,8 @@ mod tests {
             kinds[1],
             ObsKind::TurnStart {
                 turn: "f:1".to_owned(),
-                initiator: Initiator::Human
+                initiator: Initiator::Human,
+                origin: Some(Origin::Human),
             }
         );
     }

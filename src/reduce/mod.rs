@@ -269,8 +269,11 @@ impl Reducer {
             .map(|s| &s.path)
     }
 
-    fn finish(&mut self, key: &SessionKey, path: &Arc<str>, d: Draft) -> Option<Event> {
+    fn finish(&mut self, key: &SessionKey, path: &Arc<str>, mut d: Draft) -> Option<Event> {
         let kind = d.kind?;
+        if let Some(sess) = self.sessions.get(key) {
+            session::stamp_origin(sess, std::slice::from_mut(&mut d));
+        }
         let turn = d.turn.as_deref().unwrap_or_default();
         let id = event_id(key, kind, turn, &d.key);
         let supersedes = d
@@ -309,6 +312,7 @@ impl Reducer {
             id,
             resets_at: d.resets_at,
             initiator: d.initiator,
+            origin: d.origin,
             pre_tokens: d.pre_tokens,
             supersedes,
             background_tasks: d.background_tasks,

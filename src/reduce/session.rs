@@ -7,7 +7,7 @@
 use super::{background, retract};
 use crate::clock::Now;
 use crate::model::{EventKind, SessionState};
-use crate::provider::{Evidence, ObsKind};
+use crate::provider::{Evidence, ObsKind, Origin};
 use serde::{Deserialize, Serialize};
 use std::sync::Arc;
 
@@ -37,6 +37,9 @@ pub(super) struct Turn {
     /// from which the completion's id is derived (see [`retract`]).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub(super) quiet: Option<String>,
+    /// Where the turn came from, if its start said; stamped on each of its events.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(super) origin: Option<Origin>,
 }
 
 impl Turn {
@@ -49,6 +52,7 @@ impl Turn {
             last_line: line,
             last_ts: ts,
             quiet: None,
+            origin: None,
         }
     }
 }
@@ -94,6 +98,7 @@ pub(super) struct Draft {
     pub(super) ts: i64,
     pub(super) resets_at: Option<String>,
     pub(super) initiator: Option<&'static str>,
+    pub(super) origin: Option<&'static str>,
     pub(super) pre_tokens: Option<u64>,
     /// Content key of the `turn_completed` a `turn_resumed` takes back.
     pub(super) supersedes: Option<String>,
@@ -116,6 +121,19 @@ pub(super) fn draft(
         key: key.to_owned(),
         ts,
         ..Draft::default()
+    }
+}
+
+/// Stamps the drafts of the session's current turn with where that turn came from.
+/// Called before a turn gives way to the next, and on every draft before it becomes an
+/// event.
+pub(super) fn stamp_origin(sess: &Session, drafts: &mut [Draft]) {
+    let Some(t) = sess.turn.as_ref() else { return };
+    let Some(origin) = t.origin else { return };
+    for d in drafts {
+        if d.origin.is_none() && d.turn.as_deref() == Some(t.id.as_str()) {
+            d.origin = Some(origin.as_str());
+        }
     }
 }
 
@@ -152,7 +170,11 @@ pub(super) fn step(
     let mut out = Vec::new();
     out.extend(retract::contradicted(sess, &kind, line, ts, key, now.wall));
     match kind {
-        ObsKind::TurnStart { turn, initiator } => {
+        ObsKind::TurnStart {
+            turn,
+            initiator,
+            origin,
+        } => {
             if let Some(t) = sess.turn.as_ref().filter(|t| t.open) {
                 if t.id == turn {
                     // The same prompt again (a resumed copy): nothing new.
@@ -160,10 +182,14 @@ pub(super) fn step(
                 }
                 out.extend(close_previous(sess, now.wall));
             }
-            sess.turn = Some(Turn::new(turn.clone(), line, ts));
+            stamp_origin(sess, &mut out);
+            let mut t = Turn::new(turn.clone(), line, ts);
+            t.origin = origin;
+            sess.turn = Some(t);
             set_state(sess, SessionState::Working, line, ts, None, None);
             let mut d = draft(EventKind::TurnStarted, Some(turn), line, ts, key, now.wall);
             d.initiator = Some(initiator.as_str());
+            d.origin = origin.map(Origin::as_str);
             out.push(d);
         }
         ObsKind::Work => {

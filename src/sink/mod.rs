@@ -332,6 +332,7 @@ pub(crate) mod tests {
             id: "id1".to_owned(),
             resets_at: None,
             initiator: None,
+            origin: None,
             pre_tokens: None,
             supersedes: None,
             background_tasks: None,

@@ -3,7 +3,8 @@
 
 use super::content::{StrOrList, reset_hint};
 use super::{
-    Evidence, Initiator, Malformed, Obs, ObsKind, Projector, content_hash, file_stem, parse_line,
+    Evidence, Initiator, Malformed, Obs, ObsKind, Origin, Projector, content_hash, file_stem,
+    parse_line,
 };
 use crate::clock::parse_rfc3339;
 use lru::LruCache;
@@ -188,10 +189,10 @@ impl ClaudeProjector {
             return;
         }
         let origin = rec.origin.as_ref().and_then(|o| o.kind.as_deref());
-        let system = t.starts_with("<task-notification>")
-            || t.starts_with("<agent-notification>")
-            || t.starts_with("<teammate-message")
-            || origin.is_some_and(|k| k != "human");
+        let notification =
+            t.starts_with("<task-notification>") || t.starts_with("<agent-notification>");
+        let peer = t.starts_with("<teammate-message") || origin == Some("peer");
+        let system = notification || peer || origin.is_some_and(|k| k != "human");
         kinds.push(ObsKind::TurnStart {
             turn: uuid.to_owned(),
             initiator: if in_agent {
@@ -200,6 +201,17 @@ impl ClaudeProjector {
                 Initiator::System
             } else {
                 Initiator::Human
+            },
+            origin: if in_agent {
+                None
+            } else if notification {
+                Some(Origin::TaskNotification)
+            } else if peer {
+                Some(Origin::Peer)
+            } else if system {
+                None
+            } else {
+                Some(Origin::Human)
             },
         });
     }

@@ -10,7 +10,9 @@ use record::{ASK_TOOL, AskArgs, Payload, RateLimits, Source, SubSource, WORK_ITE
 pub(crate) use record::{KNOWN_EVENTS, KNOWN_ITEMS, KNOWN_TYPES, Line};
 
 use super::content::StrOrList;
-use super::{Evidence, Fnv, Initiator, Malformed, Obs, ObsKind, Projector, file_stem, parse_line};
+use super::{
+    Evidence, Fnv, Initiator, Malformed, Obs, ObsKind, Origin, Projector, file_stem, parse_line,
+};
 use crate::clock::{format_rfc3339, parse_rfc3339};
 use crate::model::clip_message;
 use serde::{Deserialize, Serialize};
@@ -124,6 +126,7 @@ impl CodexProjector {
                 kinds.push(ObsKind::TurnStart {
                     turn,
                     initiator: Initiator::Human,
+                    origin: Some(Origin::Human),
                 });
             }
             Some("task_complete" | "turn_complete") => {
@@ -202,6 +205,7 @@ impl CodexProjector {
         kinds.push(ObsKind::TurnStart {
             turn: format!("#{}", self.ordinal),
             initiator: Initiator::Human,
+            origin: Some(Origin::Human),
         });
     }
 
