@@ -221,11 +221,16 @@ fn real_corpus_findings() {
     // Read by hand: in rollout 12-47-42, turn 6 ends in a function_call with no output
     // (line 826) and the app then starts a new task: a dangling call. Rollout 13-19-38
     // ends on an open call (its last, so not dangling). Claude's compaction helpers name
-    // parents in their session's main file, which resolves them. Nothing else.
+    // parents in their session's main file, which resolves them. Entire's head-sliced
+    // copies (PROVENANCE.md: 33/210c2e180b and b0/2936744f3b) begin with a
+    // `stop_hook_summary` whose parent is in the part Entire left out: a true chain
+    // break at line 1. Nothing else (`pr-link` in 6d/63c3a51594 is known bookkeeping).
     assert_eq!(
         got,
         vec![
-            "codex/madshn__localpush/rollout-2026-02-23T12-47-42-019c8a53-a0dd-7130-bcd7-95445d84846a.jsonl:826 dangling_tool_call"
+            "claude/entireio__cli/33/210c2e180b/0/full.jsonl:1 parent_chain_break",
+            "claude/entireio__cli/b0/2936744f3b/0/full.jsonl:1 parent_chain_break",
+            "codex/madshn__localpush/rollout-2026-02-23T12-47-42-019c8a53-a0dd-7130-bcd7-95445d84846a.jsonl:826 dangling_tool_call",
         ]
     );
     assert_eq!(code, 1);
@@ -234,7 +239,7 @@ fn real_corpus_findings() {
     // The Pi session (corpus/pi) is audited as Pi's, and clean (read by hand: every
     // toolCall has its toolResult, every parentId names the entry before it); nothing is
     // skipped.
-    assert!(text.ends_with("1 problem in 1 of 23 files.\n"), "{text}");
+    assert!(text.ends_with("3 problems in 3 of 43 files.\n"), "{text}");
 
     // With a small line limit, the long lines are reported and nothing else changes: ids
     // and tool results on them are glimpsed from their ends.

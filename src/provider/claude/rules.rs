@@ -51,7 +51,7 @@ pub(super) const LOCAL_COMMANDS: [&str; 34] = [
 
 /// Record types Claude Code writes that are understood (the projector reads them) or
 /// deliberately ignored (bookkeeping, no model activity). `check` lists any other type.
-pub const KNOWN_TYPES: [&str; 14] = [
+pub const KNOWN_TYPES: [&str; 16] = [
     "user",
     "assistant",
     "system",
@@ -66,6 +66,10 @@ pub const KNOWN_TYPES: [&str; 14] = [
     "permission-mode",
     "atis-latch",
     "custom-title",
+    // Bookkeeping of 2.1.3x and later (transcript-formats.md E.1): a pull request's
+    // link, a generated title.
+    "pr-link",
+    "ai-title",
 ];
 
 /// Appends `t` to `text` up to [`TEXT_KEEP`] bytes (on a character boundary).
