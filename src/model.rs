@@ -77,6 +77,9 @@ pub enum EventKind {
     /// Additive: activity in the same turn contradicted a `quiet` completion, which
     /// `supersedes` names; the turn is working again.
     TurnResumed,
+    /// Additive: a `needs_input` wait ended inside its turn (answered, approved, timed
+    /// out): the turn is working again.
+    NeedsInputResolved,
 }
 
 impl EventKind {
@@ -92,6 +95,7 @@ impl EventKind {
             Self::DaemonStopping => "daemon_stopping",
             Self::ContextCompacted => "context_compacted",
             Self::TurnResumed => "turn_resumed",
+            Self::NeedsInputResolved => "needs_input_resolved",
         }
     }
 }

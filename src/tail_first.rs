@@ -167,7 +167,12 @@ impl Search<'_> {
                         self.jump = Some(start);
                     }
                 }
-                _ => self.named.extend(restart::names_turn(self.kind, line)),
+                _ => {
+                    self.named.extend(restart::names_turn(self.kind, line));
+                    // A turn decided in the middle makes the answer after it a turn of
+                    // its own (one outcome per turn): the jump would miss that.
+                    self.barrier |= restart::may_end_turn(self.kind, line);
+                }
             }
             return None;
         };

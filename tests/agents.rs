@@ -223,6 +223,8 @@ fn copilot_rounds_steering_permission_abort_error_and_subagent() {
             row("turn_completed", "i-1", 10, "", "turn_end"),
             row("turn_started", "i-2", 12, "", ""),
             row("needs_input", "i-2", 15, "permission:shell", ""),
+            // The permission was granted: the wait is over, the turn goes on.
+            row("needs_input_resolved", "i-2", 16, "", ""),
             row("turn_interrupted", "i-2", 18, "user initiated", ""),
             row("turn_started", "i-3", 19, "", ""),
             row("turn_failed", "i-3", 21, "rate_limit 429", ""),

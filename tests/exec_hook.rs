@@ -173,3 +173,34 @@ fn a_full_queue_drops_instead_of_blocking() {
     let ran = std::fs::read_to_string(&log).expect("log").lines().count() as u64;
     assert_eq!(ran, stats.ok);
 }
+
+/// `needs_input_grace`: a wait answered inside the grace (a rule approving a tool in
+/// 0.2 s) asked nobody and runs no hook; an unanswered one runs it once the grace ends.
+#[test]
+fn a_question_answered_inside_its_grace_runs_no_hook() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let log = dir.path().join("log");
+    let mut sink = ExecSink::new(ExecConfig::new(sh(r#"cat >> "$0""#, &[&log]))).expect("sink");
+    let t0 = Instant::now();
+    let mut asked = event(EventKind::NeedsInput, 1, "Allow `rm -rf build`?");
+    asked.turn = Some("i-2".to_owned());
+    sink.deliver_at(&asked, t0);
+    let mut approved = event(EventKind::NeedsInputResolved, 2, "");
+    approved.turn = Some("i-2".to_owned());
+    sink.deliver_at(&approved, t0 + Duration::from_millis(200));
+    assert_eq!(sink.tick_at(t0 + Duration::from_secs(5)), None);
+    // The next question nobody answers: it runs the hook when its grace is over.
+    let mut second = event(EventKind::NeedsInput, 3, "Which database?");
+    second.turn = Some("i-3".to_owned());
+    sink.deliver_at(&second, t0 + Duration::from_secs(10));
+    let next = sink.tick_at(t0 + Duration::from_secs(11));
+    assert_eq!(next, Some(t0 + Duration::from_millis(11_500)));
+    assert_eq!(sink.tick_at(t0 + Duration::from_millis(11_500)), None);
+    let (stats, done) = sink.close(GRACE);
+    assert!(done);
+    assert_eq!(stats.ok, 1, "{stats:?}");
+    let text = std::fs::read_to_string(&log).expect("log");
+    assert_eq!(text.lines().count(), 1, "{text}");
+    assert!(text.contains("Which database?"), "{text}");
+    assert!(!text.contains("rm -rf"), "{text}");
+}

@@ -295,13 +295,17 @@ fn a_later_record_continues_the_session() {
     reducer.writer_gone(&key, at(last, 180_000), AFTER_MS, &mut out);
     assert_eq!(common::kinds(&out), ["turn_interrupted"]);
     assert_eq!(state(&reducer), SessionState::Interrupted);
-    // The process was only slow (or was resumed): its next records continue the turn,
-    // which then completes as usual.
+    // The process was only slow (or was resumed): its next record takes the interrupt
+    // back (one outcome per turn: only a retraction reopens a decided turn), and the
+    // turn then completes as usual.
+    let interrupt = out[0].id.clone();
     let more = [
         codex::output(200, "c1"),
         codex::complete(201, "t1", "Done."),
     ];
     let out = feed(&mut reducer, proj.as_mut(), &path, &more, 5);
-    assert_eq!(common::kinds(&out), ["turn_completed"]);
+    assert_eq!(common::kinds(&out), ["turn_resumed", "turn_completed"]);
+    assert_eq!(out[0].supersedes.as_deref(), Some(interrupt.as_str()));
+    assert_eq!(out[0].turn.as_deref(), Some("t1"));
     assert_eq!(state(&reducer), SessionState::Completed);
 }

@@ -24,7 +24,12 @@ fn codex_request_user_input_needs_input_until_answered() {
     );
     assert_eq!(
         kinds(&evs),
-        ["turn_started", "needs_input", "turn_completed"]
+        [
+            "turn_started",
+            "needs_input",
+            "needs_input_resolved",
+            "turn_completed"
+        ]
     );
     let ask = &evs[1];
     assert_eq!(ask.reason.as_deref(), Some("request_user_input"));
@@ -35,8 +40,10 @@ fn codex_request_user_input_needs_input_until_answered() {
         ask.message.as_deref(),
         Some("Which end state should this plan deliver? <b>A</b> & B")
     );
-    assert_eq!(evs[2].evidence.as_deref(), Some("task_complete"));
-    assert_eq!(evs[2].line, Some(15));
+    // The function_call_output (the answer) ends the wait.
+    assert_eq!(evs[2].turn.as_deref(), Some("turn-1"));
+    assert_eq!(evs[3].evidence.as_deref(), Some("task_complete"));
+    assert_eq!(evs[3].line, Some(15));
 }
 
 #[test]

@@ -188,7 +188,7 @@ fn retries_after_a_500() {
     let server = Server::start(local(), &[500]);
     let mut sink =
         WebhookSink::new(quick(vec![Endpoint::new(server.url("/"), Format::Json)])).expect("sink");
-    let ev = event(EventKind::NeedsInput, 1, "Which branch?");
+    let ev = event(EventKind::TurnFailed, 1, "Overloaded");
     sink.deliver(&ev);
     let got = server.wait_for(2);
     let (stats, _) = sink.close(PATIENCE);

@@ -123,6 +123,10 @@ pub struct Config {
     pub catch_up_ms: u64,
     /// How long a completion's page waits for its session's background tasks.
     pub hold_background_ms: u64,
+    /// How long a `needs_input` page waits for an answer that makes it moot.
+    pub needs_input_grace_ms: u64,
+    /// Whether a scheduled turn's completion pages.
+    pub page_scheduled: bool,
     /// How long a working session stays quiet before its writer is looked for.
     pub liveness_after_ms: u64,
     pub max_line_bytes: usize,
@@ -146,6 +150,8 @@ impl Default for Config {
             settle_ms: crate::reduce::DEFAULT_SETTLE_MS,
             catch_up_ms: 10 * 60_000,
             hold_background_ms: ms_of(crate::sink::hold::DEFAULT_HOLD_BACKGROUND),
+            needs_input_grace_ms: ms_of(crate::sink::hold::DEFAULT_NEEDS_INPUT_GRACE),
+            page_scheduled: false,
             liveness_after_ms: crate::daemon::liveness::DEFAULT_LIVENESS_AFTER_MS,
             max_line_bytes: DEFAULT_MAX_LINE_BYTES,
             desktop: Desktop {
@@ -283,6 +289,12 @@ impl Config {
         }
         if let Some(ms) = dur("hold_background", &raw.hold_background, false)? {
             c.hold_background_ms = ms;
+        }
+        if let Some(ms) = dur("needs_input_grace", &raw.needs_input_grace, false)? {
+            c.needs_input_grace_ms = ms;
+        }
+        if let Some(b) = raw.page_scheduled {
+            c.page_scheduled = b;
         }
         if let Some(ms) = dur("liveness_after", &raw.liveness_after, true)? {
             c.liveness_after_ms = ms;
@@ -442,6 +454,19 @@ impl Config {
             "# How long a completion's page waits while background tasks it launched still run.\n\
              hold_background = {}",
             q(&fmt_duration(self.hold_background_ms))
+        );
+        let _ = writeln!(
+            o,
+            "# How long a question's page waits: one answered sooner (a rule approving a tool)\n\
+             # never pages.\n\
+             needs_input_grace = {}",
+            q(&fmt_duration(self.needs_input_grace_ms))
+        );
+        let _ = writeln!(
+            o,
+            "# Whether the completion of a scheduled turn (a /loop or cron job nobody typed) pages.\n\
+             page_scheduled = {}",
+            self.page_scheduled
         );
         let _ = writeln!(
             o,

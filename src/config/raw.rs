@@ -16,6 +16,8 @@ pub struct RawConfig {
     pub settle: Option<String>,
     pub catch_up: Option<String>,
     pub hold_background: Option<String>,
+    pub needs_input_grace: Option<String>,
+    pub page_scheduled: Option<bool>,
     pub liveness_after: Option<String>,
     pub max_line_bytes: Option<usize>,
     pub desktop: Option<RawDesktop>,

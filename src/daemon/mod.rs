@@ -113,6 +113,15 @@ pub struct RunArgs {
     /// tasks the session launched still run; the event stream never waits [default: 10m].
     #[arg(long, value_name = "DUR", value_parser = parse_duration)]
     pub hold_background: Option<u64>,
+    /// How long a `needs_input` page (desktop, exec hook, webhook) waits: a wait answered
+    /// sooner, as when a rule approves a tool in 0.2 s, asked nobody and never pages. The
+    /// event stream has it either way; 0 pages at once [default: 1.5s].
+    #[arg(long, value_name = "DUR", value_parser = parse_duration)]
+    pub needs_input_grace: Option<u64>,
+    /// Page the completion of scheduled turns too (`/loop`, cron jobs: turns nobody
+    /// typed); their questions and failures always page [config: page_scheduled].
+    #[arg(long)]
+    pub page_scheduled: bool,
     /// Quiet time after which a working session's agent process is looked for; with
     /// none alive, the turn ends as interrupted (writer_gone) [default: 2m].
     #[arg(long, value_name = "DUR", value_parser = parse_positive_duration)]
@@ -176,6 +185,8 @@ pub struct Settings {
     pub settle_ms: u64,
     pub catch_up_ms: u64,
     pub hold_background: Duration,
+    /// The page rules besides the background hold.
+    pub pages: crate::sink::hold::Pages,
     pub liveness_after_ms: u64,
     pub max_line: usize,
     pub drop_native_events: bool,
@@ -250,6 +261,13 @@ impl Settings {
             hold_background: Duration::from_millis(
                 args.hold_background.unwrap_or(config.hold_background_ms),
             ),
+            pages: crate::sink::hold::Pages {
+                needs_input_grace: Duration::from_millis(
+                    args.needs_input_grace
+                        .unwrap_or(config.needs_input_grace_ms),
+                ),
+                page_scheduled: args.page_scheduled || config.page_scheduled,
+            },
             liveness_after_ms: args.liveness_after.unwrap_or(config.liveness_after_ms),
             max_line: args.max_line_bytes.unwrap_or(config.max_line_bytes),
             drop_native_events: args.debug_drop_native_events,
@@ -330,21 +348,24 @@ fn build_sinks(settings: &Settings) -> Result<Vec<sink::Delivery>, Error> {
         sinks.push(sink::Delivery::Desktop(
             DesktopSink::new(cfg.clone())
                 .map_err(bad)?
-                .with_hold(settings.hold_background),
+                .with_hold(settings.hold_background)
+                .with_pages(settings.pages),
         ));
     }
     if let Some(cfg) = &settings.on_event {
         sinks.push(sink::Delivery::Exec(
             ExecSink::new(cfg.clone())
                 .map_err(bad)?
-                .with_hold(settings.hold_background),
+                .with_hold(settings.hold_background)
+                .with_pages(settings.pages),
         ));
     }
     for cfg in &settings.webhooks {
         sinks.push(sink::Delivery::Webhook(
             WebhookSink::new(cfg.clone())
                 .map_err(bad)?
-                .with_hold(settings.hold_background),
+                .with_hold(settings.hold_background)
+                .with_pages(settings.pages),
         ));
     }
     Ok(sinks)

@@ -172,8 +172,17 @@ pub fn reset_hint(text: &str) -> Option<String> {
         }
     }
     let lower = text.to_ascii_lowercase();
-    let at = lower.find("resets ").map(|i| i + "resets ".len())?;
+    if let Some(at) = lower.find("resets ").map(|i| i + "resets ".len()) {
+        let when = text.get(at..)?.trim();
+        let when: String = when.chars().take(80).collect();
+        return (!when.is_empty()).then_some(when);
+    }
+    // Codex: "… or try again at 10:24 AM." (transcript-formats.md E.2).
+    let at = lower
+        .rfind("try again at ")
+        .map(|i| i + "try again at ".len())?;
     let when = text.get(at..)?.trim();
+    let when = when.strip_suffix('.').unwrap_or(when).trim();
     let when: String = when.chars().take(80).collect();
     (!when.is_empty()).then_some(when)
 }
@@ -193,5 +202,13 @@ mod tests {
             Some("5:40pm (Europe/Madrid)")
         );
         assert_eq!(reset_hint("API Error: 529 Overloaded"), None);
+        assert_eq!(
+            reset_hint(
+                "You've hit your usage limit. Upgrade to Pro (https://chatgpt.com/explore/pro) \
+                 or try again at 10:24 AM."
+            )
+            .as_deref(),
+            Some("10:24 AM")
+        );
     }
 }

@@ -147,6 +147,47 @@ pub fn resets(kind: ProviderKind, path: &Path, line: &[u8]) -> bool {
         })
 }
 
+/// Whether this line may decide its turn (an end marker, an error, an interrupt): a cheap
+/// look for the words, never a parse, so it may say yes where a parse would say no.
+pub fn may_end_turn(kind: ProviderKind, line: &[u8]) -> bool {
+    static CLAUDE: LazyLock<Vec<Finder<'static>>> = LazyLock::new(|| {
+        [
+            &b"\"stop_reason\":\"end_turn\""[..],
+            b"\"stop_reason\":\"stop_sequence\"",
+            b"\"stop_reason\":\"max_tokens\"",
+            b"\"stop_reason\":\"refusal\"",
+            b"\"stop_hook_summary\"",
+            b"\"turn_duration\"",
+            b"\"hookEvent\":\"Stop\"",
+            b"\"toolEndsTurn\":true",
+            b"\"isApiErrorMessage\":true",
+            b"[Request interrupted",
+            b"usage limit reached",
+        ]
+        .into_iter()
+        .map(Finder::new)
+        .collect()
+    });
+    static CODEX: LazyLock<Vec<Finder<'static>>> = LazyLock::new(|| {
+        [
+            &b"\"task_complete\""[..],
+            b"\"turn_complete\"",
+            b"\"turn_aborted\"",
+            b"\"type\":\"error\"",
+            b"\"rate_limit_reached_type\":\"",
+        ]
+        .into_iter()
+        .map(Finder::new)
+        .collect()
+    });
+    let needles = match kind {
+        ProviderKind::Claude => &CLAUDE,
+        ProviderKind::Codex => &CODEX,
+        _ => return true,
+    };
+    needles.iter().any(|n| n.find(line).is_some())
+}
+
 /// The turn a record names, if it names one (an end that names another turn than the
 /// open one can make that turn current).
 pub fn names_turn(kind: ProviderKind, line: &[u8]) -> Option<String> {

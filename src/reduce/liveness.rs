@@ -52,12 +52,18 @@ impl Reducer {
         let Some(t) = sess.turn.as_ref() else { return };
         let (turn, line, ts) = (t.id.clone(), t.last_line, t.last_ts);
         close(sess, SessionState::Interrupted, line, ts, None, None);
+        let guess = format!("writer_gone:{turn}:{line}");
+        // A guess, like quiet: if the writer was only slow, its next record takes this
+        // back (`turn_resumed`) and the turn goes on.
+        if let Some(t) = sess.turn.as_mut() {
+            t.quiet = Some(guess.clone());
+        }
         let mut d = draft(
             EventKind::TurnInterrupted,
             Some(turn.clone()),
             line,
             ts,
-            &format!("writer_gone:{turn}:{line}"),
+            &guess,
             now.wall,
         );
         d.reason = Some("writer_gone".to_owned());

@@ -272,14 +272,35 @@ impl Reducer {
     fn finish(&mut self, key: &SessionKey, path: &Arc<str>, mut d: Draft) -> Option<Event> {
         let kind = d.kind?;
         if let Some(sess) = self.sessions.get(key) {
-            session::stamp_origin(sess, std::slice::from_mut(&mut d));
+            session::stamp(sess, std::slice::from_mut(&mut d));
+        }
+        if matches!(
+            kind,
+            EventKind::TurnCompleted | EventKind::TurnFailed | EventKind::TurnInterrupted
+        ) {
+            // One outcome per turn between retractions, whatever the records say: a
+            // replayed copy of a decided turn, or a late end naming one, decides nothing.
+            // Turn ids are only unique within a session (Cursor's are ordinals).
+            let mark = format!(
+                "outcome\0{}\0{}\0{}\0{}",
+                key.session,
+                key.agent.as_deref().unwrap_or_default(),
+                d.turn.as_deref().unwrap_or_default(),
+                d.retracted.unwrap_or(0)
+            );
+            if !self
+                .seen
+                .insert(&event_id(key, EventKind::TurnCompleted, "", &mark))
+            {
+                return None;
+            }
         }
         let turn = d.turn.as_deref().unwrap_or_default();
         let id = event_id(key, kind, turn, &d.key);
-        let supersedes = d
-            .supersedes
-            .as_deref()
-            .map(|k| event_id(key, EventKind::TurnCompleted, turn, k));
+        let supersedes = d.supersedes.as_deref().map(|k| {
+            let kind = d.supersedes_kind.unwrap_or(EventKind::TurnCompleted);
+            event_id(key, kind, turn, k)
+        });
         if !self.seen.insert(&id) {
             return None;
         }

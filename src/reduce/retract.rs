@@ -1,4 +1,6 @@
-//! Taking back a quiet completion. Quiet is a guess: a response can go silent for longer
+//! Taking back a guessed outcome: a quiet completion, or a `writer_gone` interrupt (the
+//! writer was only slow). These are the only outcomes a turn may lose: every other one is
+//! final (one outcome per turn). Quiet first: Quiet is a guess: a response can go silent for longer
 //! than the settle period and then go on (a long tool call being generated). When the
 //! same turn shows activity after a `quiet` completion, the completion was wrong: the
 //! turn is working again, and a `turn_resumed` event names the completion it takes back,
@@ -43,20 +45,34 @@ pub(super) fn contradicted(
     at: i64,
 ) -> Option<Draft> {
     let t = sess.turn.as_mut()?;
-    if t.open || t.outcome != Some(SessionState::Completed) || !is_activity(kind, &t.id) {
+    // The two guesses: a completion by quiet, an interrupt because no writer was left.
+    let guessed = match t.outcome {
+        Some(SessionState::Completed) => EventKind::TurnCompleted,
+        Some(SessionState::Interrupted) => EventKind::TurnInterrupted,
+        _ => return None,
+    };
+    if t.open || !is_activity(kind, &t.id) {
         return None;
     }
     let quiet = t.quiet.take()?;
     t.open = true;
     t.outcome = None;
+    t.retracted = t.retracted.saturating_add(1);
+    // A later retraction of the same turn by a copy of the same record must not pass for
+    // a repeat of the first one (the seen-set would drop it while the turn reopened).
+    let key = match t.retracted {
+        0 | 1 => key.to_owned(),
+        n => format!("{key}#{n}"),
+    };
     let mut d = draft(
         EventKind::TurnResumed,
         Some(t.id.clone()),
         line,
         ts,
-        key,
+        &key,
         at,
     );
     d.supersedes = Some(quiet);
+    d.supersedes_kind = Some(guessed);
     Some(d)
 }

@@ -33,16 +33,27 @@ pub(super) struct Turn {
     pub(super) cand: Option<Candidate>,
     pub(super) last_line: u64,
     pub(super) last_ts: Option<i64>,
-    /// Set while the turn's completion was decided by quiet alone: the candidate's key,
+    /// Set while the turn's outcome is a guess (a completion by quiet alone, or an
+    /// interrupt because no writer was left): the deciding record's key,
     /// from which the completion's id is derived (see [`retract`]).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub(super) quiet: Option<String>,
     /// Where the turn came from, if its start said; stamped on each of its events.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub(super) origin: Option<Origin>,
+    /// How many of its outcomes were taken back: each retraction allows one more. Not
+    /// saved: it only tells the event-level guard (in `finish`) one outcome from the next
+    /// within a run, and a restored turn's own state still says whether it is decided.
+    #[serde(skip)]
+    pub(super) retracted: u8,
 }
 
 impl Turn {
+    /// Closed with an outcome that only a `turn_resumed` may take back.
+    pub(super) fn decided(&self) -> bool {
+        !self.open && self.outcome.is_some()
+    }
+
     pub(super) fn new(id: String, line: u64, ts: Option<i64>) -> Self {
         Turn {
             id,
@@ -53,6 +64,7 @@ impl Turn {
             last_ts: ts,
             quiet: None,
             origin: None,
+            retracted: 0,
         }
     }
 }
@@ -99,9 +111,13 @@ pub(super) struct Draft {
     pub(super) resets_at: Option<String>,
     pub(super) initiator: Option<&'static str>,
     pub(super) origin: Option<&'static str>,
+    /// The turn's retraction count when the draft was made (see [`Turn::retracted`]).
+    pub(super) retracted: Option<u8>,
     pub(super) pre_tokens: Option<u64>,
     /// Content key of the `turn_completed` a `turn_resumed` takes back.
     pub(super) supersedes: Option<String>,
+    /// The kind of the event `supersedes` names (a completion unless said).
+    pub(super) supersedes_kind: Option<EventKind>,
     pub(super) background_tasks: Option<u32>,
 }
 
@@ -124,15 +140,15 @@ pub(super) fn draft(
     }
 }
 
-/// Stamps the drafts of the session's current turn with where that turn came from.
-/// Called before a turn gives way to the next, and on every draft before it becomes an
-/// event.
-pub(super) fn stamp_origin(sess: &Session, drafts: &mut [Draft]) {
+/// Stamps the drafts of the session's current turn with where that turn came from and
+/// how often its outcome was taken back. Called before a turn gives way to the next, and
+/// on every draft before it becomes an event.
+pub(super) fn stamp(sess: &Session, drafts: &mut [Draft]) {
     let Some(t) = sess.turn.as_ref() else { return };
-    let Some(origin) = t.origin else { return };
     for d in drafts {
-        if d.origin.is_none() && d.turn.as_deref() == Some(t.id.as_str()) {
-            d.origin = Some(origin.as_str());
+        if d.turn.as_deref() == Some(t.id.as_str()) {
+            d.origin = d.origin.or(t.origin.map(Origin::as_str));
+            d.retracted = d.retracted.or(Some(t.retracted));
         }
     }
 }
@@ -169,6 +185,17 @@ pub(super) fn step(
 ) -> Vec<Draft> {
     let mut out = Vec::new();
     out.extend(retract::contradicted(sess, &kind, line, ts, key, now.wall));
+    // The turn that waits for the person, if one does: activity in it ends the wait.
+    let waiting = (sess.state == SessionState::NeedsInput)
+        .then(|| sess.turn.as_ref().filter(|t| t.open).map(|t| t.id.clone()))
+        .flatten();
+    let resolves = matches!(
+        kind,
+        ObsKind::Work
+            | ObsKind::ToolResult { .. }
+            | ObsKind::Final { .. }
+            | ObsKind::ToolCall { .. }
+    );
     match kind {
         ObsKind::TurnStart {
             turn,
@@ -182,7 +209,7 @@ pub(super) fn step(
                 }
                 out.extend(close_previous(sess, now.wall));
             }
-            stamp_origin(sess, &mut out);
+            stamp(sess, &mut out);
             let mut t = Turn::new(turn.clone(), line, ts);
             t.origin = origin;
             sess.turn = Some(t);
@@ -193,7 +220,7 @@ pub(super) fn step(
             out.push(d);
         }
         ObsKind::Work => {
-            let t = ensure_open(sess, key, line, ts);
+            let t = ensure_open(sess, key, line, ts, now.wall, &mut out);
             t.cand = None;
             set_state(sess, SessionState::Working, line, ts, None, None);
         }
@@ -202,7 +229,7 @@ pub(super) fn step(
             message,
             ..
         } => {
-            let t = ensure_open(sess, key, line, ts);
+            let t = ensure_open(sess, key, line, ts, now.wall, &mut out);
             t.cand = None;
             let turn = t.id.clone();
             if needs_input.is_some() {
@@ -223,7 +250,7 @@ pub(super) fn step(
             }
         }
         ObsKind::ToolResult { .. } => {
-            let t = ensure_open(sess, key, line, ts);
+            let t = ensure_open(sess, key, line, ts, now.wall, &mut out);
             t.cand = None;
             set_state(sess, SessionState::Working, line, ts, None, None);
         }
@@ -231,7 +258,7 @@ pub(super) fn step(
             message,
             confirm: evidence,
         } => {
-            let t = ensure_open(sess, key, line, ts);
+            let t = ensure_open(sess, key, line, ts, now.wall, &mut out);
             t.cand = Some(Candidate {
                 line,
                 record_ts: ts,
@@ -251,7 +278,9 @@ pub(super) fn step(
             evidence,
         } => {
             if let Some(t) = resolve_turn(sess, turn.as_deref(), key, line, ts) {
-                if t.outcome == Some(SessionState::Completed) {
+                if t.decided() {
+                    // One outcome per turn: a `task_complete` after the turn's error,
+                    // or a second end marker, closes it silently.
                     return out;
                 }
                 let message = message.or_else(|| t.cand.take().and_then(|c| c.message));
@@ -284,7 +313,7 @@ pub(super) fn step(
             resets_at,
         } => {
             if let Some(t) = resolve_turn(sess, turn.as_deref(), key, line, ts) {
-                if t.outcome == Some(SessionState::Failed) {
+                if t.decided() {
                     return out;
                 }
                 let turn = t.id.clone();
@@ -340,6 +369,24 @@ pub(super) fn step(
         }
         ObsKind::Anomaly { .. } => {}
     }
+    if let Some(turn) = waiting
+        && resolves
+        && sess.state != SessionState::NeedsInput
+        && sess.turn.as_ref().is_some_and(|t| t.open && t.id == turn)
+    {
+        // Said after the events the record itself decided (none, or a new wait's).
+        out.insert(
+            0,
+            draft(
+                EventKind::NeedsInputResolved,
+                Some(turn),
+                line,
+                ts,
+                key,
+                now.wall,
+            ),
+        );
+    }
     out
 }
 
@@ -376,21 +423,38 @@ pub(super) fn close(
     set_state(sess, state, line, ts, message, evidence);
 }
 
-/// The open turn, reopening a finished one (later activity supersedes its end) or starting
-/// an implicit one when the file began mid-turn.
+/// The open turn, or an implicit one: when the file began mid-turn (no start to key it
+/// by), or when the agent works again after its turn was decided. A decided turn is never
+/// reopened here (one outcome per turn; only a retraction reopens one): whatever set the
+/// agent going again went unrecognised, so the work is a turn of its own, keyed by its
+/// first record and started by the system.
 pub(super) fn ensure_open<'s>(
     sess: &'s mut Session,
     key: &str,
     line: u64,
     ts: Option<i64>,
+    at: i64,
+    out: &mut Vec<Draft>,
 ) -> &'s mut Turn {
+    if sess.turn.as_ref().is_some_and(|t| !t.open) {
+        let continued = sess.turn.as_ref().is_some_and(Turn::decided);
+        sess.turn = Some(Turn::new(key.to_owned(), line, ts));
+        if continued {
+            let mut d = draft(
+                EventKind::TurnStarted,
+                Some(key.to_owned()),
+                line,
+                ts,
+                key,
+                at,
+            );
+            d.initiator = Some(crate::provider::Initiator::System.as_str());
+            out.push(d);
+        }
+    }
     let t = sess
         .turn
         .get_or_insert_with(|| Turn::new(key.to_owned(), line, ts));
-    if !t.open {
-        t.open = true;
-        t.outcome = None;
-    }
     t.last_line = line;
     t.last_ts = ts;
     t

@@ -226,7 +226,13 @@ impl DesktopSink {
     /// Holds completions back for background tasks for up to `period` (see
     /// [`Hold`]).
     pub fn with_hold(mut self, period: Duration) -> Self {
-        self.hold = Hold::new(period);
+        self.hold.set_period(period);
+        self
+    }
+
+    /// Sets the grace of questions and whether scheduled turns page (see [`Hold`]).
+    pub fn with_pages(mut self, pages: super::hold::Pages) -> Self {
+        self.hold.set_pages(pages);
         self
     }
 
@@ -322,7 +328,11 @@ impl DesktopSink {
 
     /// Stops taking events, lets the D-Bus thread finish the queue, and waits for it up
     /// to `grace`. Returns the final counts and whether the thread finished in time.
-    pub fn close(self, grace: Duration) -> (DesktopStats, bool) {
+    pub fn close(mut self, grace: Duration) -> (DesktopStats, bool) {
+        // A question still in its grace was not answered: it pages now, not never.
+        for ev in self.hold.take_waits() {
+            self.page(&ev, Instant::now());
+        }
         let deadline = Instant::now() + grace;
         let DesktopSink {
             tx,

@@ -127,7 +127,13 @@ impl ExecSink {
 
     /// Holds completions back for background tasks for up to `period` (see [`Hold`]).
     pub fn with_hold(mut self, period: Duration) -> Self {
-        self.hold = Hold::new(period);
+        self.hold.set_period(period);
+        self
+    }
+
+    /// Sets the grace of questions and whether scheduled turns page (see [`Hold`]).
+    pub fn with_pages(mut self, pages: super::hold::Pages) -> Self {
+        self.hold.set_pages(pages);
         self
     }
 
@@ -157,7 +163,11 @@ impl ExecSink {
 
     /// Stops taking events, lets the workers run what is queued, and waits for them up to
     /// `grace`. Returns the final counts and whether they finished in time.
-    pub fn close(self, grace: Duration) -> (ExecStats, bool) {
+    pub fn close(mut self, grace: Duration) -> (ExecStats, bool) {
+        // A question still in its grace was not answered: it pages now, not never.
+        for ev in self.hold.take_waits() {
+            self.run_for(&ev);
+        }
         let deadline = Instant::now() + grace;
         let ExecSink {
             tx,

@@ -63,7 +63,7 @@ pub enum SinkError {
 }
 
 /// Every event kind, for parsing configuration.
-pub const EVENT_KINDS: [EventKind; 10] = [
+pub const EVENT_KINDS: [EventKind; 11] = [
     EventKind::TurnStarted,
     EventKind::TurnCompleted,
     EventKind::TurnFailed,
@@ -74,6 +74,7 @@ pub const EVENT_KINDS: [EventKind; 10] = [
     EventKind::DaemonStopping,
     EventKind::ContextCompacted,
     EventKind::TurnResumed,
+    EventKind::NeedsInputResolved,
 ];
 
 /// The kinds that mean "the agent handed the turn back": the default for every sink.
@@ -257,6 +258,7 @@ pub fn headline(ev: &Event) -> String {
         EventKind::TurnStarted => "working".to_owned(),
         EventKind::ContextCompacted => "context compacted".to_owned(),
         EventKind::TurnResumed => "working again".to_owned(),
+        EventKind::NeedsInputResolved => "answered".to_owned(),
         EventKind::Anomaly => match ev.reason.as_deref() {
             Some(r) => format!("anomaly ({})", title_part(r)),
             None => "anomaly".to_owned(),
@@ -444,7 +446,8 @@ pub(crate) mod tests {
             | EventKind::DaemonReady
             | EventKind::DaemonStopping
             | EventKind::ContextCompacted
-            | EventKind::TurnResumed => EVENT_KINDS.len(),
+            | EventKind::TurnResumed
+            | EventKind::NeedsInputResolved => EVENT_KINDS.len(),
         }
     }
 }

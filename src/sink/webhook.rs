@@ -220,7 +220,13 @@ impl WebhookSink {
 
     /// Holds completions back for background tasks for up to `period` (see [`Hold`]).
     pub fn with_hold(mut self, period: Duration) -> Self {
-        self.hold = Hold::new(period);
+        self.hold.set_period(period);
+        self
+    }
+
+    /// Sets the grace of questions and whether scheduled turns page (see [`Hold`]).
+    pub fn with_pages(mut self, pages: super::hold::Pages) -> Self {
+        self.hold.set_pages(pages);
         self
     }
 
@@ -250,7 +256,11 @@ impl WebhookSink {
 
     /// Stops taking events and retrying; the workers try each queued event once more, and
     /// are waited for up to `grace`. Returns the final counts and whether they finished.
-    pub fn close(self, grace: Duration) -> (WebhookStats, bool) {
+    pub fn close(mut self, grace: Duration) -> (WebhookStats, bool) {
+        // A question still in its grace was not answered: it pages now, not never.
+        for ev in self.hold.take_waits() {
+            self.post(&ev);
+        }
         let deadline = Instant::now() + grace;
         let WebhookSink {
             lanes,
