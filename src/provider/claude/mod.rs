@@ -1,6 +1,7 @@
 //! Claude Code transcripts (`~/.claude/projects/<project>/<session>.jsonl` and subagent
 //! files). Rules: shared/docs/transcript-formats.md, Part A and C.
 
+use super::background::Background;
 use super::content::{StrOrList, reset_hint};
 use super::{
     Evidence, Initiator, Malformed, Obs, ObsKind, Origin, Projector, content_hash, file_stem,
@@ -44,6 +45,57 @@ pub struct ClaudeProjector {
     /// Whether the session's starting directory was passed on (not saved: the reducer
     /// keeps the first one it is given).
     cwd_sent: bool,
+    /// A user record that is a turn only if the model answers it.
+    deferred: Option<Deferred>,
+}
+
+/// A user record that starts a turn only once the model answers it: a `<bash-input>`
+/// (bash mode; unanswered, it is a local command) or a teammate's idle notification.
+/// Deciding at the answer needs no look-ahead. The turn is keyed by the deferred
+/// record's uuid; its `turn_started` has the line and time of the first record of the
+/// answer (the record that made it a turn). The next prompt or interrupt drops it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+struct Deferred {
+    turn: String,
+    origin: Origin,
+}
+
+/// Whether a user line may be a [`Deferred`] turn start (for restarts, which look at one
+/// line alone).
+pub(crate) fn may_defer(line: &[u8]) -> bool {
+    memchr::memmem::find(line, b"<bash-input>").is_some()
+        || memchr::memmem::find(line, b"idle_notification").is_some()
+}
+
+/// How a peer message (agent teams) written as a plain user record begins.
+const PEER_PREFIX: &str = "Another Claude session sent a message:";
+
+/// A `/compact` the person typed, written as plain text (2.1.23x): compaction follows,
+/// no model turn.
+fn typed_compact(t: &str) -> bool {
+    let t = t.trim_end();
+    t == "/compact" || t.starts_with("/compact ")
+}
+
+/// Who began a turn of the main conversation, from where it came from: the person for
+/// what they typed or sent through the SDK (a program waits on its answer as the person
+/// would), the system for what a teammate, a background task or a schedule sent, and for
+/// an origin nobody knows.
+fn initiator_of(origin: Option<Origin>) -> Initiator {
+    match origin {
+        Some(Origin::Human | Origin::Sdk | Origin::Bash) => Initiator::Human,
+        Some(Origin::Peer | Origin::TaskNotification | Origin::Scheduled) | None => {
+            Initiator::System
+        }
+    }
+}
+
+/// A transcript value fit for a log line: short, plain characters only.
+fn shown(v: &str) -> String {
+    v.chars()
+        .filter(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | '-' | '.'))
+        .take(40)
+        .collect()
 }
 
 /// What [`ClaudeProjector`] keeps between lines (the rest comes from the path).
@@ -58,6 +110,8 @@ struct Saved {
     caveat: Option<String>,
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     stops: bool,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    deferred: Option<Deferred>,
 }
 
 fn side_roots() -> LruCache<String, String> {
@@ -97,6 +151,7 @@ impl ClaudeProjector {
             last_caveat: None,
             explicit_stops: false,
             cwd_sent: false,
+            deferred: None,
         }
     }
 
@@ -165,10 +220,34 @@ impl ClaudeProjector {
             self.last_caveat = Some(uuid.to_owned());
             return;
         }
-        if rec.meta == Some(true) || rec.compact_summary == Some(true) {
+        if rec.turn_companion == Some(true) || rec.compact_summary == Some(true) {
+            return;
+        }
+        let declared = rec.turn_origin.as_ref().and_then(|o| o.0.as_deref());
+        let kind = rec.origin.as_ref().and_then(|o| o.kind.as_deref());
+        let peer = declared.map_or_else(
+            || {
+                kind == Some("peer")
+                    || t.starts_with(PEER_PREFIX)
+                    || t.starts_with("<teammate-message")
+            },
+            |d| d == "peer",
+        );
+        if peer {
+            // A teammate that reports or goes idle has finished its background work.
+            let from = rec.origin.as_ref().and_then(|o| o.from.as_deref());
+            for name in super::background::teammates(t, from) {
+                kinds.push(ObsKind::Background(Background::Finished(name)));
+            }
+        }
+        // Meta records are expansions of a prompt (skill text, reminders), except the
+        // ones a teammate or a schedule sends on their own.
+        if rec.meta == Some(true) && !peer && declared.is_none_or(|d| matches!(d, "human" | "sdk"))
+        {
             return;
         }
         if t.starts_with("[Request interrupted by user") {
+            self.deferred = None;
             let reason = if t.contains("for tool use") {
                 "tool_use_rejected"
             } else {
@@ -181,38 +260,67 @@ impl ClaudeProjector {
             });
             return;
         }
+        if t.starts_with("<bash-input>") {
+            // Bash mode: a turn only if the model answers it (see `Deferred`).
+            if !in_agent {
+                self.deferred = Some(Deferred {
+                    turn: uuid.to_owned(),
+                    origin: Origin::Bash,
+                });
+            }
+            return;
+        }
         if t.starts_with("<local-command-std") || t.starts_with("<bash-") {
             return;
         }
-        if self.local_command(rec, t) {
+        if self.local_command(rec, t) || typed_compact(t) {
             // A local slash command (/exit, /mcp, /model…): no model turn follows.
             return;
         }
-        let origin = rec.origin.as_ref().and_then(|o| o.kind.as_deref());
-        let notification =
-            t.starts_with("<task-notification>") || t.starts_with("<agent-notification>");
-        let peer = t.starts_with("<teammate-message") || origin == Some("peer");
-        let system = notification || peer || origin.is_some_and(|k| k != "human");
+        let origin = match declared {
+            Some(d) => Origin::parse(d).or_else(|| {
+                kinds.push(ObsKind::Anomaly {
+                    reason: "unknown_turn_origin".to_owned(),
+                    message: format!(
+                        "turnOrigin \"{}\" is not known: the turn is started with no origin",
+                        shown(d)
+                    ),
+                });
+                None
+            }),
+            None if t.starts_with("<task-notification>")
+                || t.starts_with("<agent-notification>")
+                || matches!(kind, Some("task-notification" | "task_notification")) =>
+            {
+                Some(Origin::TaskNotification)
+            }
+            None if peer => Some(Origin::Peer),
+            // Another kind of origin than the person's: nobody typed it.
+            None if kind.is_some_and(|k| k != "human") => None,
+            None => Some(Origin::Human),
+        };
+        if in_agent {
+            self.deferred = None;
+            kinds.push(ObsKind::TurnStart {
+                turn: uuid.to_owned(),
+                initiator: Initiator::Agent,
+                origin: None,
+            });
+            return;
+        }
+        if origin == Some(Origin::Peer) && super::background::only_idle(t) {
+            // A teammate saying it went idle: a turn only if the model answers it.
+            self.deferred = Some(Deferred {
+                turn: uuid.to_owned(),
+                origin: Origin::Peer,
+            });
+            return;
+        }
+        self.deferred = None;
         kinds.push(ObsKind::TurnStart {
             turn: uuid.to_owned(),
-            initiator: if in_agent {
-                Initiator::Agent
-            } else if system {
-                Initiator::System
-            } else {
-                Initiator::Human
-            },
-            origin: if in_agent {
-                None
-            } else if notification {
-                Some(Origin::TaskNotification)
-            } else if peer {
-                Some(Origin::Peer)
-            } else if system {
-                None
-            } else {
-                Some(Origin::Human)
-            },
+            initiator: initiator_of(origin),
+            origin,
         });
     }
 
@@ -420,6 +528,26 @@ impl Projector for ClaudeProjector {
         let mut tasks = Vec::new();
         super::background::claude(rec.ty.as_deref(), line, &mut tasks);
         kinds.extend(tasks.into_iter().map(ObsKind::Background));
+        // The model at work (an answer, a retry notice) makes a deferred record a turn.
+        let answers = agent.is_none()
+            && match rec.ty.as_deref() {
+                Some("assistant") => kinds.iter().any(|k| !matches!(k, ObsKind::StartDir(_))),
+                Some("system") => rec.subtype.as_deref() == Some("api_error"),
+                _ => false,
+            };
+        if answers && let Some(d) = self.deferred.take() {
+            out.push(Obs {
+                session: self.session.clone(),
+                agent: None,
+                record_ts,
+                kind: ObsKind::TurnStart {
+                    turn: d.turn.clone(),
+                    initiator: initiator_of(Some(d.origin)),
+                    origin: Some(d.origin),
+                },
+                key: d.turn,
+            });
+        }
         for kind in kinds {
             out.push(Obs {
                 session: self.session.clone(),
@@ -490,6 +618,7 @@ impl Projector for ClaudeProjector {
             side,
             caveat: self.last_caveat.clone(),
             stops: self.explicit_stops,
+            deferred: self.deferred.clone(),
         })
     }
 
@@ -501,6 +630,7 @@ impl Projector for ClaudeProjector {
         self.session_fixed = s.fixed;
         self.last_caveat = s.caveat;
         self.explicit_stops = s.stops;
+        self.deferred = s.deferred;
         self.side_roots = (!s.side.is_empty()).then(|| {
             let mut l = side_roots();
             for (k, v) in s.side {
