@@ -83,15 +83,19 @@ fn answered_bash_input_is_a_turn_unanswered_is_a_local_command_and_compact_is_no
         [
             "turn_started turn=1a0b2c3d-4e5f-4061-8273-94a5b6c7d801 line=1 origin=human initiator=human",
             "turn_completed turn=1a0b2c3d-4e5f-4061-8273-94a5b6c7d801 line=2 origin=human evidence=stop_reason",
-            // `git status` (line 4) answered at line 6: the bash-input's key, the answer's line.
-            "turn_started turn=4d3e5f60-7182-4394-95b6-c7d8e9f0a104 line=6 origin=bash initiator=human",
-            "turn_completed turn=4d3e5f60-7182-4394-95b6-c7d8e9f0a104 line=6 origin=bash evidence=stop_reason",
-            // `ls target` (line 8) is answered by nothing, and `/compact` (line 10) is no
+            "turn_started turn=3d4e5f60-7182-4a93-85b6-c7d8e9f0a1b2 line=4 origin=human initiator=human",
+            "turn_completed turn=3d4e5f60-7182-4a93-85b6-c7d8e9f0a1b2 line=5 origin=human evidence=stop_reason",
+            // `git status` (line 7) answered at line 9: the bash-input's key, the answer's line.
+            "turn_started turn=4d3e5f60-7182-4394-95b6-c7d8e9f0a104 line=9 origin=bash initiator=human",
+            "turn_completed turn=4d3e5f60-7182-4394-95b6-c7d8e9f0a104 line=9 origin=bash evidence=stop_reason",
+            // `ls target` (line 11) is answered by nothing, and `/compact` (line 13) is no
             // turn: the compaction belongs to the last turn.
-            "context_compacted turn=4d3e5f60-7182-4394-95b6-c7d8e9f0a104 line=11 origin=bash",
-            // `cargo test` (line 14): the answer begins with a thinking block at line 16.
-            "turn_started turn=e7d8091a-2b3c-4d45-9f56-a7b8c9dae014 line=16 origin=bash initiator=human",
-            "turn_completed turn=e7d8091a-2b3c-4d45-9f56-a7b8c9dae014 line=17 origin=bash evidence=stop_reason",
+            "context_compacted turn=4d3e5f60-7182-4394-95b6-c7d8e9f0a104 line=14 origin=bash",
+            // `cargo test` (line 17): the answer begins with a thinking block at line 19.
+            "turn_started turn=e7d8091a-2b3c-4d45-9f56-a7b8c9dae014 line=19 origin=bash initiator=human",
+            "turn_completed turn=e7d8091a-2b3c-4d45-9f56-a7b8c9dae014 line=20 origin=bash evidence=stop_reason",
+            "turn_started turn=3c2d5e6f-7081-4a9a-8bab-fc0d1e2f3a18 line=22 origin=human initiator=human",
+            "turn_completed turn=3c2d5e6f-7081-4a9a-8bab-fc0d1e2f3a18 line=23 origin=human evidence=stop_reason",
         ]
     );
 }
