@@ -44,6 +44,8 @@ fn field(e: &Event, key: &str, all: &[Event]) -> Option<String> {
         "ts" => Some(e.ts.clone()),
         "resets_at" => e.resets_at.clone(),
         "initiator" => e.initiator.map(str::to_owned),
+        "origin" => e.origin.map(str::to_owned),
+        "background_tasks" => e.background_tasks.map(|n| n.to_string()),
         "pre_tokens" => e.pre_tokens.map(|t| t.to_string()),
         other => panic!("unknown expectation key `{other}`"),
     }
