@@ -20,6 +20,9 @@ pub struct FileFeed {
     reader: LineReader,
     max_line: usize,
     buf: Vec<Obs>,
+    /// Context the header shown by [`FileFeed::prime`] gave (where the agent process
+    /// runs), passed on with the first line read.
+    primed: Vec<Obs>,
 }
 
 impl FileFeed {
@@ -42,6 +45,7 @@ impl FileFeed {
             reader: LineReader::resume(offset, line_no, max_line),
             max_line,
             buf: Vec::new(),
+            primed: Vec::new(),
         }
     }
 
@@ -71,6 +75,13 @@ impl FileFeed {
         if !clean.iter().all(u8::is_ascii_whitespace) {
             let _ = self.projector.project(clean, &mut self.buf);
         }
+        // The projector passes the start directory on once, from the first record: from
+        // the header, it is context like the session id, not activity to drop.
+        self.primed.extend(
+            self.buf
+                .drain(..)
+                .filter(|o| matches!(o.kind, ObsKind::StartDir(_))),
+        );
         self.buf.clear();
     }
 
@@ -210,6 +221,9 @@ impl FileFeed {
 
     fn project(&mut self, src: &Src, line: &[u8], sink: &mut impl FnMut(&Src, Obs)) {
         let res = self.projector.project(line, &mut self.buf);
+        for obs in std::mem::take(&mut self.primed) {
+            sink(src, obs);
+        }
         for obs in self.buf.drain(..) {
             sink(src, tidy(obs));
         }

@@ -265,3 +265,19 @@ fn a_pending_completion_keeps_its_wall_clock_deadline() {
     // The wall clock was set back an hour: at most one settle period.
     assert_eq!(fires_at(restore(wall0 - 3_600_000)), settle);
 }
+
+/// What a Claude projector keeps between lines for the shapes of Part E (a `<bash-input>`
+/// or an idle notification waiting for the model's answer) survives a cut at every line.
+#[test]
+fn part_e_claude_fixtures_resume_at_any_line_like_a_straight_read() {
+    let root = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/part-e");
+    let mut files = files_under(&root, Some(ProviderKind::Claude));
+    files.retain(|f| {
+        f.path
+            .file_name()
+            .is_some_and(|n| n.to_string_lossy().starts_with("synthetic-claude-"))
+    });
+    assert_eq!(files.len(), 5, "fixtures found: {files:?}");
+    let cuts = check(&files);
+    assert!(cuts > 60, "cuts checked: {cuts}");
+}

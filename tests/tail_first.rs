@@ -373,3 +373,56 @@ proptest::proptest! {
         proptest::prop_assert!(wrong.is_empty(), "{}", wrong.join("\n"));
     }
 }
+
+/// The turns of Part E (peer messages, idle notifications and bash input the model
+/// answers, `turnOrigin`): a read from a restart point finds the same turn starts as a
+/// read of every byte, at every cut. Each fixture is copied under its session's id, the
+/// name Claude Code gives a session file (other names are always read whole).
+#[test]
+fn part_e_claude_fixtures_tail_first_state_equals_full_read_at_every_cut() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/part-e");
+    let dir = tempfile::tempdir().unwrap();
+    let mut tally = Tally::default();
+    let mut wrong = Vec::new();
+    let mut files = 0;
+    for entry in std::fs::read_dir(&root).unwrap() {
+        let path = entry.unwrap().path();
+        if !path
+            .file_name()
+            .is_some_and(|n| n.to_string_lossy().starts_with("synthetic-claude-"))
+        {
+            continue;
+        }
+        let data = std::fs::read(&path).unwrap();
+        let first: serde_json::Value =
+            serde_json::from_slice(data.split(|b| *b == b'\n').next().unwrap()).unwrap();
+        let session = first["sessionId"].as_str().unwrap();
+        let f = Found {
+            path: dir.path().join(format!("{session}.jsonl")),
+            provider: ProviderKind::Claude,
+        };
+        std::fs::write(&f.path, &data).unwrap();
+        wrong.extend(check_bytes(&f, &data, true, &mut tally));
+        files += 1;
+    }
+    assert_eq!(files, 5);
+    assert!(
+        wrong.is_empty(),
+        "{} cuts disagree:\n{}",
+        wrong.len(),
+        wrong.iter().take(5).cloned().collect::<Vec<_>>().join("\n")
+    );
+    println!(
+        "{} cuts: {} tail-first, {} whole",
+        tally.cuts, tally.tail, tally.full
+    );
+    // Files with teammates or background commands are read whole (a launch before the
+    // restart point is context), and so are files with one human turn: the rest must
+    // take the tail-first path often enough to mean something.
+    assert!(
+        tally.tail >= 20,
+        "{} of {} cuts tail-first",
+        tally.tail,
+        tally.cuts
+    );
+}

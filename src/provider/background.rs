@@ -45,20 +45,25 @@ const KILL_TOOLS: [&str; 3] = ["KillShell", "KillBash", "TaskStop"];
 const MAX_SEARCHED: usize = 16 * 1024;
 
 /// What a user record that launches (a Bash result's `backgroundTaskId` or its text,
-/// an async agent's launch) or reports back (a notification) contains.
-const USER_NEEDLES: [&[u8]; 4] = [
+/// an async agent's or a teammate's launch) or reports back (a notification) contains.
+const USER_NEEDLES: [&[u8]; 6] = [
     LAUNCH_NEEDLES[0],
     LAUNCH_NEEDLES[1],
     b"-notification>",
     LAUNCH_NEEDLES[2],
+    LAUNCH_NEEDLES[3],
+    LAUNCH_NEEDLES[4],
 ];
 
 /// What a record that launches a background task contains (a Bash result's
-/// `backgroundTaskId` or its text, an async agent's launch).
-pub(crate) const LAUNCH_NEEDLES: [&[u8]; 3] = [
+/// `backgroundTaskId` or its text, an async agent's launch, a teammate's launch, a
+/// command moved to the background after its timeout).
+pub(crate) const LAUNCH_NEEDLES: [&[u8]; 5] = [
     b"backgroundTaskId",
     b"in background with ID",
     b"agent launched",
+    b"teammate_spawned",
+    b"moved to the background",
 ];
 
 /// What an assistant record that kills a task contains.
@@ -120,6 +125,8 @@ struct ToolUseResult {
     background_task_id: Option<String>,
     agent_id: Option<String>,
     async_launched: bool,
+    /// A teammate (agent teams) started: its name, which its messages are signed with.
+    teammate: Option<String>,
 }
 
 impl<'de> Deserialize<'de> for ToolUseResult {
@@ -131,10 +138,17 @@ impl<'de> Deserialize<'de> for ToolUseResult {
             #[serde(rename = "agentId")]
             agent_id: Option<String>,
             status: Option<String>,
+            name: Option<String>,
+            teammate_id: Option<String>,
         }
         let v = serde_json::Value::deserialize(d)?;
         Ok(match serde_json::from_value::<Obj>(v) {
             Ok(o) => ToolUseResult {
+                teammate: (o.status.as_deref() == Some("teammate_spawned"))
+                    .then(|| o.name.or(o.teammate_id))
+                    .flatten()
+                    .as_deref()
+                    .and_then(teammate_name),
                 background_task_id: o.background_task_id,
                 agent_id: o.agent_id,
                 async_launched: o.status.as_deref() == Some("async_launched"),
@@ -154,6 +168,71 @@ fn task_id(s: &str) -> Option<String> {
         && s.bytes()
             .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-');
     ok.then(|| s.to_owned())
+}
+
+/// A teammate's name as its messages sign it: `rev` for the id `rev@core`.
+fn teammate_name(s: &str) -> Option<String> {
+    task_id(s.split('@').next().unwrap_or_default())
+}
+
+/// The teammates a peer message is from: the `teammate_id` of each
+/// `<teammate-message>` in `text` and the `from` of each `<agent-message>`, then
+/// `sender` (the `origin.from` of the meta form).
+pub(crate) fn teammates(text: &str, sender: Option<&str>) -> Vec<String> {
+    let mut out: Vec<String> = Vec::new();
+    for (open, attr) in [
+        ("<teammate-message", "teammate_id=\""),
+        ("<agent-message", "from=\""),
+    ] {
+        for (at, _) in text.match_indices(open) {
+            let head = &text[at..];
+            let head = &head[..head.find('>').unwrap_or(head.len())];
+            let Some(v) = head.find(attr).map(|i| &head[i + attr.len()..]) else {
+                continue;
+            };
+            if let Some(name) = v.split('"').next().and_then(teammate_name)
+                && !out.contains(&name)
+            {
+                out.push(name);
+            }
+        }
+    }
+    if let Some(name) = sender.and_then(teammate_name)
+        && !out.contains(&name)
+    {
+        out.push(name);
+    }
+    out
+}
+
+/// Whether every message a peer record carries is a teammate's idle notification (a
+/// status line, not a report): `{"type":"idle_notification",…}` as the body.
+pub(crate) fn only_idle(text: &str) -> bool {
+    #[derive(Deserialize)]
+    struct Status<'a> {
+        #[serde(rename = "type", borrow)]
+        ty: Option<Cow<'a, str>>,
+    }
+    let mut any = false;
+    for close in ["</teammate-message>", "</agent-message>"] {
+        for (end, _) in text.match_indices(close) {
+            let before = &text[..end];
+            let Some(open) = before.rfind('<') else {
+                return false;
+            };
+            let Some(gt) = before[open..].find('>') else {
+                return false;
+            };
+            let body = before[open + gt + 1..].trim();
+            let idle = serde_json::from_str::<Status<'_>>(body)
+                .is_ok_and(|s| s.ty.as_deref() == Some("idle_notification"));
+            if !idle {
+                return false;
+            }
+            any = true;
+        }
+    }
+    any
 }
 
 /// The text of `<tag>…</tag>` in `s`.
@@ -186,6 +265,14 @@ fn launched(text: &str) -> Option<String> {
     let t = text.trim_start();
     if let Some(rest) = t.strip_prefix("Command running in background with ID:") {
         let id = rest.trim_start().split(['.', ' ', '\n']).next()?;
+        return task_id(id);
+    }
+    if t.starts_with("Command did not complete within")
+        && let Some(at) = t.find("moved to the background (ID:")
+    {
+        // The command hit its timeout and went on as a background task.
+        let rest = &t[at + "moved to the background (ID:".len()..];
+        let id = rest.trim_start().split([')', ' ', '\n']).next()?;
         return task_id(id);
     }
     if t.starts_with("Async agent launched") {
@@ -237,6 +324,10 @@ pub(crate) fn claude(ty: Option<&str>, line: &[u8], out: &mut Vec<Background>) {
                     && let Some(id) = r.agent_id.as_deref().and_then(task_id)
                 {
                     out.push(Background::Started(id));
+                    return;
+                }
+                if let Some(name) = &r.teammate {
+                    out.push(Background::Started(name.clone()));
                     return;
                 }
             }
@@ -360,6 +451,40 @@ mod tests {
             ),
             vec![Background::Started("a1b2c3d".into())]
         );
+    }
+
+    #[test]
+    fn reads_teammates_and_timed_out_commands() {
+        // Synthetic records in the shapes of transcript-formats.md, Part E.1.
+        assert_eq!(
+            ops(
+                r#"{"type":"user","message":{"content":[{"tool_use_id":"t","type":"tool_result","content":[{"type":"text","text":"Spawned successfully."}]}]},"toolUseResult":{"status":"teammate_spawned","teammate_id":"rev@core","agent_id":"rev@core","name":"rev","team_name":"core"}}"#
+            ),
+            vec![Background::Started("rev".into())]
+        );
+        assert_eq!(
+            ops(
+                r#"{"type":"user","message":{"content":[{"tool_use_id":"t","type":"tool_result","content":"Command did not complete within its 120s timeout and was moved to the background (ID: b7x2k9q). Output is being written to: /tmp/b7x2k9q.output"}]},"toolUseResult":{"stdout":""}}"#
+            ),
+            vec![Background::Started("b7x2k9q".into())]
+        );
+        let two = "Another Claude session sent a message:\n<teammate-message teammate_id=\"a-1\" color=\"blue\">\n{\"type\":\"idle_notification\",\"from\":\"a-1\"}\n</teammate-message>\n<teammate-message teammate_id=\"b@core\">{\"type\":\"idle_notification\"}</teammate-message>";
+        assert_eq!(teammates(two, None), ["a-1", "b"]);
+        assert!(only_idle(two));
+        let report = "<teammate-message teammate_id=\"a-1\" summary=\"done\">Found 2 bugs.</teammate-message>";
+        assert!(!only_idle(report));
+        let meta = "Another Claude session sent a message:\n<agent-message from=\"design-review\">Done.</agent-message>";
+        assert_eq!(teammates(meta, Some("design-review")), ["design-review"]);
+        assert!(!only_idle(meta));
+        // A name that is not a short token is not taken.
+        assert!(
+            teammates(
+                "<teammate-message teammate_id=\"a b;rm\">x</teammate-message>",
+                None
+            )
+            .is_empty()
+        );
+        assert!(!only_idle("no messages here"));
     }
 
     #[test]

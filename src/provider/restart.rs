@@ -58,6 +58,8 @@ pub fn hazards(kind: ProviderKind, path: &Path) -> &'static [(&'static [u8], &'s
             (LAUNCH_NEEDLES[0], "background_task"),
             (LAUNCH_NEEDLES[1], "background_task"),
             (LAUNCH_NEEDLES[2], "background_task"),
+            (LAUNCH_NEEDLES[3], "background_task"),
+            (LAUNCH_NEEDLES[4], "background_task"),
         ],
         // A second header would change the session id from that line on.
         ProviderKind::Codex => &[(b"\"session_meta\"", "second_session_meta")],
@@ -268,6 +270,14 @@ pub fn classify(kind: ProviderKind, path: &Path, line: &[u8]) -> Restart {
         .count();
     match (starts.next(), activity) {
         (Some(turn), 1) => Restart::At(turn),
+        // A turn start that brings other news (a teammate's or a task's end): not a clean
+        // restart point, and no read may jump over it.
+        (Some(_), _) => Restart::Maybe,
+        // A record that starts a turn only if the model answers it (a `<bash-input>`, a
+        // teammate's idle notification): a read that skipped it would miss the turn.
+        (None, _) if kind == ProviderKind::Claude && super::claude::may_defer(line) => {
+            Restart::Maybe
+        }
         _ => Restart::No,
     }
 }

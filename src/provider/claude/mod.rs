@@ -2,24 +2,24 @@
 //! files). Rules: shared/docs/transcript-formats.md, Part A and C.
 
 use super::content::{StrOrList, reset_hint};
-use super::{
-    Evidence, Initiator, Malformed, Obs, ObsKind, Origin, Projector, content_hash, file_stem,
-    parse_line,
-};
+use super::{Evidence, Malformed, Obs, ObsKind, Projector, content_hash, file_stem, parse_line};
 use crate::clock::parse_rfc3339;
 use lru::LruCache;
 use serde::{Deserialize, Serialize};
 use std::num::NonZeroUsize;
 use std::path::Path;
 
+mod prompt;
 mod record;
 mod rules;
 
 pub(crate) use record::{Block, Rec};
 
+pub(crate) use prompt::may_defer;
+use prompt::{Deferred, initiator_of};
 pub use rules::KNOWN_TYPES;
 pub(crate) use rules::looks_like_uuid;
-use rules::{LOCAL_COMMANDS, NEEDS_INPUT_TOOLS, TERMINAL_STOPS, push_capped, question_text};
+use rules::{NEEDS_INPUT_TOOLS, TERMINAL_STOPS, push_capped, question_text};
 
 /// Inline sidechain records remembered for chain lookups. A record's parent is almost
 /// always a recent record, and `LruCache` allocates its capacity up front for every
@@ -44,6 +44,8 @@ pub struct ClaudeProjector {
     /// Whether the session's starting directory was passed on (not saved: the reducer
     /// keeps the first one it is given).
     cwd_sent: bool,
+    /// A user record that is a turn only if the model answers it.
+    deferred: Option<Deferred>,
 }
 
 /// What [`ClaudeProjector`] keeps between lines (the rest comes from the path).
@@ -58,6 +60,8 @@ struct Saved {
     caveat: Option<String>,
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     stops: bool,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    deferred: Option<Deferred>,
 }
 
 fn side_roots() -> LruCache<String, String> {
@@ -97,6 +101,7 @@ impl ClaudeProjector {
             last_caveat: None,
             explicit_stops: false,
             cwd_sent: false,
+            deferred: None,
         }
     }
 
@@ -126,119 +131,6 @@ impl ClaudeProjector {
                 .put(u.to_string(), agent.clone());
         }
         Some(agent)
-    }
-
-    fn user(&mut self, rec: &Rec<'_>, uuid: &str, in_agent: bool, kinds: &mut Vec<ObsKind>) {
-        let Some(msg) = &rec.message else { return };
-        let mut text: Option<&str> = None;
-        match &msg.content {
-            Some(StrOrList::Str(s)) => text = Some(s),
-            Some(StrOrList::List(blocks)) => {
-                for b in blocks {
-                    match b.ty.as_deref() {
-                        Some("tool_result") => kinds.push(ObsKind::ToolResult {
-                            id: b.tool_use_id.as_deref().unwrap_or_default().to_owned(),
-                        }),
-                        Some("text") if text.is_none() => text = b.text.as_deref(),
-                        _ => {}
-                    }
-                }
-            }
-            _ => {}
-        }
-        if kinds.is_empty() && rec.tool_use_result.is_some() {
-            kinds.push(ObsKind::Work);
-        }
-        if !kinds.is_empty() {
-            if rec.tool_ends_turn == Some(true) {
-                kinds.push(ObsKind::Completed {
-                    turn: None,
-                    message: None,
-                    evidence: Evidence::ToolEndsTurn,
-                });
-            }
-            return;
-        }
-        let Some(text) = text else { return };
-        let t = text.trim_start();
-        if t.starts_with("<local-command-caveat>") {
-            self.last_caveat = Some(uuid.to_owned());
-            return;
-        }
-        if rec.meta == Some(true) || rec.compact_summary == Some(true) {
-            return;
-        }
-        if t.starts_with("[Request interrupted by user") {
-            let reason = if t.contains("for tool use") {
-                "tool_use_rejected"
-            } else {
-                "user"
-            };
-            kinds.push(ObsKind::Interrupted {
-                turn: None,
-                reason: reason.to_owned(),
-                message: crate::model::clip_message(t),
-            });
-            return;
-        }
-        if t.starts_with("<local-command-std") || t.starts_with("<bash-") {
-            return;
-        }
-        if self.local_command(rec, t) {
-            // A local slash command (/exit, /mcp, /model…): no model turn follows.
-            return;
-        }
-        let origin = rec.origin.as_ref().and_then(|o| o.kind.as_deref());
-        let notification =
-            t.starts_with("<task-notification>") || t.starts_with("<agent-notification>");
-        let peer = t.starts_with("<teammate-message") || origin == Some("peer");
-        let system = notification || peer || origin.is_some_and(|k| k != "human");
-        kinds.push(ObsKind::TurnStart {
-            turn: uuid.to_owned(),
-            initiator: if in_agent {
-                Initiator::Agent
-            } else if system {
-                Initiator::System
-            } else {
-                Initiator::Human
-            },
-            origin: if in_agent {
-                None
-            } else if notification {
-                Some(Origin::TaskNotification)
-            } else if peer {
-                Some(Origin::Peer)
-            } else if system {
-                None
-            } else {
-                Some(Origin::Human)
-            },
-        });
-    }
-
-    /// Whether a user record names a slash command that runs locally. Claude Code writes
-    /// these as a caveat, the command, and its `<local-command-stdout>`; the command record
-    /// leads with `<command-name>` (a command that prompts the model leads with
-    /// `<command-message>`), follows the caveat, or names a built-in local command.
-    fn local_command(&self, rec: &Rec<'_>, t: &str) -> bool {
-        let Some(at) = t.find("<command-name>") else {
-            return false;
-        };
-        if at == 0 || (rec.parent.is_some() && rec.parent.as_deref() == self.last_caveat.as_deref())
-        {
-            return true;
-        }
-        if !t.starts_with("<command-") {
-            // A prompt that merely quotes a command tag.
-            return false;
-        }
-        let name = &t[at + "<command-name>".len()..];
-        let name = name
-            .split("</command-name>")
-            .next()
-            .unwrap_or_default()
-            .trim();
-        LOCAL_COMMANDS.contains(&name)
     }
 
     fn assistant(&mut self, rec: &Rec<'_>, kinds: &mut Vec<ObsKind>) {
@@ -420,6 +312,26 @@ impl Projector for ClaudeProjector {
         let mut tasks = Vec::new();
         super::background::claude(rec.ty.as_deref(), line, &mut tasks);
         kinds.extend(tasks.into_iter().map(ObsKind::Background));
+        // The model at work (an answer, a retry notice) makes a deferred record a turn.
+        let answers = agent.is_none()
+            && match rec.ty.as_deref() {
+                Some("assistant") => kinds.iter().any(|k| !matches!(k, ObsKind::StartDir(_))),
+                Some("system") => rec.subtype.as_deref() == Some("api_error"),
+                _ => false,
+            };
+        if answers && let Some(d) = self.deferred.take() {
+            out.push(Obs {
+                session: self.session.clone(),
+                agent: None,
+                record_ts,
+                kind: ObsKind::TurnStart {
+                    turn: d.turn.clone(),
+                    initiator: initiator_of(Some(d.origin)),
+                    origin: Some(d.origin),
+                },
+                key: d.turn,
+            });
+        }
         for kind in kinds {
             out.push(Obs {
                 session: self.session.clone(),
@@ -490,6 +402,7 @@ impl Projector for ClaudeProjector {
             side,
             caveat: self.last_caveat.clone(),
             stops: self.explicit_stops,
+            deferred: self.deferred.clone(),
         })
     }
 
@@ -501,6 +414,7 @@ impl Projector for ClaudeProjector {
         self.session_fixed = s.fixed;
         self.last_caveat = s.caveat;
         self.explicit_stops = s.stops;
+        self.deferred = s.deferred;
         self.side_roots = (!s.side.is_empty()).then(|| {
             let mut l = side_roots();
             for (k, v) in s.side {

@@ -42,6 +42,13 @@ pub(crate) struct Rec<'a> {
     pub(super) tool_ends_turn: Option<bool>,
     #[serde(borrow)]
     pub(super) origin: Option<Origin<'a>>,
+    /// Where the turn came from, in 2.1.27x and later (transcript-formats.md E.5).
+    /// Read as a tag: a value of another shape is an unknown origin, not a bad line.
+    #[serde(rename = "turnOrigin")]
+    pub(super) turn_origin: Option<super::super::content::Tag>,
+    /// A skill body delivered as a user record (E.5): never a prompt.
+    #[serde(rename = "turnCompanion")]
+    pub(super) turn_companion: Option<bool>,
     #[serde(rename = "preventedContinuation")]
     pub(super) prevented_continuation: Option<bool>,
     #[serde(rename = "compactMetadata")]
@@ -69,6 +76,9 @@ pub(super) struct CompactMeta {
 pub(super) struct Origin<'a> {
     #[serde(borrow)]
     pub(super) kind: Option<Cow<'a, str>>,
+    /// A peer message's sender (the teammate's name).
+    #[serde(borrow)]
+    pub(super) from: Option<Cow<'a, str>>,
 }
 
 #[derive(Deserialize)]
