@@ -8,7 +8,16 @@
 //! and `assistant.turn_end` wrap each model round, not each user turn: the turn ends at the
 //! `turn_end` of a round whose `assistant.message` asked for no tool. `session.idle`, the
 //! SDK's own end signal, is never saved.
+//!
+//! 1.0.7x files (shared/docs/transcript-formats.md, Part E.3) add three shapes. Hook
+//! records (`hook.start`/`hook.end`) are written before the prompt they belong to: they
+//! are no prompt and no activity. A `task` call in `mode:"background"` runs a subagent
+//! that the main agent does not wait for: from `subagent.started` to `subagent.completed`
+//! or `subagent.failed` it is background work of the main session. And once such a
+//! subagent reports, a `system.notification` makes the idle main agent go on in the same
+//! `interactionId`: a turn nobody typed, keyed by the notification's `id`.
 
+use super::background::Background;
 use super::{
     Evidence, Initiator, Malformed, Obs, ObsKind, Origin, Projector, content_hash, file_stem,
     parse_line,
@@ -56,7 +65,7 @@ pub(crate) struct Data<'a> {
     #[serde(rename = "messageId", borrow)]
     pub(crate) message_id: Option<Cow<'a, str>>,
     #[serde(borrow)]
-    source: Option<Cow<'a, str>>,
+    pub(crate) source: Option<Cow<'a, str>>,
     #[serde(rename = "errorType", borrow)]
     error_type: Option<Cow<'a, str>>,
     #[serde(rename = "statusCode")]
@@ -77,12 +86,73 @@ pub(crate) struct Data<'a> {
     permission: Option<Permission<'a>>,
     #[serde(rename = "preCompactionTokens")]
     pre_compaction_tokens: Option<u64>,
+    /// Set on the instructions a subagent is started with (`instruction-discovery`).
+    #[serde(rename = "parentAgentTaskId")]
+    pub(crate) parent_agent_task: Option<IgnoredAny>,
 }
 
 #[derive(Deserialize)]
 pub(crate) struct ToolRequest<'a> {
     #[serde(rename = "toolCallId", borrow)]
     pub(crate) tool_call_id: Option<Cow<'a, str>>,
+    #[serde(borrow)]
+    name: Option<Cow<'a, str>>,
+    #[serde(default)]
+    arguments: Mode,
+}
+
+/// The `mode` of a tool call's `arguments`, read without keeping the rest (a `write`
+/// call's arguments hold whole files). Arguments of any other shape have no mode.
+#[derive(Default)]
+struct Mode(bool);
+
+impl<'de> Deserialize<'de> for Mode {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct V;
+        impl<'de> serde::de::Visitor<'de> for V {
+            type Value = Mode;
+            fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.write_str("tool arguments")
+            }
+            fn visit_map<A: serde::de::MapAccess<'de>>(self, mut m: A) -> Result<Mode, A::Error> {
+                let mut background = false;
+                while let Some(k) = m.next_key::<Cow<'de, str>>()? {
+                    if k == "mode" {
+                        background = matches!(
+                            m.next_value::<ErrorText<'de>>()?,
+                            ErrorText::Text(v) if v == "background"
+                        );
+                    } else {
+                        m.next_value::<IgnoredAny>()?;
+                    }
+                }
+                Ok(Mode(background))
+            }
+            fn visit_seq<A: serde::de::SeqAccess<'de>>(self, mut s: A) -> Result<Mode, A::Error> {
+                while s.next_element::<IgnoredAny>()?.is_some() {}
+                Ok(Mode(false))
+            }
+            fn visit_str<E>(self, _: &str) -> Result<Mode, E> {
+                Ok(Mode(false))
+            }
+            fn visit_bool<E>(self, _: bool) -> Result<Mode, E> {
+                Ok(Mode(false))
+            }
+            fn visit_i64<E>(self, _: i64) -> Result<Mode, E> {
+                Ok(Mode(false))
+            }
+            fn visit_u64<E>(self, _: u64) -> Result<Mode, E> {
+                Ok(Mode(false))
+            }
+            fn visit_f64<E>(self, _: f64) -> Result<Mode, E> {
+                Ok(Mode(false))
+            }
+            fn visit_unit<E>(self) -> Result<Mode, E> {
+                Ok(Mode(false))
+            }
+        }
+        d.deserialize_any(V)
+    }
 }
 
 #[derive(Deserialize)]
@@ -95,7 +165,8 @@ struct Permission<'a> {
     command: Option<Cow<'a, str>>,
 }
 
-/// `error` is a string on `subagent.failed` and `{message, code}` on tool results.
+/// A string, or anything else: `error` is a string on `subagent.failed` and
+/// `{message, code}` on tool results.
 #[derive(Deserialize)]
 #[serde(untagged)]
 enum ErrorText<'a> {
@@ -103,8 +174,29 @@ enum ErrorText<'a> {
     Other(IgnoredAny),
 }
 
-/// How many subagent tool calls a file remembers (their agent ids, for failures).
+/// How many subagent tool calls a file remembers (their agent ids, for failures; the
+/// background ones, until they finish).
 const SUBAGENTS_KEPT: usize = 64;
+
+/// Whether a `user.message` can be a prompt: typed-ahead input, system-injected text and
+/// a subagent's instructions belong to a running turn, if any, and never start one.
+pub(crate) fn is_prompt(d: &Data<'_>) -> bool {
+    d.delivery.as_deref() != Some("steering")
+        && !matches!(
+            d.source.as_deref(),
+            Some("system" | "instruction-discovery")
+        )
+        && d.parent_agent_task.is_none()
+}
+
+/// Tool call ids are short tokens (`toolu_01…`, `call_…`): anything else is not kept, so
+/// a transcript cannot fill the background table with arbitrary text.
+fn task_id(s: &str) -> bool {
+    !s.is_empty()
+        && s.len() <= 64
+        && s.bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-')
+}
 
 /// Saved whole: every field is per-file context.
 #[derive(Serialize, Deserialize)]
@@ -119,6 +211,19 @@ pub struct CopilotProjector {
     /// Subagents whose turn has begun (their first record was seen).
     started: Vec<String>,
     ordinal: u64,
+    /// Whether the main agent is in a round of its turn (false once a round ends with no
+    /// tool request, or the turn failed or was aborted): records that are no prompt
+    /// count as its activity only then, so they never reopen a finished turn.
+    #[serde(default)]
+    active: bool,
+    /// `task` calls made in `mode:"background"`, by tool call id, until their subagent
+    /// finishes.
+    #[serde(default)]
+    background: Vec<String>,
+    /// A `system.notification` that reached the idle main agent: the next round of the
+    /// main agent is the turn it started, keyed by the notification's id.
+    #[serde(default)]
+    notified: Option<String>,
 }
 
 impl CopilotProjector {
@@ -139,17 +244,20 @@ impl CopilotProjector {
             subagents: BTreeMap::new(),
             started: Vec::new(),
             ordinal: 0,
+            active: false,
+            background: Vec::new(),
+            notified: None,
         }
     }
 
     fn user(&mut self, d: &Data<'_>, scope: &str, kinds: &mut Vec<ObsKind>) {
-        let steering = d.delivery.as_deref() == Some("steering")
-            || d.source.as_deref() == Some("system")
-            || !scope.is_empty();
+        let not_prompt = !is_prompt(d) || !scope.is_empty();
         let same = d.interaction_id.is_some()
             && d.interaction_id.as_deref() == self.interaction.as_deref();
-        if steering || same {
-            kinds.push(ObsKind::Work);
+        if not_prompt || same {
+            if self.active || !scope.is_empty() {
+                kinds.push(ObsKind::Work);
+            }
             return;
         }
         self.ordinal += 1;
@@ -159,6 +267,8 @@ impl CopilotProjector {
             .map_or_else(|| format!("#{}", self.ordinal), str::to_owned);
         self.interaction = d.interaction_id.as_deref().map(str::to_owned);
         self.final_round.clear();
+        self.active = true;
+        self.notified = None;
         kinds.push(ObsKind::TurnStart {
             turn,
             initiator: Initiator::Human,
@@ -166,7 +276,36 @@ impl CopilotProjector {
         });
     }
 
+    /// A main-agent record of a model round: if the agent was idle and a notification
+    /// reached it, this round is the turn the notification started.
+    fn round(&mut self, scope: &str, kinds: &mut Vec<ObsKind>) {
+        if !scope.is_empty() {
+            return;
+        }
+        if !self.active
+            && let Some(turn) = self.notified.take()
+        {
+            self.final_round.clear();
+            kinds.push(ObsKind::TurnStart {
+                turn,
+                initiator: Initiator::System,
+                origin: Some(Origin::TaskNotification),
+            });
+        }
+        self.active = true;
+    }
+
     fn assistant(&mut self, d: &Data<'_>, scope: &str, kinds: &mut Vec<ObsKind>) {
+        for t in d.tool_requests.iter().flatten() {
+            if t.name.as_deref() == Some("task")
+                && t.arguments.0
+                && let Some(call) = t.tool_call_id.as_deref().filter(|c| task_id(c))
+                && self.background.len() < SUBAGENTS_KEPT
+                && !self.background.iter().any(|c| c == call)
+            {
+                self.background.push(call.to_owned());
+            }
+        }
         let calls: Vec<String> = d
             .tool_requests
             .iter()
@@ -189,32 +328,56 @@ impl CopilotProjector {
         }
     }
 
-    fn event(&mut self, ty: &str, d: &Data<'_>, scope: &str, kinds: &mut Vec<ObsKind>) {
+    fn event(&mut self, ty: &str, key: &str, d: &Data<'_>, scope: &str, kinds: &mut Vec<ObsKind>) {
         match ty {
             "user.message" => self.user(d, scope, kinds),
-            "assistant.message" => self.assistant(d, scope, kinds),
+            "assistant.turn_start"
+            | "assistant.reasoning"
+            | "tool.execution_start"
+            | "session.compaction_start" => {
+                self.round(scope, kinds);
+                kinds.push(ObsKind::Work);
+            }
+            "assistant.message" => {
+                self.round(scope, kinds);
+                self.assistant(d, scope, kinds);
+            }
             "assistant.turn_end" if self.final_round.remove(scope) == Some(true) => {
+                if scope.is_empty() {
+                    self.active = false;
+                }
                 kinds.push(ObsKind::Confirm(Evidence::TurnEnd));
             }
             // A round that asked for tools: the turn goes on.
             "assistant.turn_end" => {}
-            "assistant.turn_start"
-            | "assistant.reasoning"
-            | "tool.execution_start"
-            | "session.compaction_start"
-            | "subagent.started"
-            | "hook.start"
-            | "hook.end" => kinds.push(ObsKind::Work),
-            "tool.execution_complete" => kinds.push(ObsKind::ToolResult {
-                id: d.tool_call_id.as_deref().unwrap_or_default().to_owned(),
-            }),
+            // The subagent works on its own records; the main agent may be idle.
+            "subagent.started" => {
+                if let Some(call) = self.background_call(d) {
+                    kinds.push(ObsKind::Background(Background::Started(call)));
+                }
+            }
+            "system.notification" if scope.is_empty() && !self.active => {
+                self.notified = Some(key.to_owned());
+            }
+            // A result that reaches the idle main agent (a background task's) is no
+            // round of its own: what follows it decides.
+            "tool.execution_complete" if scope.is_empty() && !self.active => {}
+            "tool.execution_complete" => {
+                kinds.push(ObsKind::ToolResult {
+                    id: d.tool_call_id.as_deref().unwrap_or_default().to_owned(),
+                });
+            }
             // Autopilot mode ends a task with a `task_complete` tool call and this event.
-            "session.task_complete" => kinds.push(ObsKind::Completed {
-                turn: None,
-                message: d.summary.as_deref().and_then(clip_message),
-                evidence: Evidence::TaskComplete,
-            }),
+            "session.task_complete" => {
+                self.idle(scope);
+                kinds.push(ObsKind::Completed {
+                    turn: None,
+                    message: d.summary.as_deref().and_then(clip_message),
+                    evidence: Evidence::TaskComplete,
+                });
+            }
             "session.error" => {
+                self.idle(scope);
                 let text = d.message.as_deref().unwrap_or_default();
                 let kind = d.error_type.as_deref().unwrap_or("error");
                 let reason = match d.status_code {
@@ -228,11 +391,14 @@ impl CopilotProjector {
                     resets_at: super::content::reset_hint(text),
                 });
             }
-            "abort" => kinds.push(ObsKind::Interrupted {
-                turn: None,
-                reason: d.reason.as_deref().unwrap_or("abort").to_owned(),
-                message: None,
-            }),
+            "abort" => {
+                self.idle(scope);
+                kinds.push(ObsKind::Interrupted {
+                    turn: None,
+                    reason: d.reason.as_deref().unwrap_or("abort").to_owned(),
+                    message: None,
+                });
+            }
             "session.compaction_complete" => kinds.push(ObsKind::Compacted {
                 pre_tokens: d.pre_compaction_tokens,
             }),
@@ -256,14 +422,31 @@ impl CopilotProjector {
                     message: text.and_then(clip_message),
                 });
             }
+            // The wait is over (by a person or by a rule): the same call, answered.
             "permission.completed" | "user_input.completed" | "elicitation.completed" => {
                 kinds.push(ObsKind::ToolResult {
                     id: d.request_id.as_deref().unwrap_or_default().to_owned(),
                 });
             }
-            // New event types arrive often; the unknown ones change nothing.
+            // Hooks run around prompts and tools (`userPromptSubmitted` is written before
+            // its prompt), and new event types arrive often: none of them changes a turn.
             _ => {}
         }
+    }
+
+    fn idle(&mut self, scope: &str) {
+        if scope.is_empty() {
+            self.active = false;
+        }
+    }
+
+    /// The tool call id of a background `task` whose subagent this record is about.
+    fn background_call(&self, d: &Data<'_>) -> Option<String> {
+        let call = d.tool_call_id.as_deref()?;
+        self.background
+            .iter()
+            .any(|c| c == call)
+            .then(|| call.to_owned())
     }
 }
 
@@ -308,7 +491,7 @@ impl Projector for CopilotProjector {
             });
         }
         if let Some(ty) = rec.ty.as_deref() {
-            self.event(ty, d, &scope, &mut kinds);
+            self.event(ty, &key, d, &scope, &mut kinds);
         }
         let mut extra = None;
         if rec.ty.as_deref() == Some("subagent.failed")
@@ -339,11 +522,24 @@ impl Projector for CopilotProjector {
         {
             self.subagents.remove(call);
         }
+        if matches!(
+            rec.ty.as_deref(),
+            Some("subagent.completed" | "subagent.failed")
+        ) && let Some(call) = self.background_call(d)
+        {
+            self.background.retain(|c| *c != call);
+            kinds.push(ObsKind::Background(Background::Finished(call)));
+        }
         let agent = (!scope.is_empty()).then_some(scope);
         for kind in kinds {
+            // Background work is the main agent's: its completions carry the count.
+            let agent = match kind {
+                ObsKind::Background(_) => None,
+                _ => agent.clone(),
+            };
             out.push(Obs {
                 session: self.session.clone(),
-                agent: agent.clone(),
+                agent,
                 record_ts,
                 key: key.clone(),
                 kind,
