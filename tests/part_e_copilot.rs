@@ -201,3 +201,51 @@ fn every_part_e_copilot_and_omp_fixture_gives_each_turn_one_outcome() {
         one_outcome_per_turn(&evs);
     }
 }
+
+// ---- Oh My Pi (E.4) ----
+
+#[test]
+fn omp_session_is_found_by_its_title_slot_and_a_process_exit_interrupts_the_open_turn() {
+    let (kind, evs) = replay("synthetic-omp-session.jsonl");
+    assert_eq!(kind, ProviderKind::Pi);
+    assert!(
+        evs.iter()
+            .all(|e| e.session.as_deref() == Some("0199f1a2-7c3e-7000-8000-00000000a001"))
+    );
+    assert_eq!(
+        brief(&evs),
+        [
+            // The title slot, header, credential pin, model change and developer message
+            // (lines 1-5) start nothing; the steering message (10) stays in the turn.
+            "turn_started - u0000001 6 initiator=human origin=human",
+            "turn_completed - u0000001 11 origin=human evidence=stop_reason",
+            // A `signal` exit with a bash call pending (15) cuts the turn short.
+            "turn_started - u0000003 12 initiator=human origin=human",
+            "turn_interrupted - u0000003 15 origin=human reason=session_exit",
+            // Resumed in the same file; the closing normal exit (18) changes nothing.
+            "turn_started - u0000004 16 initiator=human origin=human",
+            "turn_completed - u0000004 17 origin=human evidence=stop_reason",
+        ]
+    );
+    assert_eq!(evs[3].message.as_deref(), Some("SIGTERM"));
+    one_outcome_per_turn(&evs);
+}
+
+#[test]
+fn omp_subagent_turn_ends_at_its_terminal_yield() {
+    let (kind, evs) = replay("synthetic-omp-subagent.jsonl");
+    assert_eq!(kind, ProviderKind::Pi);
+    assert_eq!(
+        brief(&evs),
+        [
+            // The task its parent gave it (after `session_init`), not a person's prompt.
+            "turn_started - u1000001 3 initiator=agent",
+            // The incremental yield (8) goes on; the terminal one (10) hands back.
+            "turn_completed - u1000001 10 evidence=tool_ends_turn",
+        ]
+    );
+    assert_eq!(
+        evs[1].message.as_deref(),
+        Some("The lexer drops the last token when the input has no trailing newline.")
+    );
+}
