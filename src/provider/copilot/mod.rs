@@ -24,179 +24,18 @@ use super::{
 };
 use crate::clock::parse_rfc3339;
 use crate::model::clip_message;
-use serde::de::IgnoredAny;
 use serde::{Deserialize, Serialize};
-use std::borrow::Cow;
 use std::collections::BTreeMap;
 use std::path::Path;
 
-#[derive(Deserialize)]
-pub(crate) struct Rec<'a> {
-    #[serde(rename = "type", borrow)]
-    pub(crate) ty: Option<Cow<'a, str>>,
-    #[serde(borrow)]
-    pub(crate) id: Option<Cow<'a, str>>,
-    /// Read by `check` only: the link that chains events.
-    #[serde(rename = "parentId", borrow)]
-    pub(crate) parent: Option<Cow<'a, str>>,
-    #[serde(borrow)]
-    timestamp: Option<Cow<'a, str>>,
-    #[serde(rename = "agentId", borrow)]
-    pub(crate) agent_id: Option<Cow<'a, str>>,
-    #[serde(borrow)]
-    pub(crate) data: Option<Data<'a>>,
-}
+mod records;
 
-#[derive(Deserialize, Default)]
-pub(crate) struct Data<'a> {
-    #[serde(borrow)]
-    content: Option<Cow<'a, str>>,
-    #[serde(rename = "toolRequests", borrow)]
-    pub(crate) tool_requests: Option<Vec<ToolRequest<'a>>>,
-    #[serde(rename = "toolCallId", borrow)]
-    pub(crate) tool_call_id: Option<Cow<'a, str>>,
-    #[serde(rename = "parentToolCallId", borrow)]
-    parent_tool_call_id: Option<Cow<'a, str>>,
-    #[serde(rename = "interactionId", borrow)]
-    interaction_id: Option<Cow<'a, str>>,
-    #[serde(borrow)]
-    pub(crate) delivery: Option<Cow<'a, str>>,
-    /// Read by `check` only: the model response an `assistant.message` belongs to.
-    #[serde(rename = "messageId", borrow)]
-    pub(crate) message_id: Option<Cow<'a, str>>,
-    #[serde(borrow)]
-    pub(crate) source: Option<Cow<'a, str>>,
-    #[serde(rename = "errorType", borrow)]
-    error_type: Option<Cow<'a, str>>,
-    #[serde(rename = "statusCode")]
-    status_code: Option<i64>,
-    #[serde(borrow)]
-    message: Option<Cow<'a, str>>,
-    #[serde(borrow)]
-    reason: Option<Cow<'a, str>>,
-    #[serde(borrow)]
-    summary: Option<Cow<'a, str>>,
-    #[serde(borrow)]
-    error: Option<ErrorText<'a>>,
-    #[serde(rename = "requestId", borrow)]
-    request_id: Option<Cow<'a, str>>,
-    #[serde(borrow)]
-    question: Option<Cow<'a, str>>,
-    #[serde(rename = "permissionRequest", borrow)]
-    permission: Option<Permission<'a>>,
-    #[serde(rename = "preCompactionTokens")]
-    pre_compaction_tokens: Option<u64>,
-    /// Set on the instructions a subagent is started with (`instruction-discovery`).
-    #[serde(rename = "parentAgentTaskId")]
-    pub(crate) parent_agent_task: Option<IgnoredAny>,
-}
-
-#[derive(Deserialize)]
-pub(crate) struct ToolRequest<'a> {
-    #[serde(rename = "toolCallId", borrow)]
-    pub(crate) tool_call_id: Option<Cow<'a, str>>,
-    #[serde(borrow)]
-    name: Option<Cow<'a, str>>,
-    #[serde(default)]
-    arguments: Mode,
-}
-
-/// The `mode` of a tool call's `arguments`, read without keeping the rest (a `write`
-/// call's arguments hold whole files). Arguments of any other shape have no mode.
-#[derive(Default)]
-struct Mode(bool);
-
-impl<'de> Deserialize<'de> for Mode {
-    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        struct V;
-        impl<'de> serde::de::Visitor<'de> for V {
-            type Value = Mode;
-            fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-                f.write_str("tool arguments")
-            }
-            fn visit_map<A: serde::de::MapAccess<'de>>(self, mut m: A) -> Result<Mode, A::Error> {
-                let mut background = false;
-                while let Some(k) = m.next_key::<Cow<'de, str>>()? {
-                    if k == "mode" {
-                        background = matches!(
-                            m.next_value::<ErrorText<'de>>()?,
-                            ErrorText::Text(v) if v == "background"
-                        );
-                    } else {
-                        m.next_value::<IgnoredAny>()?;
-                    }
-                }
-                Ok(Mode(background))
-            }
-            fn visit_seq<A: serde::de::SeqAccess<'de>>(self, mut s: A) -> Result<Mode, A::Error> {
-                while s.next_element::<IgnoredAny>()?.is_some() {}
-                Ok(Mode(false))
-            }
-            fn visit_str<E>(self, _: &str) -> Result<Mode, E> {
-                Ok(Mode(false))
-            }
-            fn visit_bool<E>(self, _: bool) -> Result<Mode, E> {
-                Ok(Mode(false))
-            }
-            fn visit_i64<E>(self, _: i64) -> Result<Mode, E> {
-                Ok(Mode(false))
-            }
-            fn visit_u64<E>(self, _: u64) -> Result<Mode, E> {
-                Ok(Mode(false))
-            }
-            fn visit_f64<E>(self, _: f64) -> Result<Mode, E> {
-                Ok(Mode(false))
-            }
-            fn visit_unit<E>(self) -> Result<Mode, E> {
-                Ok(Mode(false))
-            }
-        }
-        d.deserialize_any(V)
-    }
-}
-
-#[derive(Deserialize)]
-struct Permission<'a> {
-    #[serde(borrow)]
-    kind: Option<Cow<'a, str>>,
-    #[serde(borrow)]
-    intention: Option<Cow<'a, str>>,
-    #[serde(rename = "fullCommandText", borrow)]
-    command: Option<Cow<'a, str>>,
-}
-
-/// A string, or anything else: `error` is a string on `subagent.failed` and
-/// `{message, code}` on tool results.
-#[derive(Deserialize)]
-#[serde(untagged)]
-enum ErrorText<'a> {
-    Text(#[serde(borrow)] Cow<'a, str>),
-    Other(IgnoredAny),
-}
+pub(crate) use records::{Data, Rec, is_prompt};
+use records::{ErrorText, task_id};
 
 /// How many subagent tool calls a file remembers (their agent ids, for failures; the
 /// background ones, until they finish).
 const SUBAGENTS_KEPT: usize = 64;
-
-/// Whether a `user.message` can be a prompt: typed-ahead input, system-injected text and
-/// a subagent's instructions belong to a running turn, if any, and never start one.
-pub(crate) fn is_prompt(d: &Data<'_>) -> bool {
-    d.delivery.as_deref() != Some("steering")
-        && !matches!(
-            d.source.as_deref(),
-            Some("system" | "instruction-discovery")
-        )
-        && d.parent_agent_task.is_none()
-}
-
-/// Tool call ids are short tokens (`toolu_01…`, `call_…`): anything else is not kept, so
-/// a transcript cannot fill the background table with arbitrary text.
-fn task_id(s: &str) -> bool {
-    !s.is_empty()
-        && s.len() <= 64
-        && s.bytes()
-            .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-')
-}
 
 /// Saved whole: every field is per-file context.
 #[derive(Serialize, Deserialize)]
@@ -581,5 +420,41 @@ mod tests {
         assert_eq!(p.session, "u-1");
         let p = CopilotProjector::new(Path::new("/h/.copilot/session-state/u-2.jsonl"));
         assert_eq!(p.session, "u-2");
+    }
+
+    #[test]
+    fn only_a_background_task_is_background_work() {
+        let mut p = CopilotProjector::new(Path::new("/s/u/events.jsonl"));
+        let mut out = Vec::new();
+        for l in [
+            r#"{"type":"assistant.message","id":"a","data":{"content":"","toolRequests":[
+                {"toolCallId":"bg","name":"task","arguments":{"prompt":"x","mode":"background"}},
+                {"toolCallId":"sync","name":"task","arguments":{"prompt":"y","mode":"sync"}},
+                {"toolCallId":"odd","name":"task","arguments":"mode background"},
+                {"toolCallId":"num","name":"task","arguments":{"mode":3,"list":[{"a":1}]}},
+                {"toolCallId":"other","name":"bash","arguments":{"mode":"background"}}]}}"#,
+            r#"{"type":"subagent.started","id":"s1","data":{"toolCallId":"sync"}}"#,
+            r#"{"type":"subagent.started","id":"s2","data":{"toolCallId":"odd"}}"#,
+            r#"{"type":"subagent.started","id":"s3","data":{"toolCallId":"num"}}"#,
+            r#"{"type":"subagent.started","id":"s4","data":{"toolCallId":"bg"}}"#,
+            r#"{"type":"subagent.completed","id":"s5","data":{"toolCallId":"sync"}}"#,
+            r#"{"type":"subagent.completed","id":"s6","data":{"toolCallId":"bg"}}"#,
+        ] {
+            p.project(l.as_bytes(), &mut out).unwrap();
+        }
+        let bg: Vec<_> = out
+            .iter()
+            .filter_map(|o| match &o.kind {
+                ObsKind::Background(b) => Some((o.key.as_str(), b.clone())),
+                _ => None,
+            })
+            .collect();
+        assert_eq!(
+            bg,
+            [
+                ("s4", Background::Started("bg".into())),
+                ("s6", Background::Finished("bg".into()))
+            ]
+        );
     }
 }
