@@ -22,6 +22,10 @@
 //!   the subagent at a `yield` result that is not an error, unless it is an incremental
 //!   one (`details.status` `success` with a non-empty array `details.type`); a result
 //!   with `status:"aborted"` reports a failure.
+//! - `packages/ai/src/types.ts` @ f56f4f749229d74305753a3c01f580bf03eb172c: a
+//!   `UserMessage` may carry `steering: true` (typed while the agent worked and injected
+//!   into its running turn), `synthetic` and `attribution`; `developer` is a role of its
+//!   own (injected context, never a prompt).
 //! - `packages/utils/src/dirs.ts` @ 0a6b4644b453d19908ecb7557ca77ccb2ed568e3: sessions live
 //!   in `~/.omp/agent/sessions` (`PI_CONFIG_DIR`, `PI_CODING_AGENT_DIR`;
 //!   `$XDG_DATA_HOME/omp/sessions` after `omp config migrate`).
