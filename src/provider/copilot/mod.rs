@@ -195,7 +195,12 @@ impl CopilotProjector {
                     kinds.push(ObsKind::Background(Background::Started(call)));
                 }
             }
-            "system.notification" if scope.is_empty() && !self.active => {
+            // Idle, or in a round that already answered with no tool request (its
+            // `turn_end` may come after the notification): the next round is its turn.
+            "system.notification"
+                if scope.is_empty()
+                    && (!self.active || self.final_round.get("") == Some(&true)) =>
+            {
                 self.notified = Some(key.to_owned());
             }
             // A result that reaches the idle main agent (a background task's) is no
@@ -420,6 +425,36 @@ mod tests {
         assert_eq!(p.session, "u-1");
         let p = CopilotProjector::new(Path::new("/h/.copilot/session-state/u-2.jsonl"));
         assert_eq!(p.session, "u-2");
+    }
+
+    #[test]
+    fn a_notification_between_the_answer_and_its_turn_end_still_starts_the_next_turn() {
+        let mut p = CopilotProjector::new(Path::new("/s/u/events.jsonl"));
+        let mut out = Vec::new();
+        for l in [
+            r#"{"type":"user.message","id":"u","data":{"content":"go","interactionId":"i-1"}}"#,
+            r#"{"type":"assistant.turn_start","id":"t0","data":{"turnId":"0"}}"#,
+            r#"{"type":"assistant.message","id":"m","data":{"content":"Waiting.","toolRequests":[]}}"#,
+            r#"{"type":"system.notification","id":"n","data":{"content":"Agent finished."}}"#,
+            r#"{"type":"assistant.turn_end","id":"e0","data":{"turnId":"0"}}"#,
+            r#"{"type":"assistant.turn_start","id":"t1","data":{"turnId":"1"}}"#,
+        ] {
+            p.project(l.as_bytes(), &mut out).unwrap();
+        }
+        let starts: Vec<_> = out
+            .iter()
+            .filter_map(|o| match &o.kind {
+                ObsKind::TurnStart { turn, origin, .. } => Some((turn.as_str(), *origin)),
+                _ => None,
+            })
+            .collect();
+        assert_eq!(
+            starts,
+            [
+                ("i-1", Some(Origin::Human)),
+                ("n", Some(Origin::TaskNotification))
+            ]
+        );
     }
 
     #[test]
