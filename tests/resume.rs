@@ -180,6 +180,24 @@ fn part_d_fixtures_resume_at_any_line_like_a_straight_read() {
     assert!(cuts > 80, "cuts checked: {cuts}");
 }
 
+/// Part E's Copilot and Oh My Pi fixtures: the per-file context they add (background
+/// calls, a notification waiting for the next round, whether a turn is open, a subagent's
+/// yield) survives a cut.
+#[test]
+fn part_e_copilot_and_omp_fixtures_resume_at_any_line_like_a_straight_read() {
+    let root = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/part-e");
+    let mut files = files_under(&root, None);
+    files.retain(|f| {
+        f.path.file_name().is_some_and(|n| {
+            let n = n.to_string_lossy();
+            n.starts_with("synthetic-copilot-") || n.starts_with("synthetic-omp-")
+        })
+    });
+    assert_eq!(files.len(), 5, "fixtures found: {files:?}");
+    let cuts = check(&files);
+    assert!(cuts > 80, "cuts checked: {cuts}");
+}
+
 /// Inline sidechains (Claude ≤ 1.0.x) find their agent through the parent chain, which
 /// the projector remembers: a cut between a sidechain's records must keep that memory.
 #[test]

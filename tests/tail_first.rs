@@ -190,6 +190,33 @@ fn corpus_tail_first_state_equals_full_read_at_every_cut() {
     );
 }
 
+/// Part E's Copilot and Oh My Pi fixtures (always read whole: neither provider has
+/// restart points) agree with a full read at every cut.
+#[test]
+fn part_e_copilot_and_omp_fixtures_tail_first_state_equals_full_read_at_every_cut() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/part-e");
+    let files: Vec<Found> = watch::find(&Root {
+        path: root,
+        provider: None,
+    })
+    .into_iter()
+    .filter(|f| {
+        f.path.file_name().is_some_and(|n| {
+            let n = n.to_string_lossy();
+            n.starts_with("synthetic-copilot-") || n.starts_with("synthetic-omp-")
+        })
+    })
+    .collect();
+    assert_eq!(files.len(), 5);
+    let mut tally = Tally::default();
+    let mut wrong = Vec::new();
+    for f in &files {
+        wrong.extend(check_file(f, &mut tally));
+    }
+    assert!(wrong.is_empty(), "{}", wrong.join("\n"));
+    assert!(tally.cuts > 80, "cuts: {}", tally.cuts);
+}
+
 #[test]
 fn generated_tail_first_state_equals_full_read_at_every_cut() {
     let dir = tempfile::tempdir().unwrap();

@@ -10,6 +10,7 @@ pub mod copilot;
 pub mod cursor;
 mod glued;
 pub mod norma;
+mod omp;
 pub mod pi;
 pub mod restart;
 pub mod sgme;
@@ -438,6 +439,8 @@ fn sniff_newer(line: &[u8]) -> Option<ProviderKind> {
         status: Option<serde::de::IgnoredAny>,
         timestamp: Option<serde::de::IgnoredAny>,
         uuid: Option<serde::de::IgnoredAny>,
+        v: Option<serde::de::IgnoredAny>,
+        pad: Option<serde::de::IgnoredAny>,
     }
     // Only first lines of files no path rule claimed get here, at most 64 KiB each.
     if !line.starts_with(b"{") {
@@ -445,7 +448,12 @@ fn sniff_newer(line: &[u8]) -> Option<ProviderKind> {
     }
     let t: Top<'_> = serde_json::from_slice(line).ok()?;
     let ty = t.ty.as_deref();
-    if ty == Some("session") && t.version.is_some() && t.cwd.is_some() {
+    // Pi's header (written through Entire it has no `version`), or Oh My Pi's fixed-width
+    // title slot, which comes before the header (can1357/oh-my-pi
+    // `packages/coding-agent/src/session/session-entries.ts`).
+    if ty == Some("session") && (t.version.is_some() || t.id.is_some()) && t.cwd.is_some()
+        || ty == Some("title") && t.v.is_some() && t.pad.is_some()
+    {
         Some(ProviderKind::Pi)
     } else if ty.is_some_and(|ty| ty.contains('.')) && t.data.is_some() && t.id.is_some() {
         Some(ProviderKind::Copilot)
@@ -561,6 +569,27 @@ mod tests {
             h = h.wrapping_mul(PRIME);
         }
         format!("{h:032x}")
+    }
+
+    #[test]
+    fn sniff_knows_pi_headers_without_version_and_oh_my_pi_title_slots() {
+        let pi = |l: &str| sniff(l.as_bytes());
+        assert_eq!(
+            pi(r#"{"type":"session","version":3,"id":"u","timestamp":"t","cwd":"/w"}"#),
+            Some(ProviderKind::Pi)
+        );
+        // Written through Entire: no `version` (Part E.4).
+        assert_eq!(
+            pi(r#"{"type":"session","id":"u","timestamp":"t","cwd":"/w"}"#),
+            Some(ProviderKind::Pi)
+        );
+        // Oh My Pi's first line is its fixed-width title slot.
+        assert_eq!(
+            pi(r#"{"type":"title","v":1,"title":"x","updatedAt":"t","pad":"    "}"#),
+            Some(ProviderKind::Pi)
+        );
+        assert_eq!(pi(r#"{"type":"title","title":"x"}"#), None);
+        assert_eq!(pi(r#"{"type":"session","cwd":"/w"}"#), None);
     }
 
     #[test]

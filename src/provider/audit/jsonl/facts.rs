@@ -320,7 +320,7 @@ pub(super) fn copilot_facts(line: &[u8]) -> Result<Facts, serde_json::Error> {
                 .into_iter()
                 .collect();
         }
-        Some("user.message") => f.prompt = d.delivery.as_deref() != Some("steering"),
+        Some("user.message") => f.prompt = copilot::is_prompt(d),
         _ => {}
     }
     Ok(f)

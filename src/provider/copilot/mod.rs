@@ -8,102 +8,33 @@
 //! and `assistant.turn_end` wrap each model round, not each user turn: the turn ends at the
 //! `turn_end` of a round whose `assistant.message` asked for no tool. `session.idle`, the
 //! SDK's own end signal, is never saved.
+//!
+//! 1.0.7x files (shared/docs/transcript-formats.md, Part E.3) add three shapes. Hook
+//! records (`hook.start`/`hook.end`) are written before the prompt they belong to: they
+//! are no prompt and no activity. A `task` call in `mode:"background"` runs a subagent
+//! that the main agent does not wait for: from `subagent.started` to `subagent.completed`
+//! or `subagent.failed` it is background work of the main session. And once such a
+//! subagent reports, a `system.notification` makes the idle main agent go on in the same
+//! `interactionId`: a turn nobody typed, keyed by the notification's `id`.
 
+use super::background::Background;
 use super::{
     Evidence, Initiator, Malformed, Obs, ObsKind, Origin, Projector, content_hash, file_stem,
     parse_line,
 };
 use crate::clock::parse_rfc3339;
 use crate::model::clip_message;
-use serde::de::IgnoredAny;
 use serde::{Deserialize, Serialize};
-use std::borrow::Cow;
 use std::collections::BTreeMap;
 use std::path::Path;
 
-#[derive(Deserialize)]
-pub(crate) struct Rec<'a> {
-    #[serde(rename = "type", borrow)]
-    pub(crate) ty: Option<Cow<'a, str>>,
-    #[serde(borrow)]
-    pub(crate) id: Option<Cow<'a, str>>,
-    /// Read by `check` only: the link that chains events.
-    #[serde(rename = "parentId", borrow)]
-    pub(crate) parent: Option<Cow<'a, str>>,
-    #[serde(borrow)]
-    timestamp: Option<Cow<'a, str>>,
-    #[serde(rename = "agentId", borrow)]
-    pub(crate) agent_id: Option<Cow<'a, str>>,
-    #[serde(borrow)]
-    pub(crate) data: Option<Data<'a>>,
-}
+mod records;
 
-#[derive(Deserialize, Default)]
-pub(crate) struct Data<'a> {
-    #[serde(borrow)]
-    content: Option<Cow<'a, str>>,
-    #[serde(rename = "toolRequests", borrow)]
-    pub(crate) tool_requests: Option<Vec<ToolRequest<'a>>>,
-    #[serde(rename = "toolCallId", borrow)]
-    pub(crate) tool_call_id: Option<Cow<'a, str>>,
-    #[serde(rename = "parentToolCallId", borrow)]
-    parent_tool_call_id: Option<Cow<'a, str>>,
-    #[serde(rename = "interactionId", borrow)]
-    interaction_id: Option<Cow<'a, str>>,
-    #[serde(borrow)]
-    pub(crate) delivery: Option<Cow<'a, str>>,
-    /// Read by `check` only: the model response an `assistant.message` belongs to.
-    #[serde(rename = "messageId", borrow)]
-    pub(crate) message_id: Option<Cow<'a, str>>,
-    #[serde(borrow)]
-    source: Option<Cow<'a, str>>,
-    #[serde(rename = "errorType", borrow)]
-    error_type: Option<Cow<'a, str>>,
-    #[serde(rename = "statusCode")]
-    status_code: Option<i64>,
-    #[serde(borrow)]
-    message: Option<Cow<'a, str>>,
-    #[serde(borrow)]
-    reason: Option<Cow<'a, str>>,
-    #[serde(borrow)]
-    summary: Option<Cow<'a, str>>,
-    #[serde(borrow)]
-    error: Option<ErrorText<'a>>,
-    #[serde(rename = "requestId", borrow)]
-    request_id: Option<Cow<'a, str>>,
-    #[serde(borrow)]
-    question: Option<Cow<'a, str>>,
-    #[serde(rename = "permissionRequest", borrow)]
-    permission: Option<Permission<'a>>,
-    #[serde(rename = "preCompactionTokens")]
-    pre_compaction_tokens: Option<u64>,
-}
+pub(crate) use records::{Data, Rec, is_prompt};
+use records::{ErrorText, task_id};
 
-#[derive(Deserialize)]
-pub(crate) struct ToolRequest<'a> {
-    #[serde(rename = "toolCallId", borrow)]
-    pub(crate) tool_call_id: Option<Cow<'a, str>>,
-}
-
-#[derive(Deserialize)]
-struct Permission<'a> {
-    #[serde(borrow)]
-    kind: Option<Cow<'a, str>>,
-    #[serde(borrow)]
-    intention: Option<Cow<'a, str>>,
-    #[serde(rename = "fullCommandText", borrow)]
-    command: Option<Cow<'a, str>>,
-}
-
-/// `error` is a string on `subagent.failed` and `{message, code}` on tool results.
-#[derive(Deserialize)]
-#[serde(untagged)]
-enum ErrorText<'a> {
-    Text(#[serde(borrow)] Cow<'a, str>),
-    Other(IgnoredAny),
-}
-
-/// How many subagent tool calls a file remembers (their agent ids, for failures).
+/// How many subagent tool calls a file remembers (their agent ids, for failures; the
+/// background ones, until they finish).
 const SUBAGENTS_KEPT: usize = 64;
 
 /// Saved whole: every field is per-file context.
@@ -119,6 +50,19 @@ pub struct CopilotProjector {
     /// Subagents whose turn has begun (their first record was seen).
     started: Vec<String>,
     ordinal: u64,
+    /// Whether the main agent is in a round of its turn (false once a round ends with no
+    /// tool request, or the turn failed or was aborted): records that are no prompt
+    /// count as its activity only then, so they never reopen a finished turn.
+    #[serde(default)]
+    active: bool,
+    /// `task` calls made in `mode:"background"`, by tool call id, until their subagent
+    /// finishes.
+    #[serde(default)]
+    background: Vec<String>,
+    /// A `system.notification` that reached the idle main agent: the next round of the
+    /// main agent is the turn it started, keyed by the notification's id.
+    #[serde(default)]
+    notified: Option<String>,
 }
 
 impl CopilotProjector {
@@ -139,17 +83,20 @@ impl CopilotProjector {
             subagents: BTreeMap::new(),
             started: Vec::new(),
             ordinal: 0,
+            active: false,
+            background: Vec::new(),
+            notified: None,
         }
     }
 
     fn user(&mut self, d: &Data<'_>, scope: &str, kinds: &mut Vec<ObsKind>) {
-        let steering = d.delivery.as_deref() == Some("steering")
-            || d.source.as_deref() == Some("system")
-            || !scope.is_empty();
+        let not_prompt = !is_prompt(d) || !scope.is_empty();
         let same = d.interaction_id.is_some()
             && d.interaction_id.as_deref() == self.interaction.as_deref();
-        if steering || same {
-            kinds.push(ObsKind::Work);
+        if not_prompt || same {
+            if self.active || !scope.is_empty() {
+                kinds.push(ObsKind::Work);
+            }
             return;
         }
         self.ordinal += 1;
@@ -159,6 +106,8 @@ impl CopilotProjector {
             .map_or_else(|| format!("#{}", self.ordinal), str::to_owned);
         self.interaction = d.interaction_id.as_deref().map(str::to_owned);
         self.final_round.clear();
+        self.active = true;
+        self.notified = None;
         kinds.push(ObsKind::TurnStart {
             turn,
             initiator: Initiator::Human,
@@ -166,7 +115,36 @@ impl CopilotProjector {
         });
     }
 
+    /// A main-agent record of a model round: if the agent was idle and a notification
+    /// reached it, this round is the turn the notification started.
+    fn round(&mut self, scope: &str, kinds: &mut Vec<ObsKind>) {
+        if !scope.is_empty() {
+            return;
+        }
+        if !self.active
+            && let Some(turn) = self.notified.take()
+        {
+            self.final_round.clear();
+            kinds.push(ObsKind::TurnStart {
+                turn,
+                initiator: Initiator::System,
+                origin: Some(Origin::TaskNotification),
+            });
+        }
+        self.active = true;
+    }
+
     fn assistant(&mut self, d: &Data<'_>, scope: &str, kinds: &mut Vec<ObsKind>) {
+        for t in d.tool_requests.iter().flatten() {
+            if t.name.as_deref() == Some("task")
+                && t.arguments.0
+                && let Some(call) = t.tool_call_id.as_deref().filter(|c| task_id(c))
+                && self.background.len() < SUBAGENTS_KEPT
+                && !self.background.iter().any(|c| c == call)
+            {
+                self.background.push(call.to_owned());
+            }
+        }
         let calls: Vec<String> = d
             .tool_requests
             .iter()
@@ -189,32 +167,61 @@ impl CopilotProjector {
         }
     }
 
-    fn event(&mut self, ty: &str, d: &Data<'_>, scope: &str, kinds: &mut Vec<ObsKind>) {
+    fn event(&mut self, ty: &str, key: &str, d: &Data<'_>, scope: &str, kinds: &mut Vec<ObsKind>) {
         match ty {
             "user.message" => self.user(d, scope, kinds),
-            "assistant.message" => self.assistant(d, scope, kinds),
+            "assistant.turn_start"
+            | "assistant.reasoning"
+            | "tool.execution_start"
+            | "session.compaction_start" => {
+                self.round(scope, kinds);
+                kinds.push(ObsKind::Work);
+            }
+            "assistant.message" => {
+                self.round(scope, kinds);
+                self.assistant(d, scope, kinds);
+            }
             "assistant.turn_end" if self.final_round.remove(scope) == Some(true) => {
+                if scope.is_empty() {
+                    self.active = false;
+                }
                 kinds.push(ObsKind::Confirm(Evidence::TurnEnd));
             }
             // A round that asked for tools: the turn goes on.
             "assistant.turn_end" => {}
-            "assistant.turn_start"
-            | "assistant.reasoning"
-            | "tool.execution_start"
-            | "session.compaction_start"
-            | "subagent.started"
-            | "hook.start"
-            | "hook.end" => kinds.push(ObsKind::Work),
-            "tool.execution_complete" => kinds.push(ObsKind::ToolResult {
-                id: d.tool_call_id.as_deref().unwrap_or_default().to_owned(),
-            }),
+            // The subagent works on its own records; the main agent may be idle.
+            "subagent.started" => {
+                if let Some(call) = self.background_call(d) {
+                    kinds.push(ObsKind::Background(Background::Started(call)));
+                }
+            }
+            // Idle, or in a round that already answered with no tool request (its
+            // `turn_end` may come after the notification): the next round is its turn.
+            "system.notification"
+                if scope.is_empty()
+                    && (!self.active || self.final_round.get("") == Some(&true)) =>
+            {
+                self.notified = Some(key.to_owned());
+            }
+            // A result that reaches the idle main agent (a background task's) is no
+            // round of its own: what follows it decides.
+            "tool.execution_complete" if scope.is_empty() && !self.active => {}
+            "tool.execution_complete" => {
+                kinds.push(ObsKind::ToolResult {
+                    id: d.tool_call_id.as_deref().unwrap_or_default().to_owned(),
+                });
+            }
             // Autopilot mode ends a task with a `task_complete` tool call and this event.
-            "session.task_complete" => kinds.push(ObsKind::Completed {
-                turn: None,
-                message: d.summary.as_deref().and_then(clip_message),
-                evidence: Evidence::TaskComplete,
-            }),
+            "session.task_complete" => {
+                self.idle(scope);
+                kinds.push(ObsKind::Completed {
+                    turn: None,
+                    message: d.summary.as_deref().and_then(clip_message),
+                    evidence: Evidence::TaskComplete,
+                });
+            }
             "session.error" => {
+                self.idle(scope);
                 let text = d.message.as_deref().unwrap_or_default();
                 let kind = d.error_type.as_deref().unwrap_or("error");
                 let reason = match d.status_code {
@@ -228,11 +235,14 @@ impl CopilotProjector {
                     resets_at: super::content::reset_hint(text),
                 });
             }
-            "abort" => kinds.push(ObsKind::Interrupted {
-                turn: None,
-                reason: d.reason.as_deref().unwrap_or("abort").to_owned(),
-                message: None,
-            }),
+            "abort" => {
+                self.idle(scope);
+                kinds.push(ObsKind::Interrupted {
+                    turn: None,
+                    reason: d.reason.as_deref().unwrap_or("abort").to_owned(),
+                    message: None,
+                });
+            }
             "session.compaction_complete" => kinds.push(ObsKind::Compacted {
                 pre_tokens: d.pre_compaction_tokens,
             }),
@@ -256,14 +266,31 @@ impl CopilotProjector {
                     message: text.and_then(clip_message),
                 });
             }
+            // The wait is over (by a person or by a rule): the same call, answered.
             "permission.completed" | "user_input.completed" | "elicitation.completed" => {
                 kinds.push(ObsKind::ToolResult {
                     id: d.request_id.as_deref().unwrap_or_default().to_owned(),
                 });
             }
-            // New event types arrive often; the unknown ones change nothing.
+            // Hooks run around prompts and tools (`userPromptSubmitted` is written before
+            // its prompt), and new event types arrive often: none of them changes a turn.
             _ => {}
         }
+    }
+
+    fn idle(&mut self, scope: &str) {
+        if scope.is_empty() {
+            self.active = false;
+        }
+    }
+
+    /// The tool call id of a background `task` whose subagent this record is about.
+    fn background_call(&self, d: &Data<'_>) -> Option<String> {
+        let call = d.tool_call_id.as_deref()?;
+        self.background
+            .iter()
+            .any(|c| c == call)
+            .then(|| call.to_owned())
     }
 }
 
@@ -308,7 +335,7 @@ impl Projector for CopilotProjector {
             });
         }
         if let Some(ty) = rec.ty.as_deref() {
-            self.event(ty, d, &scope, &mut kinds);
+            self.event(ty, &key, d, &scope, &mut kinds);
         }
         let mut extra = None;
         if rec.ty.as_deref() == Some("subagent.failed")
@@ -339,11 +366,24 @@ impl Projector for CopilotProjector {
         {
             self.subagents.remove(call);
         }
+        if matches!(
+            rec.ty.as_deref(),
+            Some("subagent.completed" | "subagent.failed")
+        ) && let Some(call) = self.background_call(d)
+        {
+            self.background.retain(|c| *c != call);
+            kinds.push(ObsKind::Background(Background::Finished(call)));
+        }
         let agent = (!scope.is_empty()).then_some(scope);
         for kind in kinds {
+            // Background work is the main agent's: its completions carry the count.
+            let agent = match kind {
+                ObsKind::Background(_) => None,
+                _ => agent.clone(),
+            };
             out.push(Obs {
                 session: self.session.clone(),
-                agent: agent.clone(),
+                agent,
                 record_ts,
                 key: key.clone(),
                 kind,
@@ -385,5 +425,71 @@ mod tests {
         assert_eq!(p.session, "u-1");
         let p = CopilotProjector::new(Path::new("/h/.copilot/session-state/u-2.jsonl"));
         assert_eq!(p.session, "u-2");
+    }
+
+    #[test]
+    fn a_notification_between_the_answer_and_its_turn_end_still_starts_the_next_turn() {
+        let mut p = CopilotProjector::new(Path::new("/s/u/events.jsonl"));
+        let mut out = Vec::new();
+        for l in [
+            r#"{"type":"user.message","id":"u","data":{"content":"go","interactionId":"i-1"}}"#,
+            r#"{"type":"assistant.turn_start","id":"t0","data":{"turnId":"0"}}"#,
+            r#"{"type":"assistant.message","id":"m","data":{"content":"Waiting.","toolRequests":[]}}"#,
+            r#"{"type":"system.notification","id":"n","data":{"content":"Agent finished."}}"#,
+            r#"{"type":"assistant.turn_end","id":"e0","data":{"turnId":"0"}}"#,
+            r#"{"type":"assistant.turn_start","id":"t1","data":{"turnId":"1"}}"#,
+        ] {
+            p.project(l.as_bytes(), &mut out).unwrap();
+        }
+        let starts: Vec<_> = out
+            .iter()
+            .filter_map(|o| match &o.kind {
+                ObsKind::TurnStart { turn, origin, .. } => Some((turn.as_str(), *origin)),
+                _ => None,
+            })
+            .collect();
+        assert_eq!(
+            starts,
+            [
+                ("i-1", Some(Origin::Human)),
+                ("n", Some(Origin::TaskNotification))
+            ]
+        );
+    }
+
+    #[test]
+    fn only_a_background_task_is_background_work() {
+        let mut p = CopilotProjector::new(Path::new("/s/u/events.jsonl"));
+        let mut out = Vec::new();
+        for l in [
+            r#"{"type":"assistant.message","id":"a","data":{"content":"","toolRequests":[
+                {"toolCallId":"bg","name":"task","arguments":{"prompt":"x","mode":"background"}},
+                {"toolCallId":"sync","name":"task","arguments":{"prompt":"y","mode":"sync"}},
+                {"toolCallId":"odd","name":"task","arguments":"mode background"},
+                {"toolCallId":"num","name":"task","arguments":{"mode":3,"list":[{"a":1}]}},
+                {"toolCallId":"other","name":"bash","arguments":{"mode":"background"}}]}}"#,
+            r#"{"type":"subagent.started","id":"s1","data":{"toolCallId":"sync"}}"#,
+            r#"{"type":"subagent.started","id":"s2","data":{"toolCallId":"odd"}}"#,
+            r#"{"type":"subagent.started","id":"s3","data":{"toolCallId":"num"}}"#,
+            r#"{"type":"subagent.started","id":"s4","data":{"toolCallId":"bg"}}"#,
+            r#"{"type":"subagent.completed","id":"s5","data":{"toolCallId":"sync"}}"#,
+            r#"{"type":"subagent.completed","id":"s6","data":{"toolCallId":"bg"}}"#,
+        ] {
+            p.project(l.as_bytes(), &mut out).unwrap();
+        }
+        let bg: Vec<_> = out
+            .iter()
+            .filter_map(|o| match &o.kind {
+                ObsKind::Background(b) => Some((o.key.as_str(), b.clone())),
+                _ => None,
+            })
+            .collect();
+        assert_eq!(
+            bg,
+            [
+                ("s4", Background::Started("bg".into())),
+                ("s6", Background::Finished("bg".into()))
+            ]
+        );
     }
 }
