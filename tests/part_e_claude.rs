@@ -151,6 +151,8 @@ fn an_unanswered_question_ends_its_wait_and_an_auto_mode_denial_is_no_wait() {
         [
             "turn_started turn=b4a5c6d7-e8f9-4a01-8b12-c3d4e5f60101 line=1 origin=human initiator=human",
             "needs_input turn=b4a5c6d7-e8f9-4a01-8b12-c3d4e5f60101 line=2 origin=human reason=AskUserQuestion",
+            // The timeout's tool result ends the wait.
+            "needs_input_resolved turn=b4a5c6d7-e8f9-4a01-8b12-c3d4e5f60101 line=3 origin=human",
             "turn_completed turn=b4a5c6d7-e8f9-4a01-8b12-c3d4e5f60101 line=6 origin=human evidence=stop_reason",
         ]
     );

@@ -168,7 +168,9 @@ fn copilot_permission_wait_ends_when_it_is_resolved() {
         [
             "turn_started - i-1 2 initiator=human origin=human",
             "needs_input - i-1 5 origin=human reason=permission:read",
+            "needs_input_resolved - i-1 6 origin=human",
             "needs_input - i-1 12 origin=human reason=permission:shell",
+            "needs_input_resolved - i-1 13 origin=human",
             "turn_completed - i-1 18 origin=human evidence=turn_end",
         ]
     );
@@ -248,4 +250,41 @@ fn omp_subagent_turn_ends_at_its_terminal_yield() {
         evs[1].message.as_deref(),
         Some("The lexer drops the last token when the input has no trailing newline.")
     );
+}
+
+/// Oh My Pi's own folder is a default root: `scan` with no path finds its sessions there
+/// and reads them as Pi's.
+#[test]
+fn oh_my_pi_sessions_are_found_under_the_default_roots() {
+    let home = tempfile::tempdir().unwrap();
+    let dir = home
+        .path()
+        .join(".omp/agent/sessions/--home-me-src-my-web-app--");
+    std::fs::create_dir_all(&dir).unwrap();
+    let fixture = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/fixtures/part-e/synthetic-omp-session.jsonl");
+    std::fs::copy(&fixture, dir.join("2026-11-20T09-00-00-000Z_omp.jsonl")).unwrap();
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_baton"))
+        .args(["scan", "--json"])
+        .env("HOME", home.path())
+        .env_remove("CLAUDE_CONFIG_DIR")
+        .env_remove("CODEX_HOME")
+        .env_remove("COPILOT_HOME")
+        .env_remove("PI_CODING_AGENT_SESSION_DIR")
+        .env_remove("PI_CODING_AGENT_DIR")
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let stdout = String::from_utf8(out.stdout).unwrap();
+    let rows: Vec<serde_json::Value> = stdout
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(rows.len(), 1, "{stdout}");
+    assert_eq!(rows[0]["provider"], "pi", "{stdout}");
+    assert_eq!(rows[0]["state"], "completed", "{stdout}");
 }

@@ -216,3 +216,73 @@ fn systemd_hears_ready_status_and_stopping() {
         }
     }
 }
+
+/// `needs_input_grace` in a running daemon: a question answered at once (as a rule
+/// approves a tool) never runs the exec hook, though the stream has both events; one
+/// left unanswered runs it once its grace is over.
+#[test]
+fn a_question_answered_at_once_pages_nothing_and_an_open_one_pages() {
+    let d = Daemon::tree();
+    let out = d.dir.path().join("hook.out");
+    let script = d.dir.path().join("hook.sh");
+    std::fs::write(&script, "#!/bin/sh\necho \"$BATON_EVENT\" >> \"$1\"\n").unwrap();
+    std::fs::set_permissions(&script, std::fs::Permissions::from_mode(0o755)).unwrap();
+    write_config(
+        &d,
+        &format!(
+            "needs_input_grace = \"1500ms\"\non_event = [\"{}\", \"{}\"]\n",
+            script.display(),
+            out.display()
+        ),
+    );
+    let mut d = d.start(&[]);
+    let c = Claude::new();
+    let path = c.path_in(&d.claude());
+    let record = |v: serde_json::Value| format!("{v}\n");
+    let ask = |tool: &str| {
+        record(serde_json::json!({
+            "type": "assistant", "uuid": common::uuid(), "sessionId": c.session,
+            "timestamp": common::ts_now(),
+            "message": {"role": "assistant", "model": "claude-test", "stop_reason": "tool_use",
+                "content": [{"type": "tool_use", "id": tool, "name": "AskUserQuestion",
+                    "input": {"questions": [{"question": format!("Pick {tool}?")}]}}]}
+        }))
+    };
+    let answer = |tool: &str| {
+        record(serde_json::json!({
+            "type": "user", "uuid": common::uuid(), "sessionId": c.session,
+            "timestamp": common::ts_now(),
+            "message": {"role": "user", "content": [{"type": "tool_result",
+                "tool_use_id": tool, "content": "A"}]}
+        }))
+    };
+    let (prompt, turn) = c.prompt("go");
+    // Asked and answered in one write: well inside the grace.
+    append(&path, (prompt + &ask("q1") + &answer("q1")).as_bytes());
+    d.wait_for(
+        "the answer",
+        common::is("needs_input_resolved", turn.clone()),
+    );
+    // Asked, and nobody answers.
+    append(&path, ask("q2").as_bytes());
+    let start = Instant::now();
+    loop {
+        let text = std::fs::read_to_string(&out).unwrap_or_default();
+        if text.lines().count() >= 1 {
+            assert_eq!(text, "needs_input\n", "only the open question paged");
+            break;
+        }
+        assert!(start.elapsed() < DEADLINE, "the open question never paged");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    // Nothing more runs it: the answered question stays silent.
+    std::thread::sleep(Duration::from_millis(2000));
+    let text = std::fs::read_to_string(&out).unwrap();
+    let events = d.stop();
+    let asked = events
+        .iter()
+        .filter(|e| e["event"] == "needs_input" && e["turn"] == turn.as_str())
+        .count();
+    assert_eq!(asked, 2, "the stream has both questions");
+    assert_eq!(text, "needs_input\n", "{text}");
+}

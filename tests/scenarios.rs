@@ -47,8 +47,6 @@ fn field(e: &Event, key: &str, all: &[Event]) -> Option<String> {
         "origin" => e.origin.map(str::to_owned),
         "background_tasks" => e.background_tasks.map(|n| n.to_string()),
         "pre_tokens" => e.pre_tokens.map(|t| t.to_string()),
-        "origin" => e.origin.map(str::to_owned),
-        "background_tasks" => e.background_tasks.map(|n| n.to_string()),
         other => panic!("unknown expectation key `{other}`"),
     }
 }

@@ -38,7 +38,8 @@ fn env_dir(var: &str) -> Option<PathBuf> {
 /// `$CODEX_HOME/sessions` or `~/.codex/sessions`, `~/.cursor/projects` (only its
 /// `agent-transcripts` folders are read), `$COPILOT_HOME/session-state` or
 /// `~/.copilot/session-state`, and `$PI_CODING_AGENT_SESSION_DIR`,
-/// `$PI_CODING_AGENT_DIR/sessions` or `~/.pi/agent/sessions`. A root that does not exist
+/// `$PI_CODING_AGENT_DIR/sessions` or `~/.pi/agent/sessions`, and Oh My Pi's
+/// `~/.omp/agent/sessions`. A root that does not exist
 /// is looked for again on every sweep.
 pub fn default_roots() -> Vec<Root> {
     let mut roots = Vec::new();
@@ -72,6 +73,13 @@ pub fn default_roots() -> Vec<Root> {
     if let Some(path) = pi {
         roots.push(Root {
             path,
+            provider: Some(ProviderKind::Pi),
+        });
+    }
+    // Oh My Pi, the Pi fork (read as Pi): its own folder, `omp`'s default.
+    if let Some(h) = home() {
+        roots.push(Root {
+            path: h.join(".omp").join("agent").join("sessions"),
             provider: Some(ProviderKind::Pi),
         });
     }
@@ -391,8 +399,9 @@ impl Config {
             o,
             "# Watch ~/.claude/projects and ~/.codex/sessions (or $CLAUDE_CONFIG_DIR/projects,\n\
              # $CODEX_HOME/sessions), ~/.cursor/projects, ~/.copilot/session-state\n\
-             # ($COPILOT_HOME) and ~/.pi/agent/sessions ($PI_CODING_AGENT_SESSION_DIR,\n\
-             # $PI_CODING_AGENT_DIR) when they exist.\ndefault_roots = {}",
+             # ($COPILOT_HOME), ~/.pi/agent/sessions ($PI_CODING_AGENT_SESSION_DIR,\n\
+             # $PI_CODING_AGENT_DIR) and ~/.omp/agent/sessions when they exist.\n\
+             default_roots = {}",
             self.default_roots
         );
         let watch: Vec<String> = self

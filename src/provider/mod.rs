@@ -386,7 +386,7 @@ pub fn detect(path: &Path, first_line: &[u8]) -> Option<ProviderKind> {
     if s.contains("/.copilot/session-state/") {
         return Some(ProviderKind::Copilot);
     }
-    if s.contains("/.pi/agent/sessions/") {
+    if s.contains("/.pi/agent/sessions/") || s.contains("/.omp/agent/sessions/") {
         return Some(ProviderKind::Pi);
     }
     sniff(first_line)
