@@ -13,7 +13,7 @@ use std::path::Path;
 fn connect(socket: Option<&Path>) -> Result<UnixStream, Error> {
     let Some(path) = socket else {
         return Err(Error::NotRunning {
-            socket: "(no runtime, state or home directory)".into(),
+            socket: "(no socket path: XDG_RUNTIME_DIR, XDG_STATE_HOME and HOME are unset or not absolute)".into(),
             source: io::Error::from(io::ErrorKind::NotFound),
         });
     };

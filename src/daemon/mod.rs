@@ -228,10 +228,12 @@ impl Settings {
         let desktop = (config.desktop.enabled && !args.no_desktop).then_some(config.desktop.sink);
         let state_dir = args
             .state_dir
-            .or_else(crate::state::default_dir)
+            .or_else(crate::config::default_state_dir)
             .ok_or_else(|| {
                 Error::Usage(
-                    "no state directory: set --state-dir, XDG_STATE_HOME or HOME".to_owned(),
+                    "no state directory: set --state-dir, or XDG_STATE_HOME or HOME to an \
+                     absolute path (relative ones are ignored)"
+                        .to_owned(),
                 )
             })?;
         let state_dir = std::path::absolute(&state_dir)
