@@ -191,6 +191,15 @@ pub fn tail(
         let Ok(v) = serde_json::from_str::<Value>(&line) else {
             continue;
         };
+        if let Some(n) = v["notice"].as_str()
+            && v["refused"] == true
+        {
+            let why = one_line(n.trim_start_matches("refused: "), 200);
+            return Err(Error::Refused(format!(
+                "the daemon refused to add this client: {why}; that many `baton tail` clients \
+                 follow it already (`max_followers` in its config); try again later"
+            )));
+        }
         if let Some(n) = v["notice"].as_str() {
             return Err(Error::Output(io::Error::other(format!(
                 "the daemon {n}; run `baton tail` again"

@@ -133,6 +133,8 @@ pub struct Config {
     /// How long a working session stays quiet before its writer is looked for.
     pub liveness_after_ms: u64,
     pub max_line_bytes: usize,
+    /// `baton tail` clients the daemon serves at once.
+    pub max_followers: usize,
     pub desktop: Desktop,
     pub on_event: Option<ExecConfig>,
     /// One sink per `[[webhook]]` (each with its own filter).
@@ -155,6 +157,7 @@ impl Default for Config {
             hold_background_ms: ms_of(crate::sink::hold::DEFAULT_HOLD_BACKGROUND),
             liveness_after_ms: DEFAULT_LIVENESS_AFTER_MS,
             max_line_bytes: DEFAULT_MAX_LINE_BYTES,
+            max_followers: crate::socket::DEFAULT_MAX_FOLLOWERS,
             desktop: Desktop {
                 enabled: true,
                 sink: DesktopConfig::default(),
@@ -306,6 +309,12 @@ impl Config {
                 return Err(("max_line_bytes".to_owned(), "must be positive".to_owned()));
             }
             c.max_line_bytes = n;
+        }
+        if let Some(n) = raw.max_followers {
+            if n == 0 {
+                return Err(("max_followers".to_owned(), "must be at least 1".to_owned()));
+            }
+            c.max_followers = n;
         }
         if let Some(d) = raw.desktop {
             if let Some(b) = d.enabled {
@@ -466,8 +475,14 @@ impl Config {
         let _ = writeln!(
             o,
             "# Longest transcript line parsed, in bytes; longer ones are skipped as anomalies.\n\
-             max_line_bytes = {}\n",
+             max_line_bytes = {}",
             self.max_line_bytes
+        );
+        let _ = writeln!(
+            o,
+            "# `baton tail` clients served at once; more are refused (`status` always answers).\n\
+             max_followers = {}\n",
+            self.max_followers
         );
         let d = &self.desktop;
         let _ = writeln!(
