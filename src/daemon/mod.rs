@@ -26,6 +26,7 @@ pub mod liveness;
 mod persist;
 mod service;
 mod sink;
+mod stage;
 mod tracked;
 
 use crate::clock::parse_duration_ms;
@@ -34,11 +35,12 @@ use crate::error::Error;
 use crate::shutdown::Shutdown;
 use crate::sink::desktop::DesktopConfig;
 use crate::sink::exec::ExecConfig;
+use crate::sink::jsonl::{EventFile, LineOut, Lines};
 use crate::sink::webhook::WebhookConfig;
 use crate::watch::{self, Root, WatcherMode, poll};
 use clap::Args;
 use std::future::Future;
-use std::io::{self, Write};
+use std::io;
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
@@ -310,18 +312,17 @@ fn shutdown_signal() -> impl Future<Output = ()> {
     }
 }
 
-fn open_events(events: Option<&PathBuf>) -> Result<Box<dyn Write + Send>, Error> {
+fn open_events(events: Option<&PathBuf>) -> Result<Box<dyn LineOut>, Error> {
     match events {
-        None => Ok(Box::new(io::BufWriter::new(io::stdout()))),
+        None => Ok(Box::new(Lines::new(
+            io::BufWriter::new(io::stdout()),
+            "stdout",
+        ))),
         Some(path) => {
-            let f = std::fs::OpenOptions::new()
-                .create(true)
-                .append(true)
-                .open(path)
-                .map_err(|e| {
-                    Error::Usage(format!("cannot open --events {}: {e}", path.display()))
-                })?;
-            Ok(Box::new(io::BufWriter::new(f)))
+            let f = EventFile::open(path).map_err(|e| {
+                Error::Usage(format!("cannot open --events {}: {e}", path.display()))
+            })?;
+            Ok(Box::new(f))
         }
     }
 }
@@ -426,12 +427,16 @@ pub async fn run(settings: Settings, shutdown: impl Future<Output = ()>) -> Resu
         poll_rx,
     ));
     let notifier = tokio::spawn(service::run(ready_rx, counts_rx, watchdog, heartbeat));
+    let writer = sink::Writer {
+        health: hub.stream_health(),
+        shutdown: token.clone(),
+    };
     let fan = sink::Fanout {
         sinks,
         hub: Some(hub),
         ready: Some(ready_tx),
     };
-    let mut sink = tokio::spawn(sink::run(event_rx, out, persist, replay, fan));
+    let mut sink = tokio::spawn(sink::run(event_rx, out, persist, replay, fan, writer));
     tokio::pin!(shutdown);
     let sink_result = tokio::select! {
         () = &mut shutdown => {

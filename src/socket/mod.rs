@@ -2,7 +2,9 @@
 //!
 //! Protocol: the client sends one JSON request line; the daemon answers with JSON lines.
 //!
-//! - `{"cmd":"status"}` → one object per session, then `{"end":true,"sessions":N}`.
+//! - `{"cmd":"status"}` → one object per session, then `{"end":true,"sessions":N}`; while
+//!   the event stream cannot be written, the end line also has
+//!   `"stream":{"state":"blocked",…}`.
 //! - `{"cmd":"tail","since_ms":N}` → the events of the last N ms still in the ring
 //!   buffer, then live events until either side closes. A client whose queue fills
 //!   (it reads too slowly) gets `{"notice":"dropped: …"}` if it can still take it, and is
@@ -20,6 +22,7 @@ pub use server::{Options, Server};
 use crate::clock::{format_rfc3339, wall_now};
 use crate::model::{Event, EventKind};
 use crate::reduce::SessionView;
+use crate::sink::jsonl::StreamHealth;
 use crossbeam_channel::{Receiver, Sender, TrySendError};
 use serde::Serialize;
 use std::collections::VecDeque;
@@ -56,6 +59,8 @@ pub struct Hub {
     /// Every session's view, kept up to date off the core thread (for `status`).
     views: crate::views::Client,
     queue: usize,
+    /// Whether the event stream is being written (for `status`).
+    stream: Arc<StreamHealth>,
 }
 
 impl Hub {
@@ -64,7 +69,13 @@ impl Hub {
             inner: Mutex::new(Inner::default()),
             views,
             queue: queue.max(1),
+            stream: Arc::default(),
         })
+    }
+
+    /// Where the event writer says whether it is blocked.
+    pub fn stream_health(&self) -> Arc<StreamHealth> {
+        Arc::clone(&self.stream)
     }
 
     fn lock(&self) -> MutexGuard<'_, Inner> {
@@ -181,7 +192,10 @@ fn status_line(v: &SessionView) -> String {
     serde_json::to_string(&row).unwrap_or_default()
 }
 
-/// The line that ends a `status` answer.
-fn end_line(sessions: usize) -> String {
-    format!("{{\"end\":true,\"sessions\":{sessions}}}")
+/// The line that ends a `status` answer; it says so when the event stream is blocked.
+fn end_line(sessions: usize, stream: Option<&crate::sink::jsonl::Blocked>) -> String {
+    match stream {
+        None => format!("{{\"end\":true,\"sessions\":{sessions}}}"),
+        Some(b) => serde_json::json!({"end": true, "sessions": sessions, "stream": b}).to_string(),
+    }
 }
