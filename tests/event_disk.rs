@@ -322,3 +322,85 @@ fn a_file_baton_may_not_write_warns_and_is_written_once_it_may() {
         ]
     );
 }
+
+/// Turns while the event disk is full, then the daemon stopped (`kill`: SIGKILL, else
+/// SIGTERM), the space freed and the daemon started again: every turn is in the file
+/// once, or again only with `replay: true`, and no line is torn.
+fn stopped_while_full_then_restarted(kill: bool, name: &str) {
+    let mut d = Daemon::tree();
+    let Some(fs) = Tmpfs::mount_or_skip(&d.dir.path().join("evfs"), "1m", name) else {
+        return;
+    };
+    d.events = fs.path().join("events.jsonl");
+    let mut d = d.start(&["--no-desktop"]);
+    let filler = Filler::start(fs.path().join("filler"));
+    filler.wait_full();
+    let dir = d.claude().join("-home-me-src-proj");
+    std::fs::create_dir_all(&dir).unwrap();
+    let mut turns = Vec::new();
+    let start = Instant::now();
+    // Turns until some are held (the file's last page may take a few), then ten more.
+    let mut after_block = 0;
+    while after_block < 10 {
+        assert!(start.elapsed() < DEADLINE, "the stream never blocked");
+        let c = Claude::new();
+        let (bytes, turn) = c.turn("task", "done");
+        append(&c.path_in(&dir), bytes.as_bytes());
+        turns.push(turn);
+        std::thread::sleep(Duration::from_millis(50));
+        if d.log_text().contains("Cannot write the event stream") {
+            after_block += 1;
+        }
+    }
+    // Every turn reached the daemon's journal before it stops.
+    std::thread::sleep(Duration::from_millis(500));
+    if kill {
+        d.kill();
+    } else {
+        d.terminate();
+    }
+    filler.free();
+    d.restart(&["--no-desktop"]);
+    for t in &turns {
+        d.wait_for(
+            "every turn, after the restart",
+            is("turn_completed", t.clone()),
+        );
+    }
+    let (good, torn) = file_lines(&d.events);
+    assert!(torn.is_empty(), "torn lines: {torn:?}");
+    for t in &turns {
+        let copies: Vec<&Value> = good
+            .iter()
+            .filter(|e| e["event"] == "turn_completed" && e["turn"] == t.as_str())
+            .collect();
+        let plain = copies.iter().filter(|e| e["replay"] != true).count();
+        assert!(
+            plain <= 1,
+            "turn {t} delivered twice without replay: {copies:?}"
+        );
+    }
+    println!(
+        "FIGURE {name}: {} turns, all in the file after the restart; {} lines, {} flagged replay",
+        turns.len(),
+        good.len(),
+        good.iter().filter(|e| e["replay"] == true).count()
+    );
+    d.stop();
+}
+
+#[test]
+fn a_sigterm_while_the_event_disk_is_full_loses_nothing_across_the_restart() {
+    stopped_while_full_then_restarted(
+        false,
+        "a_sigterm_while_the_event_disk_is_full_loses_nothing_across_the_restart",
+    );
+}
+
+#[test]
+fn a_sigkill_while_the_event_disk_is_full_loses_nothing_across_the_restart() {
+    stopped_while_full_then_restarted(
+        true,
+        "a_sigkill_while_the_event_disk_is_full_loses_nothing_across_the_restart",
+    );
+}

@@ -471,8 +471,11 @@ mod tests {
             removed: vec!["/b".to_owned()],
             decided: vec![decision("2")],
         });
-        let mut files: Vec<(&str, u64)> =
-            d.files.iter().map(|c| (c.path.as_str(), c.offset)).collect();
+        let mut files: Vec<(&str, u64)> = d
+            .files
+            .iter()
+            .map(|c| (c.path.as_str(), c.offset))
+            .collect();
         files.sort_unstable();
         assert_eq!(files, [("/a", 20), ("/c", 10), ("/d", 5)]);
         assert_eq!(d.removed, ["/b"]);
