@@ -404,3 +404,37 @@ fn a_sigkill_while_the_event_disk_is_full_loses_nothing_across_the_restart() {
         "a_sigkill_while_the_event_disk_is_full_loses_nothing_across_the_restart",
     );
 }
+
+/// Stdout whose reader exits is not a full disk: nothing can ever read it again, so the
+/// daemon stops (exit 0, as a pipeline's writer does) instead of holding events for it.
+#[test]
+fn stdout_whose_reader_exits_stops_the_daemon() {
+    let mut d = Daemon::tree();
+    d.events = "-".into();
+    let mut child = d
+        .command(&["--no-desktop"])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut out = BufReader::new(child.stdout.take().unwrap());
+    let mut first = String::new();
+    out.read_line(&mut first).unwrap();
+    assert!(first.contains("daemon_ready"), "{first}");
+    drop(out);
+    let c = Claude::new();
+    let (bytes, _) = c.turn("hi", "done");
+    append(&c.path_in(&d.claude()), bytes.as_bytes());
+    let start = Instant::now();
+    let status = loop {
+        if let Some(s) = child.try_wait().unwrap() {
+            break s;
+        }
+        if start.elapsed() > DEADLINE {
+            let _ = child.kill();
+            panic!("baton kept running with nobody reading its stdout");
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    assert!(status.success(), "{status}");
+}

@@ -167,7 +167,7 @@ pub async fn run(
                 }
             }
             res = &mut writer => {
-                // The writer only ends early if it panicked.
+                // The writer ends early only when stdout's reader is gone, or on a panic.
                 res.map_err(|e| Error::Output(io::Error::other(e)))??;
                 return Err(Error::Output(io::Error::other("the event writer stopped")));
             }
@@ -190,7 +190,7 @@ pub struct Writer {
 
 /// Writes `replay` (events pending at a crash), then every message until the sink task
 /// drops its sender. A stream that cannot be written holds what waits and tries again
-/// (see `stage`); at the end, one last try.
+/// (see `stage`); at the end, one last try. Stdout whose reader exited ends it.
 async fn stage(
     mut rx: mpsc::Receiver<Out>,
     out: Box<dyn LineOut>,
@@ -231,13 +231,10 @@ async fn stage(
             break;
         };
         // Writes block; keep them off the runtime thread.
-        let done = tokio::task::spawn_blocking(move || {
-            s.handle(msgs);
-            s
-        })
-        .await
-        .map_err(|e| Error::Output(io::Error::other(e)))?;
-        stage = Some(done);
+        let done = tokio::task::spawn_blocking(move || s.handle(msgs).map(|()| s))
+            .await
+            .map_err(|e| Error::Output(io::Error::other(e)))?;
+        stage = Some(done.map_err(Error::Output)?);
     }
     // The state writer writes what it was given before it stops.
     if let Some(mut s) = stage {

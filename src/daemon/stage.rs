@@ -63,6 +63,8 @@ pub(super) struct Stage {
     held_delta: Option<HeldDelta>,
     spell: Option<Spell>,
     health: Arc<StreamHealth>,
+    /// The stream's reader is gone for good (see `LineOut::gone`).
+    gone: Option<io::Error>,
 }
 
 impl Stage {
@@ -74,6 +76,7 @@ impl Stage {
             held_delta: None,
             spell: None,
             health,
+            gone: None,
         }
     }
 
@@ -87,8 +90,9 @@ impl Stage {
         self.spell.as_ref().map(|s| s.next_try)
     }
 
-    /// Handles messages, after trying what waits if that is due.
-    pub fn handle(&mut self, msgs: Vec<Out>) {
+    /// Handles messages, after trying what waits if that is due. Fails only when the
+    /// stream's reader is gone for good: a daemon nobody can hear should stop.
+    pub fn handle(&mut self, msgs: Vec<Out>) -> io::Result<()> {
         if self.retry_at().is_some_and(|t| t <= Instant::now()) {
             self.retry();
         }
@@ -106,6 +110,10 @@ impl Stage {
         }
         self.repaired();
         self.publish();
+        match self.gone.take() {
+            Some(e) => Err(e),
+            None => Ok(()),
+        }
     }
 
     fn deliver(&mut self, batch: Vec<Event>) {
@@ -193,6 +201,10 @@ impl Stage {
     }
 
     fn failed(&mut self, e: &io::Error) {
+        if self.out.gone(e) {
+            self.gone = Some(io::Error::new(e.kind(), e.to_string()));
+            return;
+        }
         let now = Instant::now();
         let waiting = self.held.len() + 1;
         let target = self.out.name();

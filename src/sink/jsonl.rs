@@ -51,6 +51,12 @@ pub trait LineOut: Send {
 
     /// What to call it in messages ("the event file /x", "stdout").
     fn name(&self) -> String;
+
+    /// Whether `e` means no one can ever read it again (stdout's reader exited), so
+    /// there is nothing to wait for.
+    fn gone(&self, _e: &io::Error) -> bool {
+        false
+    }
 }
 
 /// A stream that cannot be undone (stdout, a pipe).
@@ -76,6 +82,10 @@ impl<W: Write + Send> LineOut for Lines<W> {
 
     fn name(&self) -> String {
         self.name.to_owned()
+    }
+
+    fn gone(&self, e: &io::Error) -> bool {
+        e.kind() == io::ErrorKind::BrokenPipe
     }
 }
 

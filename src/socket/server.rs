@@ -296,7 +296,10 @@ impl Loop {
                 }),
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => return,
                 Err(e) => {
+                    // Out of descriptors, say: the listener stays readable, so pause
+                    // rather than spin.
                     tracing::debug!(error = %e, "Socket accept failed.");
+                    self.shutdown.wait_timeout(Duration::from_millis(100));
                     return;
                 }
             }
