@@ -8,12 +8,12 @@
 //! When the stream cannot be written (a full disk, `/dev/full`, a file baton may not
 //! write), nothing is dropped and nothing stops: what cannot be written waits here, in
 //! order, and is tried again with backoff. The deltas that come behind it wait too,
-//! merged into one (so the saved state never runs ahead of the stream, and the core,
-//! which waits for the state writer to take its deltas, does not wait for this); a warning goes out at once and then at
-//! most once a minute, and `status` shows the stream as blocked. The delivery sinks got
-//! every event before it reached this writer, so they keep delivering. Past
-//! [`HELD_MAX`] waiting events the writer stops taking more, and the daemon waits for it,
-//! as it does for a stalled reader of stdout.
+//! merged into one, so the saved state never runs ahead of the stream, and the core
+//! (which waits for the state writer to take its deltas) does not wait for this. A
+//! warning goes out at once and then at most once a minute, and `status` shows the
+//! stream as blocked. The delivery sinks got every event before it reached this writer,
+//! so they keep delivering. Past [`HELD_MAX`] waiting events the writer stops taking
+//! more, and the daemon waits for it, as it does for a stalled reader of stdout.
 
 use super::sink::Out;
 use crate::clock::{format_rfc3339, wall_now};
@@ -57,7 +57,7 @@ struct Spell {
 
 pub(super) struct Stage {
     out: Box<dyn LineOut>,
-    pub persist: Persist,
+    persist: Persist,
     /// Events not written yet, in order; journaled as pending already.
     held: VecDeque<Box<Event>>,
     held_delta: Option<HeldDelta>,

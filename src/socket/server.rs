@@ -55,11 +55,12 @@ pub struct Options {
 /// A running socket server; dropping it does not stop it, [`Server::stop`] does.
 pub struct Server {
     path: PathBuf,
-    accept: Option<thread::JoinHandle<()>>,
+    /// Ends with the identity (device, inode) of the socket file it last bound.
+    accept: Option<thread::JoinHandle<(u64, u64)>>,
     hub: Arc<Hub>,
     shutdown: Shutdown,
-    /// The socket file's identity (device, inode) as last bound.
-    bound: Arc<std::sync::Mutex<(u64, u64)>>,
+    /// The socket file's identity as first bound.
+    bound: (u64, u64),
 }
 
 /// Creates `dir` (and parents) and makes it 0700.
@@ -105,12 +106,11 @@ impl Server {
             std::fs::remove_file(path).map_err(|e| ctx("cannot remove the stale socket", e))?;
             tracing::info!(path = %path.display(), "Removed a stale socket.");
         }
-        let (listener, id) = bind(path).map_err(|e| ctx("cannot listen", e))?;
-        let bound = Arc::new(std::sync::Mutex::new(id));
+        let (listener, bound) = bind(path).map_err(|e| ctx("cannot listen", e))?;
         let mut l = Loop {
             path: path.to_path_buf(),
             listener,
-            bound: Arc::clone(&bound),
+            bound,
             hub: Arc::clone(&hub),
             shutdown: shutdown.clone(),
             opts: Options {
@@ -127,7 +127,10 @@ impl Server {
         };
         let accept = thread::Builder::new()
             .name("baton-socket".to_owned())
-            .spawn(move || l.run())
+            .spawn(move || {
+                l.run();
+                l.bound
+            })
             .map_err(|e| ctx("cannot start its thread", e))?;
         tracing::info!(path = %path.display(), "Listening for status and tail clients.");
         Ok(Server {
@@ -143,11 +146,11 @@ impl Server {
     /// still the one this server made).
     pub fn stop(mut self) {
         self.shutdown.stop();
-        if let Some(t) = self.accept.take() {
-            let _ = t.join();
-        }
+        let ours = match self.accept.take().map(thread::JoinHandle::join) {
+            Some(Ok(bound)) => bound,
+            _ => self.bound,
+        };
         self.hub.close();
-        let ours = *self.bound.lock().unwrap_or_else(|p| p.into_inner());
         if std::fs::symlink_metadata(&self.path).is_ok_and(|m| (m.dev(), m.ino()) == ours) {
             let _ = std::fs::remove_file(&self.path);
         }
@@ -185,7 +188,8 @@ struct Request {
 struct Loop {
     path: PathBuf,
     listener: UnixListener,
-    bound: Arc<std::sync::Mutex<(u64, u64)>>,
+    /// The socket file's identity (device, inode) as last bound.
+    bound: (u64, u64),
     hub: Arc<Hub>,
     shutdown: Shutdown,
     opts: Options,
@@ -459,9 +463,8 @@ impl Loop {
 
     /// Makes the socket file again if it is gone; leaves a file someone else put there.
     fn check_file(&mut self) {
-        let ours = *self.bound.lock().unwrap_or_else(|p| p.into_inner());
         match std::fs::symlink_metadata(&self.path) {
-            Ok(m) if (m.dev(), m.ino()) == ours => {}
+            Ok(m) if (m.dev(), m.ino()) == self.bound => {}
             Ok(_) => {
                 if !self.warned_other {
                     self.warned_other = true;
@@ -490,7 +493,7 @@ impl Loop {
         match bind(&self.path) {
             Ok((listener, id)) => {
                 self.listener = listener;
-                *self.bound.lock().unwrap_or_else(|p| p.into_inner()) = id;
+                self.bound = id;
                 self.warned_other = false;
                 tracing::warn!(path = %self.path.display(), "The socket file was gone; made it again.");
             }
