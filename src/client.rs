@@ -13,7 +13,7 @@ use std::path::Path;
 fn connect(socket: Option<&Path>) -> Result<UnixStream, Error> {
     let Some(path) = socket else {
         return Err(Error::NotRunning {
-            socket: "(no runtime, state or home directory)".into(),
+            socket: "(no socket path: XDG_RUNTIME_DIR, XDG_STATE_HOME and HOME are unset or not absolute)".into(),
             source: io::Error::from(io::ErrorKind::NotFound),
         });
     };
@@ -64,12 +64,12 @@ pub fn status(socket: Option<&Path>, json: bool, out: &mut impl Write) -> Result
     let mut stream = connect(socket)?;
     request(&mut stream, &serde_json::json!({"cmd": "status"}))?;
     let mut rows = Vec::new();
-    let mut ended = false;
+    let mut ended = None;
     for line in BufReader::new(stream).lines() {
         let line = line.map_err(socket_err)?;
         let v: Value = serde_json::from_str(&line).map_err(|e| socket_err(io::Error::other(e)))?;
         if v["end"] == true {
-            ended = true;
+            ended = Some(v);
             break;
         }
         if let Some(e) = v["error"].as_str() {
@@ -81,16 +81,24 @@ pub fn status(socket: Option<&Path>, json: bool, out: &mut impl Write) -> Result
             rows.push(v);
         }
     }
-    if !ended {
+    let Some(end) = ended else {
         return Err(socket_err(io::Error::other(
             "the daemon hung up mid-answer",
         )));
-    }
+    };
+    let blocked = blocked_line(&end["stream"]);
     if json {
+        // The rows stay a list of sessions; the warning goes beside them.
+        if let Some(b) = &blocked {
+            eprintln!("baton: {b}");
+        }
         return out.flush().map_err(Error::Output);
     }
     if rows.is_empty() {
         writeln!(out, "No sessions yet.").map_err(Error::Output)?;
+        if let Some(b) = &blocked {
+            writeln!(out, "\n{b}").map_err(Error::Output)?;
+        }
         return out.flush().map_err(Error::Output);
     }
     let w = |s: &str, n: usize| {
@@ -130,7 +138,29 @@ pub fn status(socket: Option<&Path>, json: bool, out: &mut impl Write) -> Result
         );
         writeln!(out, "{}", line.trim_end()).map_err(Error::Output)?;
     }
+    if let Some(b) = &blocked {
+        writeln!(out, "\n{b}").map_err(Error::Output)?;
+    }
     out.flush().map_err(Error::Output)
+}
+
+/// "The event stream is blocked since …", from the end line's `stream`, if it is.
+fn blocked_line(stream: &Value) -> Option<String> {
+    if stream["state"] != "blocked" {
+        return None;
+    }
+    let since = stream["since"]
+        .as_str()
+        .and_then(parse_rfc3339)
+        .map(|ms| format!("{} UTC ({})", &format_rfc3339(ms)[11..19], ago(ms)))
+        .unwrap_or_default();
+    Some(format!(
+        "The event stream is blocked since {since}: cannot write {}: {}. {} events wait, in \
+         order, and are written once it can be.",
+        one_line(text(stream, "target"), 200).trim_start_matches("the "),
+        one_line(text(stream, "error"), 200),
+        stream["waiting"].as_u64().unwrap_or(0)
+    ))
 }
 
 /// The event fields a human line needs, from a stream line.
@@ -191,6 +221,15 @@ pub fn tail(
         let Ok(v) = serde_json::from_str::<Value>(&line) else {
             continue;
         };
+        if let Some(n) = v["notice"].as_str()
+            && v["refused"] == true
+        {
+            let why = one_line(n.trim_start_matches("refused: "), 200);
+            return Err(Error::Refused(format!(
+                "the daemon refused to add this client: {why}; that many `baton tail` clients \
+                 follow it already (`max_followers` in its config); try again later"
+            )));
+        }
         if let Some(n) = v["notice"].as_str() {
             return Err(Error::Output(io::Error::other(format!(
                 "the daemon {n}; run `baton tail` again"

@@ -26,6 +26,9 @@ pub enum Error {
         #[source]
         source: std::io::Error,
     },
+    /// The daemon refused this client (`tail` past the follower cap).
+    #[error("{0}")]
+    Refused(String),
     /// Another `baton run` holds the state directory.
     #[error(
         "another baton is already running on the state directory {0} (stop it, or give this \
@@ -47,7 +50,7 @@ impl Error {
             Error::ProblemsFound => 1,
             Error::Usage(_) => 2,
             Error::Missing(_) | Error::Read { .. } | Error::NotRunning { .. } => 3,
-            Error::Output(_) => 4,
+            Error::Output(_) | Error::Refused(_) => 4,
             Error::StateLocked(_) => 5,
             Error::State(_) => 6,
         }

@@ -26,6 +26,7 @@ pub mod provider;
 pub mod reduce;
 pub mod replay;
 pub mod scan_view;
+pub mod shutdown;
 pub mod sink;
 pub mod socket;
 pub mod state;

@@ -204,3 +204,58 @@ fn a_question_answered_inside_its_grace_runs_no_hook() {
     assert!(text.contains("Which database?"), "{text}");
     assert!(!text.contains("rm -rf"), "{text}");
 }
+
+/// A hook that starts a child in the background, then sleeps for a minute as itself
+/// (`exec`); its pid and the child's are written to `$0` and `$1`.
+const BACKGROUNDS_A_CHILD: &str = r#"echo $$ > "$0"; sleep 60 & echo $! > "$1"; exec sleep 60"#;
+
+/// Waits up to `GRACE` for every process in `pids` to be gone; returns those left.
+fn left(pids: &[u32]) -> Vec<u32> {
+    let deadline = Instant::now() + GRACE;
+    loop {
+        let alive: Vec<u32> = pids
+            .iter()
+            .copied()
+            .filter(|p| common::process_alive(*p))
+            .collect();
+        if alive.is_empty() || Instant::now() > deadline {
+            return alive;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+#[test]
+fn a_timed_out_hook_takes_its_background_children_with_it() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let (leader, child) = (dir.path().join("leader"), dir.path().join("child"));
+    let mut cfg = ExecConfig::new(sh(BACKGROUNDS_A_CHILD, &[&leader, &child]));
+    cfg.timeout = Duration::from_millis(500);
+    let mut sink = ExecSink::new(cfg).expect("sink");
+    sink.deliver(&event(EventKind::TurnCompleted, 1, "hi"));
+    let pids = [common::read_pid(&leader), common::read_pid(&child)];
+    // The hook runs in a process group of its own, which its child shares.
+    assert_eq!(common::process_group(pids[0]), Some(pids[0]));
+    assert_eq!(common::process_group(pids[1]), Some(pids[0]));
+    let (stats, done) = sink.close(GRACE);
+    assert!(done);
+    assert_eq!(stats.timed_out, 1, "{stats:?}");
+    assert_eq!(left(&pids), Vec::<u32>::new(), "processes of the hook left");
+}
+
+#[test]
+fn closing_the_sink_ends_a_running_hook_and_its_children_after_the_grace() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let (leader, child) = (dir.path().join("leader"), dir.path().join("child"));
+    let mut cfg = ExecConfig::new(sh(BACKGROUNDS_A_CHILD, &[&leader, &child]));
+    cfg.timeout = Duration::from_secs(3600);
+    let mut sink = ExecSink::new(cfg).expect("sink");
+    sink.deliver(&event(EventKind::TurnCompleted, 1, "hi"));
+    let pids = [common::read_pid(&leader), common::read_pid(&child)];
+    let start = Instant::now();
+    let (_, done) = sink.close(Duration::from_millis(300));
+    let took = start.elapsed();
+    assert!(done, "the worker was still waiting on the hook");
+    assert!(took < Duration::from_secs(5), "close took {took:?}");
+    assert_eq!(left(&pids), Vec::<u32>::new(), "processes of the hook left");
+}

@@ -12,19 +12,18 @@
 mod common;
 #[path = "common/stream.rs"]
 mod stream;
+#[path = "common/tmpfs.rs"]
+mod tmpfs;
 
 use common::{Claude, DEADLINE, Daemon, anomalies, append, count, is};
 use serde_json::Value;
 use std::fs;
-use std::io::Write;
 use std::os::unix::fs::PermissionsExt;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::{Child, Command, Stdio};
-use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 use stream::{Rng, Stream, Tally, tally, wait_all_completed};
+use tmpfs::{Filler, Tmpfs};
 
 fn is_root() -> bool {
     fs::metadata("/proc/self").is_ok_and(|m| std::os::unix::fs::MetadataExt::uid(&m) == 0)
@@ -51,36 +50,6 @@ fn dir_bytes(dir: &Path, skip: &str) -> u64 {
         .unwrap_or(0)
 }
 
-/// A small tmpfs mounted on a directory, unmounted when dropped.
-struct Tmpfs(PathBuf);
-
-impl Tmpfs {
-    /// Mounts a tmpfs of `size` (as `mount -o size=` takes it) on `dir`, or says why not.
-    fn mount(dir: &Path, size: &str) -> Result<Tmpfs, String> {
-        fs::create_dir_all(dir).map_err(|e| format!("mkdir {}: {e}", dir.display()))?;
-        let out = Command::new("mount")
-            .args(["-t", "tmpfs", "-o", &format!("size={size},mode=0700")])
-            .arg("tmpfs")
-            .arg(dir)
-            .output()
-            .map_err(|e| format!("cannot run mount: {e}"))?;
-        if !out.status.success() {
-            return Err(format!(
-                "mount -t tmpfs failed ({}): {}",
-                out.status,
-                String::from_utf8_lossy(&out.stderr).trim()
-            ));
-        }
-        Ok(Tmpfs(dir.to_path_buf()))
-    }
-}
-
-impl Drop for Tmpfs {
-    fn drop(&mut self) {
-        let _ = Command::new("umount").arg("-l").arg(&self.0).status();
-    }
-}
-
 /// Mounts a 4 MiB tmpfs as the tree's state directory, or prints why the test is skipped.
 fn small_state_fs(d: &Daemon, test: &str) -> Option<Tmpfs> {
     match Tmpfs::mount(&d.state_dir(), "4m") {
@@ -89,60 +58,6 @@ fn small_state_fs(d: &Daemon, test: &str) -> Option<Tmpfs> {
             eprintln!("SKIPPED {test}: cannot mount a small tmpfs for the state directory: {why}");
             None
         }
-    }
-}
-
-/// Keeps a filesystem full: a file in it grows by whatever room appears, until stopped.
-/// Dropping it stops the filling and deletes the file.
-struct Filler {
-    path: PathBuf,
-    stop: Arc<AtomicBool>,
-    handle: Option<JoinHandle<()>>,
-}
-
-impl Filler {
-    fn start(path: PathBuf) -> Filler {
-        let stop = Arc::new(AtomicBool::new(false));
-        let flag = Arc::clone(&stop);
-        let p = path.clone();
-        let handle = std::thread::spawn(move || {
-            let mut f = fs::OpenOptions::new()
-                .create(true)
-                .append(true)
-                .open(&p)
-                .expect("filler");
-            let chunk = vec![0x55u8; 4096];
-            while !flag.load(Ordering::Relaxed) {
-                // Fill to the last page; then look again soon.
-                while f.write_all(&chunk).is_ok() {}
-                let _ = f.write_all(&chunk[..512]);
-                std::thread::sleep(Duration::from_millis(5));
-            }
-        });
-        Filler {
-            path,
-            stop,
-            handle: Some(handle),
-        }
-    }
-
-    /// Stops filling and frees the space.
-    fn free(mut self) {
-        self.stop_now();
-    }
-
-    fn stop_now(&mut self) {
-        self.stop.store(true, Ordering::Relaxed);
-        if let Some(h) = self.handle.take() {
-            let _ = h.join();
-        }
-        let _ = fs::remove_file(&self.path);
-    }
-}
-
-impl Drop for Filler {
-    fn drop(&mut self) {
-        self.stop_now();
     }
 }
 

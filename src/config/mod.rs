@@ -22,16 +22,22 @@ use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-fn home() -> Option<PathBuf> {
-    env::var_os("HOME")
-        .filter(|h| !h.is_empty())
-        .map(PathBuf::from)
-}
+/// Default quiet time before a working session's writer is looked for
+/// (`liveness_after`).
+pub const DEFAULT_LIVENESS_AFTER_MS: u64 = 2 * 60_000;
 
+/// A directory from the environment: set, not empty, and absolute. A relative value
+/// counts as unset (as the XDG Base Directory spec says of its variables), so that
+/// nothing is ever made or read relative to whatever the working directory is.
 fn env_dir(var: &str) -> Option<PathBuf> {
     env::var_os(var)
         .filter(|v| !v.is_empty())
         .map(PathBuf::from)
+        .filter(|p| p.is_absolute())
+}
+
+fn home() -> Option<PathBuf> {
+    env_dir("HOME")
 }
 
 /// The default roots: `$CLAUDE_CONFIG_DIR/projects` or `~/.claude/projects`,
@@ -93,7 +99,8 @@ pub fn default_config_path() -> Option<PathBuf> {
         .map(|d| d.join("baton").join("config.toml"))
 }
 
-/// `$XDG_STATE_HOME/baton` or `~/.local/state/baton`.
+/// `$XDG_STATE_HOME/baton` or `~/.local/state/baton`: the one default state
+/// directory (the daemon's, and the socket's when there is no runtime directory).
 pub fn default_state_dir() -> Option<PathBuf> {
     env_dir("XDG_STATE_HOME")
         .or_else(|| home().map(|h| h.join(".local").join("state")))
@@ -138,6 +145,8 @@ pub struct Config {
     /// How long a working session stays quiet before its writer is looked for.
     pub liveness_after_ms: u64,
     pub max_line_bytes: usize,
+    /// `baton tail` clients the daemon serves at once.
+    pub max_followers: usize,
     pub desktop: Desktop,
     pub on_event: Option<ExecConfig>,
     /// One sink per `[[webhook]]` (each with its own filter).
@@ -160,8 +169,9 @@ impl Default for Config {
             hold_background_ms: ms_of(crate::sink::hold::DEFAULT_HOLD_BACKGROUND),
             needs_input_grace_ms: ms_of(crate::sink::hold::DEFAULT_NEEDS_INPUT_GRACE),
             page_scheduled: false,
-            liveness_after_ms: crate::daemon::liveness::DEFAULT_LIVENESS_AFTER_MS,
+            liveness_after_ms: DEFAULT_LIVENESS_AFTER_MS,
             max_line_bytes: DEFAULT_MAX_LINE_BYTES,
+            max_followers: crate::socket::DEFAULT_MAX_FOLLOWERS,
             desktop: Desktop {
                 enabled: true,
                 sink: DesktopConfig::default(),
@@ -173,11 +183,15 @@ impl Default for Config {
     }
 }
 
-/// A `~/` at the start means the home directory.
-fn expand(s: &str) -> PathBuf {
+/// A `~/` at the start means the home directory, which must then be known (an absolute
+/// `HOME`).
+fn expand(s: &str) -> Result<PathBuf, String> {
     match (s.strip_prefix("~/"), home()) {
-        (Some(rest), Some(h)) => h.join(rest),
-        _ => PathBuf::from(s),
+        (Some(rest), Some(h)) => Ok(h.join(rest)),
+        (Some(_), None) => Err(format!(
+            "`{s}` starts with ~/, but HOME is not set to an absolute path"
+        )),
+        (None, _) => Ok(PathBuf::from(s)),
     }
 }
 
@@ -197,7 +211,7 @@ pub fn parse_watch(s: &str) -> Result<Root, String> {
     if dir.is_empty() {
         return Err(format!("`{s}` names no directory"));
     }
-    let path = std::path::absolute(expand(dir)).map_err(|e| format!("`{dir}`: {e}"))?;
+    let path = std::path::absolute(expand(dir)?).map_err(|e| format!("`{dir}`: {e}"))?;
     Ok(Root { path, provider })
 }
 
@@ -281,7 +295,10 @@ impl Config {
             }
         }
         if let Some(e) = raw.events {
-            c.events = (e != "-").then(|| expand(&e));
+            c.events = match e.as_str() {
+                "-" => None,
+                path => Some(expand(path).map_err(|m| ("events".to_owned(), m))?),
+            };
         }
         if let Some(w) = raw.watcher {
             c.watcher = parse_watcher(&w).map_err(|e| ("watcher".to_owned(), e))?;
@@ -312,6 +329,12 @@ impl Config {
                 return Err(("max_line_bytes".to_owned(), "must be positive".to_owned()));
             }
             c.max_line_bytes = n;
+        }
+        if let Some(n) = raw.max_followers {
+            if n == 0 {
+                return Err(("max_followers".to_owned(), "must be at least 1".to_owned()));
+            }
+            c.max_followers = n;
         }
         if let Some(d) = raw.desktop {
             if let Some(b) = d.enabled {
@@ -486,8 +509,14 @@ impl Config {
         let _ = writeln!(
             o,
             "# Longest transcript line parsed, in bytes; longer ones are skipped as anomalies.\n\
-             max_line_bytes = {}\n",
+             max_line_bytes = {}",
             self.max_line_bytes
+        );
+        let _ = writeln!(
+            o,
+            "# `baton tail` clients served at once; more are refused (`status` always answers).\n\
+             max_followers = {}\n",
+            self.max_followers
         );
         let d = &self.desktop;
         let _ = writeln!(

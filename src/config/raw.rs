@@ -20,6 +20,7 @@ pub struct RawConfig {
     pub page_scheduled: Option<bool>,
     pub liveness_after: Option<String>,
     pub max_line_bytes: Option<usize>,
+    pub max_followers: Option<usize>,
     pub desktop: Option<RawDesktop>,
     pub on_event: Option<RawExec>,
     pub webhook: Option<Vec<RawWebhook>>,

@@ -19,12 +19,13 @@ use crate::error::Error;
 use crate::model::{Event, EventKind};
 use crate::provider::content_hash;
 use crate::reduce::{Reducer, dedup_capacity};
+use crate::shutdown::Shutdown;
 use crate::state::{self, Loaded, Status};
 use crate::watch::native::Native;
 use crate::watch::tree::Tree;
 use crate::watch::tree::Visit;
 use crate::watch::{Hint, HintRx, HintTx, WatcherMode};
-use crossbeam_channel::{Receiver, select};
+use crossbeam_channel::select;
 use std::collections::HashMap;
 use std::collections::HashSet;
 use std::fs;
@@ -213,7 +214,7 @@ impl Core {
     }
 
     /// Reads history, emits `daemon_ready`, then handles hints until told to stop.
-    pub fn run(mut self, stop: &Receiver<()>) -> Result<(), Error> {
+    pub fn run(mut self, stop: &Shutdown) -> Result<(), Error> {
         let started = Instant::now();
         self.files.reducer.set_history_before(Some(i64::MAX));
         let mut v = Looker {
@@ -305,7 +306,7 @@ impl Core {
                     Ok(h) => Some(h),
                     Err(_) => break,
                 },
-                recv(stop) -> _ => break,
+                recv(stop.receiver()) -> _ => break,
                 default(deadline.saturating_duration_since(Instant::now())) => None,
             };
             self.batch(first, settle);
@@ -499,7 +500,7 @@ pub(super) struct Looker<'a> {
     pub files: &'a mut Files,
     pub mode: Mode,
     /// Checked between directories during a walk (the start-up walk can be long).
-    pub stop: Option<&'a crossbeam_channel::Receiver<()>>,
+    pub stop: Option<&'a Shutdown>,
     pub stopped: bool,
 }
 
@@ -517,7 +518,7 @@ impl<'a> Looker<'a> {
 
 impl Visit for Looker<'_> {
     fn stopped(&mut self) -> bool {
-        if !self.stopped && self.stop.is_some_and(|s| s.try_recv().is_ok()) {
+        if !self.stopped && self.stop.is_some_and(Shutdown::is_stopped) {
             self.stopped = true;
         }
         self.stopped

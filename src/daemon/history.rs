@@ -239,13 +239,13 @@ pub(super) fn pump(files: &mut Files) {
 
 /// After the walk: applies the rest as it is read. False if `stop` said stop first
 /// (what was applied so far stays, as a stop during the walk leaves it).
-pub(super) fn finish(files: &mut Files, stop: Option<&Receiver<()>>) -> bool {
+pub(super) fn finish(files: &mut Files, stop: Option<&crate::shutdown::Shutdown>) -> bool {
     let Some(mut later) = files.deferred.take() else {
         return true;
     };
     later.jobs = None;
     while let Some(got) = later.next_result(true) {
-        if stop.is_some_and(|s| s.try_recv().is_ok()) {
+        if stop.is_some_and(crate::shutdown::Shutdown::is_stopped) {
             return false;
         }
         apply_next(files, &mut later, got);

@@ -28,9 +28,6 @@ use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 use std::sync::OnceLock;
 
-/// Default quiet time before a working session's writer is looked for.
-pub const DEFAULT_LIVENESS_AFTER_MS: u64 = 2 * 60_000;
-
 /// The process table's root.
 const PROC: &str = "/proc";
 

@@ -26,18 +26,21 @@ pub mod liveness;
 mod persist;
 mod service;
 mod sink;
+mod stage;
 mod tracked;
 
 use crate::clock::parse_duration_ms;
 use crate::config::Config;
 use crate::error::Error;
+use crate::shutdown::Shutdown;
 use crate::sink::desktop::DesktopConfig;
 use crate::sink::exec::ExecConfig;
+use crate::sink::jsonl::{EventFile, LineOut, Lines};
 use crate::sink::webhook::WebhookConfig;
 use crate::watch::{self, Root, WatcherMode, poll};
 use clap::Args;
 use std::future::Future;
-use std::io::{self, Write};
+use std::io;
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
@@ -203,6 +206,8 @@ pub struct Settings {
     pub webhooks: Vec<WebhookConfig>,
     /// `None`: no socket (no runtime, state or home directory to put it in).
     pub socket: Option<PathBuf>,
+    /// `tail` clients served at once.
+    pub max_followers: usize,
 }
 
 impl Settings {
@@ -239,10 +244,12 @@ impl Settings {
         let desktop = (config.desktop.enabled && !args.no_desktop).then_some(config.desktop.sink);
         let state_dir = args
             .state_dir
-            .or_else(crate::state::default_dir)
+            .or_else(crate::config::default_state_dir)
             .ok_or_else(|| {
                 Error::Usage(
-                    "no state directory: set --state-dir, XDG_STATE_HOME or HOME".to_owned(),
+                    "no state directory: set --state-dir, or XDG_STATE_HOME or HOME to an \
+                     absolute path (relative ones are ignored)"
+                        .to_owned(),
                 )
             })?;
         let state_dir = std::path::absolute(&state_dir)
@@ -279,6 +286,7 @@ impl Settings {
             on_event: config.on_event,
             webhooks: config.webhooks,
             socket: config.socket,
+            max_followers: config.max_followers,
         })
     }
 }
@@ -292,7 +300,11 @@ pub fn main(args: RunArgs) -> Result<(), Error> {
         .thread_keep_alive(Duration::from_secs(24 * 3600))
         .build()
         .map_err(|e| Error::Usage(format!("cannot start the async runtime: {e}")))?;
-    rt.block_on(async { run(settings, shutdown_signal()).await })
+    let res = rt.block_on(async { run(settings, shutdown_signal()).await });
+    // Every wait of the stop was bounded; a blocking write still stuck on a stalled
+    // stdout must not hold the exit.
+    rt.shutdown_background();
+    res
 }
 
 /// Registers the SIGTERM and SIGINT handlers now (so a signal that arrives while
@@ -318,24 +330,24 @@ fn shutdown_signal() -> impl Future<Output = ()> {
     }
 }
 
-fn open_events(events: Option<&PathBuf>) -> Result<Box<dyn Write + Send>, Error> {
+fn open_events(events: Option<&PathBuf>) -> Result<Box<dyn LineOut>, Error> {
     match events {
-        None => Ok(Box::new(io::BufWriter::new(io::stdout()))),
+        None => Ok(Box::new(Lines::new(
+            io::BufWriter::new(io::stdout()),
+            "stdout",
+        ))),
         Some(path) => {
-            let f = std::fs::OpenOptions::new()
-                .create(true)
-                .append(true)
-                .open(path)
-                .map_err(|e| {
-                    Error::Usage(format!("cannot open --events {}: {e}", path.display()))
-                })?;
-            Ok(Box::new(io::BufWriter::new(f)))
+            let f = EventFile::open(path).map_err(|e| {
+                Error::Usage(format!("cannot open --events {}: {e}", path.display()))
+            })?;
+            Ok(Box::new(f))
         }
     }
 }
 
-/// How long delivery sinks may take to finish their queues at shutdown.
-const SINK_GRACE: Duration = Duration::from_secs(3);
+/// How long delivery sinks may take to finish their queues at shutdown (running hooks
+/// then get `exec`'s own short grace), so that a stop ends within a few seconds.
+const SINK_GRACE: Duration = Duration::from_secs(2);
 /// After a stop request, how long the event stream may stay blocked (its reader stalled)
 /// before baton gives up flushing it and exits anyway.
 const STREAM_GRACE: Duration = Duration::from_secs(10);
@@ -371,8 +383,12 @@ fn build_sinks(settings: &Settings) -> Result<Vec<sink::Delivery>, Error> {
     Ok(sinks)
 }
 
-/// Wires the tasks together and runs until `shutdown` resolves (or the event stream
-/// cannot be written).
+/// How long the core may take to finish once told to stop (it checks between files).
+const CORE_GRACE: Duration = Duration::from_secs(3);
+
+/// Wires the tasks together and runs until `shutdown` resolves (or the event sink
+/// fails). Every task gets the one [`Shutdown`] token, and every wait of the stop is
+/// bounded.
 pub async fn run(settings: Settings, shutdown: impl Future<Output = ()>) -> Result<(), Error> {
     // First: a second daemon on the same state directory must stop before it does
     // anything else.
@@ -380,21 +396,35 @@ pub async fn run(settings: Settings, shutdown: impl Future<Output = ()>) -> Resu
     let replay = std::mem::take(&mut loaded.journal.undone);
     let out = open_events(settings.events.as_ref())?;
     let sinks = build_sinks(&settings)?;
+    let token = Shutdown::new()
+        .map_err(|e| Error::Usage(format!("cannot make the shutdown signal: {e}")))?;
     let (counts_tx, counts_rx) = tokio::sync::watch::channel(crate::views::Counts::default());
     let (views_tx, views) = crate::views::spawn(counts_tx)
         .map_err(|e| Error::Usage(format!("cannot start the status thread: {e}")))?;
     let hub = crate::socket::Hub::new(views, crate::socket::CLIENT_QUEUE);
     let server = match &settings.socket {
-        Some(path) => Some(crate::socket::Server::start(path, Arc::clone(&hub))?),
+        Some(path) => {
+            let opts = crate::socket::Options {
+                max_followers: settings.max_followers,
+                sweep: settings.sweep_interval,
+            };
+            Some(crate::socket::Server::start(
+                path,
+                Arc::clone(&hub),
+                opts,
+                token.clone(),
+            )?)
+        }
         None => {
-            tracing::warn!("No runtime, state or home directory: no socket, so no status or tail.");
+            tracing::warn!(
+                "No absolute runtime, state or home directory: no socket, so no status or tail."
+            );
             None
         }
     };
     let (ready_tx, ready_rx) = tokio::sync::oneshot::channel();
     let (hint_tx, hint_rx) = watch::channel(watch::HINT_CAPACITY);
     let (event_tx, event_rx) = tokio::sync::mpsc::channel(sink::BATCH_CAPACITY);
-    let (stop_tx, stop_rx) = crossbeam_channel::bounded::<()>(1);
     // Whether any file needs the poll (live files, or directories with no native watch):
     // when none does, the poll ticker sleeps instead of waking everyone for nothing.
     let (poll_tx, poll_rx) = tokio::sync::watch::channel(true);
@@ -404,10 +434,13 @@ pub async fn run(settings: Settings, shutdown: impl Future<Output = ()>) -> Resu
         .with_views(views_tx)
         .with_poll_gate(poll_tx)
         .with_heartbeat(Arc::clone(&heartbeat), service::heartbeat_every(watchdog));
-    let core = std::thread::Builder::new()
-        .name("baton-core".to_owned())
-        .spawn(move || core.run(&stop_rx))
-        .map_err(|e| Error::Usage(format!("cannot start the core thread: {e}")))?;
+    let core = {
+        let token = token.clone();
+        std::thread::Builder::new()
+            .name("baton-core".to_owned())
+            .spawn(move || core.run(&token))
+            .map_err(|e| Error::Usage(format!("cannot start the core thread: {e}")))?
+    };
     let ticker = tokio::spawn(poll::ticker(
         hint_tx,
         settings.poll_interval,
@@ -415,18 +448,22 @@ pub async fn run(settings: Settings, shutdown: impl Future<Output = ()>) -> Resu
         poll_rx,
     ));
     let notifier = tokio::spawn(service::run(ready_rx, counts_rx, watchdog, heartbeat));
+    let writer = sink::Writer {
+        health: hub.stream_health(),
+        shutdown: token.clone(),
+    };
     let fan = sink::Fanout {
         sinks,
         hub: Some(hub),
         ready: Some(ready_tx),
     };
-    let mut sink = tokio::spawn(sink::run(event_rx, out, persist, replay, fan));
+    let mut sink = tokio::spawn(sink::run(event_rx, out, persist, replay, fan, writer));
     tokio::pin!(shutdown);
     let sink_result = tokio::select! {
         () = &mut shutdown => {
             tracing::info!("Stopping.");
             service::stopping();
-            let _ = stop_tx.try_send(());
+            token.stop();
             match tokio::time::timeout(STREAM_GRACE, &mut sink).await {
                 Ok(res) => res,
                 Err(_) => {
@@ -443,10 +480,11 @@ pub async fn run(settings: Settings, shutdown: impl Future<Output = ()>) -> Resu
     };
     // The sink is done (drained after the core's last batch, or failed): stop the core
     // if it is still running.
-    let _ = stop_tx.try_send(());
+    token.stop();
     ticker.abort();
     notifier.abort();
-    let core_result = tokio::task::spawn_blocking(move || core.join()).await;
+    let core_result =
+        tokio::time::timeout(CORE_GRACE, tokio::task::spawn_blocking(move || core.join())).await;
     let sink_result =
         sink_result.map_err(|e| Error::Output(io::Error::other(format!("event sink: {e}"))))?;
     // Close the socket and the delivery sinks off the runtime thread: they wait.
@@ -464,9 +502,15 @@ pub async fn run(settings: Settings, shutdown: impl Future<Output = ()>) -> Resu
     .await
     .map_err(|e| Error::Output(io::Error::other(format!("closing sinks: {e}"))))?;
     match core_result {
-        Ok(Ok(res)) => res?,
-        Ok(Err(_)) | Err(_) => {
+        Ok(Ok(Ok(res))) => res?,
+        Ok(Ok(Err(_)) | Err(_)) => {
             return Err(Error::Output(io::Error::other("the core thread panicked")));
+        }
+        Err(_) => {
+            tracing::error!("The core thread did not stop in time; exiting without it.");
+            return Err(Error::Output(io::Error::other(
+                "the core thread did not stop in time",
+            )));
         }
     }
     closing

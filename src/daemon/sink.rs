@@ -1,24 +1,22 @@
 //! The event sink task. Each batch is handed to the delivery sinks and the socket (they
-//! only `try_send` into their own bounded queues, so this is cheap), then to the stage
-//! task, which writes the JSON Lines stream and owns the state directory's writes, so
-//! they happen in the order the core produced them. A stalled reader of `--events`
-//! delays neither notifications nor `tail`.
+//! only `try_send` into their own bounded queues, so this is cheap), then to the event
+//! writer ([`super::stage`]), which writes the JSON Lines stream and owns the state
+//! directory's writes. A stalled reader of `--events`, or a full disk under it, delays
+//! neither notifications nor `tail`.
 //!
-//! Emission protocol (durable state): a batch's transcript events are journaled as pending,
-//! then each is written and flushed and journaled as done. After a SIGKILL, the
-//! pending-but-not-done ones are delivered again with `"replay": true` (see
-//! `state::journal`). A state delta from the core goes to the state writer only after
-//! every batch sent before it was delivered.
-//!
-//! Nothing is dropped: when the event stream's reader stalls, this task waits, and so,
-//! once its queue is full, does the core.
+//! Nothing is dropped: when the event stream's reader stalls (or, past what the writer
+//! holds, the stream stays blocked), this task waits, and so, once its queue is full,
+//! does the core.
 
+use super::stage::Stage;
 use crate::error::Error;
 use crate::model::{Event, EventKind};
-use crate::sink::{DesktopSink, ExecSink, JsonlSink, Sink, WebhookSink};
+use crate::shutdown::Shutdown;
+use crate::sink::jsonl::{LineOut, StreamHealth};
+use crate::sink::{DesktopSink, ExecSink, Sink, WebhookSink};
 use crate::socket::Hub;
 use crate::state::{Delta, Persist};
-use std::io::{self, Write};
+use std::io;
 use std::sync::Arc;
 use std::time::Duration;
 use tokio::sync::{mpsc, oneshot};
@@ -30,42 +28,6 @@ pub const BATCH_CAPACITY: usize = 1024;
 pub enum Out {
     Batch(Vec<Event>),
     Save(Box<Delta>),
-}
-
-struct Stage {
-    sink: JsonlSink<Box<dyn Write + Send>>,
-    persist: Persist,
-}
-
-impl Stage {
-    fn deliver(&mut self, batch: &[Event]) -> io::Result<()> {
-        self.persist.pending(batch);
-        for ev in batch {
-            self.sink.write(ev)?;
-            self.sink.flush()?;
-            self.persist.done(ev);
-        }
-        self.sink.flush()
-    }
-
-    fn handle(&mut self, msgs: Vec<Out>) -> io::Result<()> {
-        for m in msgs {
-            match m {
-                Out::Batch(b) => self.deliver(&b)?,
-                Out::Save(d) => self.persist.save(d),
-            }
-        }
-        self.persist.tidy();
-        self.anomalies()
-    }
-
-    /// Delivers a `state_unwritable` anomaly if one is waiting.
-    fn anomalies(&mut self) -> io::Result<()> {
-        match self.persist.health.take_anomaly() {
-            Some(a) => self.deliver(&[a]),
-            None => Ok(()),
-        }
-    }
 }
 
 /// A delivery sink that can be closed with a grace period.
@@ -156,16 +118,17 @@ impl Fanout {
 /// Events pending at a crash (`replay`) go out first, to every sink.
 pub async fn run(
     mut rx: mpsc::Receiver<Out>,
-    out: Box<dyn Write + Send>,
+    out: Box<dyn LineOut>,
     mut persist: Persist,
     replay: Vec<Event>,
     mut fan: Fanout,
+    writer: Writer,
 ) -> Result<Fanout, Error> {
     // After the last run's outage: what comes out again says `replay` to every sink.
     let mut suspect = persist.take_suspect();
     fan.deliver(&replay);
     let (stx, srx) = mpsc::channel::<Out>(BATCH_CAPACITY);
-    let mut writer = tokio::spawn(stage(srx, out, persist, replay));
+    let mut writer = tokio::spawn(stage(srx, out, persist, replay, writer));
     let mut waits: u64 = 0;
     // When a page held back for background tasks falls due.
     let mut held_due: Option<std::time::Instant> = None;
@@ -204,7 +167,7 @@ pub async fn run(
                 }
             }
             res = &mut writer => {
-                // The stage only ends early on a write error.
+                // The writer ends early only when stdout's reader is gone, or on a panic.
                 res.map_err(|e| Error::Output(io::Error::other(e)))??;
                 return Err(Error::Output(io::Error::other("the event writer stopped")));
             }
@@ -217,56 +180,76 @@ pub async fn run(
     Ok(fan)
 }
 
+/// What the event writer reports to and listens for.
+pub struct Writer {
+    /// Whether the stream is blocked (for `status`).
+    pub health: Arc<StreamHealth>,
+    /// At the stop, a blocked writer takes whatever comes, to let the core finish.
+    pub shutdown: Shutdown,
+}
+
 /// Writes `replay` (events pending at a crash), then every message until the sink task
-/// drops its sender. A write error is fatal: the event stream is the product, and a
-/// daemon nobody can hear should stop.
+/// drops its sender. A stream that cannot be written holds what waits and tries again
+/// (see `stage`); at the end, one last try. Stdout whose reader exited ends it.
 async fn stage(
     mut rx: mpsc::Receiver<Out>,
-    out: Box<dyn Write + Send>,
+    out: Box<dyn LineOut>,
     persist: Persist,
     replay: Vec<Event>,
+    w: Writer,
 ) -> Result<(), Error> {
-    let health = std::sync::Arc::clone(&persist.health);
-    let mut stage = Some(Stage {
-        sink: JsonlSink::new(out),
-        persist,
-    });
+    let health = Arc::clone(&persist.health);
+    let mut stage = Some(Stage::new(out, persist, w.health));
     let mut first = (!replay.is_empty()).then(|| vec![Out::Batch(replay)]);
+    let mut stopping = w.shutdown.is_stopped();
     loop {
+        let (retry_at, full) = stage
+            .as_ref()
+            .map_or((None, false), |s| (s.retry_at(), s.full()));
+        let take = !full || stopping;
         let msgs = match first.take() {
             Some(m) => m,
             None => tokio::select! {
-                m = rx.recv() => match m {
+                m = rx.recv(), if take => match m {
                     Some(m) => vec![m],
                     None => break,
                 },
                 // A state_unwritable anomaly from the state writer.
                 () = health.wake.notified() => Vec::new(),
+                () = sleep_until(retry_at), if retry_at.is_some() => Vec::new(),
+                () = w.shutdown.stopped(), if !stopping => {
+                    stopping = true;
+                    Vec::new()
+                }
             },
         };
         let mut msgs = msgs;
-        while let Ok(more) = rx.try_recv() {
+        while take && let Ok(more) = rx.try_recv() {
             msgs.push(more);
         }
         let Some(mut s) = stage.take() else {
             break;
         };
         // Writes block; keep them off the runtime thread.
-        let done = tokio::task::spawn_blocking(move || {
-            s.handle(msgs)?;
-            Ok::<_, io::Error>(s)
-        })
-        .await
-        .map_err(|e| Error::Output(io::Error::other(e)))?;
+        let done = tokio::task::spawn_blocking(move || s.handle(msgs).map(|()| s))
+            .await
+            .map_err(|e| Error::Output(io::Error::other(e)))?;
         stage = Some(done.map_err(Error::Output)?);
     }
     // The state writer writes what it was given before it stops.
     if let Some(mut s) = stage {
-        tokio::task::spawn_blocking(move || s.persist.finish())
+        tokio::task::spawn_blocking(move || s.finish())
             .await
             .map_err(|e| Error::Output(io::Error::other(e)))?;
     }
     Ok(())
+}
+
+async fn sleep_until(at: Option<std::time::Instant>) {
+    match at {
+        Some(at) => tokio::time::sleep_until(at.into()).await,
+        None => std::future::pending().await,
+    }
 }
 
 #[cfg(test)]
@@ -274,7 +257,8 @@ mod tests {
     #![allow(clippy::unwrap_used)]
     use super::*;
     use crate::model::ProviderKind;
-    use std::sync::{Arc, Condvar, Mutex};
+    use std::io::Write;
+    use std::sync::{Condvar, Mutex};
 
     /// An event stream whose reader stalls until it is let go.
     #[derive(Clone, Default)]
@@ -334,9 +318,14 @@ mod tests {
             ready: None,
         };
         // The runtime runs on its own thread, as in the daemon.
-        let stream = Box::new(out.clone());
-        let task =
-            std::thread::spawn(move || rt.block_on(run(rx, stream, persist, Vec::new(), fan)));
+        let stream = Box::new(crate::sink::jsonl::Lines::new(out.clone(), "test"));
+        let writer = Writer {
+            health: Arc::default(),
+            shutdown: Shutdown::new().unwrap(),
+        };
+        let task = std::thread::spawn(move || {
+            rt.block_on(run(rx, stream, persist, Vec::new(), fan, writer))
+        });
         // The sender gets stuck: both queues fill and nothing is thrown away.
         let deadline = std::time::Instant::now() + Duration::from_secs(30);
         let mut last = usize::MAX;

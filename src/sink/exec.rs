@@ -9,19 +9,29 @@
 //! does not fit, so a slow hook never stalls the core.
 //!
 //! The program's stdout is discarded (baton's stdout may be the event stream) and its
-//! stderr is baton's. Only the program itself is killed on timeout, not processes it
-//! started in the background.
+//! stderr is baton's.
+//!
+//! Each run is the leader of a process group of its own, which whatever it starts joins.
+//! When its timeout passes, or at shutdown once the sink's grace is over, the whole group
+//! gets SIGTERM, then SIGKILL after [`KILL_GRACE`], so nothing it started outlives it
+//! there. (A run that exits by itself leaves what it started in the background alone:
+//! that is how a hook starts something on purpose.)
 
 use super::hold::Hold;
 use super::{EventFilter, Finished, Sink, SinkError};
 use crate::model::Event;
 use crossbeam_channel::{Receiver, Sender, TrySendError};
+use rustix::process::{Pid, Signal, kill_process_group, test_kill_process_group};
 use std::io::Write;
+use std::os::unix::process::CommandExt;
 use std::process::{Child, Command, ExitStatus, Stdio};
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::thread;
 use std::time::{Duration, Instant};
+
+/// After SIGTERM to a run's process group, how long before SIGKILL.
+pub const KILL_GRACE: Duration = Duration::from_millis(500);
 
 /// Settings of one exec hook.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -84,6 +94,9 @@ pub struct ExecSink {
     counters: Arc<Counters>,
     finished: Finished,
     dropped: u64,
+    /// Set when the grace at shutdown is over: running hooks are ended, queued ones
+    /// skipped.
+    stop: Arc<AtomicBool>,
 }
 
 impl ExecSink {
@@ -96,10 +109,12 @@ impl ExecSink {
         let (tx, rx) = crossbeam_channel::bounded::<Job>(cfg.queue.max(1));
         let (done_tx, done_rx) = crossbeam_channel::bounded::<()>(0);
         let counters = Arc::new(Counters::default());
+        let stop = Arc::new(AtomicBool::new(false));
         for i in 0..cfg.max_concurrent.max(1) {
             let rx: Receiver<Job> = rx.clone();
             let argv = Arc::clone(&argv);
             let counters = Arc::clone(&counters);
+            let stop = Arc::clone(&stop);
             let done = done_tx.clone();
             let timeout = cfg.timeout;
             thread::Builder::new()
@@ -107,7 +122,10 @@ impl ExecSink {
                 .spawn(move || {
                     let _done = done;
                     for job in rx {
-                        run(&argv, &job, timeout, &counters);
+                        if stop.load(Ordering::Acquire) {
+                            break;
+                        }
+                        run(&argv, &job, timeout, &counters, &stop);
                     }
                 })
                 .map_err(|source| SinkError::Thread {
@@ -122,6 +140,7 @@ impl ExecSink {
             counters,
             finished: Finished(done_rx),
             dropped: 0,
+            stop,
         })
     }
 
@@ -161,8 +180,10 @@ impl ExecSink {
         }
     }
 
-    /// Stops taking events, lets the workers run what is queued, and waits for them up to
-    /// `grace`. Returns the final counts and whether they finished in time.
+    /// Stops taking events, lets the workers run what is queued for up to `grace`, then
+    /// ends the runs still going (their process groups: SIGTERM, SIGKILL after
+    /// [`KILL_GRACE`]) and skips the rest. Returns the final counts and whether every
+    /// run had ended by itself in time.
     pub fn close(mut self, grace: Duration) -> (ExecStats, bool) {
         // A question still in its grace was not answered: it pages now, not never.
         for ev in self.hold.take_waits() {
@@ -174,10 +195,20 @@ impl ExecSink {
             counters,
             finished,
             dropped,
+            stop,
             ..
         } = self;
         drop(tx);
-        let done = finished.wait(deadline);
+        let mut done = finished.wait(deadline);
+        if !done {
+            stop.store(true, Ordering::Release);
+            // The workers notice within their poll interval, then give each group its
+            // grace.
+            done = finished.wait(Instant::now() + KILL_GRACE + Duration::from_millis(500));
+            if done {
+                tracing::warn!("Exec hooks still running at shutdown were ended.");
+            }
+        }
         let stats = ExecStats {
             ok: counters.ok.load(Ordering::Relaxed),
             failed: counters.failed.load(Ordering::Relaxed),
@@ -226,7 +257,7 @@ impl ExecSink {
     }
 }
 
-fn run(argv: &[String], job: &Job, timeout: Duration, counters: &Counters) {
+fn run(argv: &[String], job: &Job, timeout: Duration, counters: &Counters, stop: &AtomicBool) {
     let program = &argv[0];
     let spawned = Command::new(program)
         .args(&argv[1..])
@@ -234,6 +265,8 @@ fn run(argv: &[String], job: &Job, timeout: Duration, counters: &Counters) {
         .stdin(Stdio::piped())
         .stdout(Stdio::null())
         .stderr(Stdio::inherit())
+        // A group of its own, so that ending the run ends what it started.
+        .process_group(0)
         .spawn();
     let mut child = match spawned {
         Ok(c) => c,
@@ -256,7 +289,7 @@ fn run(argv: &[String], job: &Job, timeout: Duration, counters: &Counters) {
             tracing::warn!(error = %e, "Cannot start a thread to feed the exec hook.");
         }
     }
-    match wait_for(&mut child, Instant::now() + timeout) {
+    match wait_for(&mut child, Instant::now() + timeout, Some(stop)) {
         Ok(Some(status)) if status.success() => {
             counters.ok.fetch_add(1, Ordering::Relaxed);
         }
@@ -264,34 +297,68 @@ fn run(argv: &[String], job: &Job, timeout: Duration, counters: &Counters) {
             counters.failed.fetch_add(1, Ordering::Relaxed);
             tracing::warn!(program = %program, %status, "Exec hook failed.");
         }
+        Ok(None) if stop.load(Ordering::Acquire) => {
+            end_group(&mut child);
+            counters.failed.fetch_add(1, Ordering::Relaxed);
+            tracing::warn!(program = %program, "Exec hook still running at shutdown; ended it and its process group.");
+        }
         Ok(None) => {
-            let _ = child.kill();
-            let _ = child.wait();
+            end_group(&mut child);
             counters.timed_out.fetch_add(1, Ordering::Relaxed);
             tracing::warn!(
                 program = %program,
                 timeout_ms = u64::try_from(timeout.as_millis()).unwrap_or(u64::MAX),
-                "Exec hook timed out and was killed."
+                "Exec hook timed out; ended it and its process group."
             );
         }
         Err(e) => {
-            let _ = child.kill();
-            let _ = child.wait();
+            end_group(&mut child);
             counters.failed.fetch_add(1, Ordering::Relaxed);
             tracing::warn!(program = %program, error = %e, "Cannot wait for the exec hook.");
         }
     }
 }
 
-/// The child's exit status, or `None` if it is still running at `deadline`.
-fn wait_for(child: &mut Child, deadline: Instant) -> std::io::Result<Option<ExitStatus>> {
+/// Ends a run and its process group: SIGTERM to the group, SIGKILL after
+/// [`KILL_GRACE`] to whatever is left of it, and the leader reaped.
+fn end_group(child: &mut Child) {
+    let pgid = i32::try_from(child.id()).ok().and_then(Pid::from_raw);
+    let Some(pgid) = pgid else {
+        let _ = child.kill();
+        let _ = child.wait();
+        return;
+    };
+    let _ = kill_process_group(pgid, Signal::TERM);
+    let grace_end = Instant::now() + KILL_GRACE;
+    // Most hooks end on SIGTERM. While the leader is not reaped its pid, and so the
+    // group's id, cannot be taken by another process; after, the kernel keeps it while
+    // any member of the group lives.
+    let reaped = matches!(wait_for(child, grace_end, None), Ok(Some(_)));
+    // What the run started gets the rest of the grace.
+    while Instant::now() < grace_end && test_kill_process_group(pgid).is_ok() {
+        thread::sleep(Duration::from_millis(20));
+    }
+    let _ = kill_process_group(pgid, Signal::KILL);
+    if !reaped {
+        let _ = child.kill();
+        let _ = child.wait();
+    }
+}
+
+/// The child's exit status, or `None` if it is still running at `deadline` (or when
+/// `stop` is set).
+fn wait_for(
+    child: &mut Child,
+    deadline: Instant,
+    stop: Option<&AtomicBool>,
+) -> std::io::Result<Option<ExitStatus>> {
     let mut nap = Duration::from_millis(2);
     loop {
         if let Some(status) = child.try_wait()? {
             return Ok(Some(status));
         }
         let now = Instant::now();
-        if now >= deadline {
+        if now >= deadline || stop.is_some_and(|s| s.load(Ordering::Acquire)) {
             return Ok(None);
         }
         thread::sleep(nap.min(deadline - now));

@@ -124,6 +124,23 @@ impl Persist {
         }
     }
 
+    /// Numbers a delta that must wait (the event stream is blocked, and the saved state
+    /// must not run ahead of it), and counts it as received, so that the core, which
+    /// waits for the writer to take its deltas, goes on. Deltas held together are merged
+    /// and handed over with [`Persist::save_held`] under the newest number.
+    pub fn hold(&mut self) -> u64 {
+        self.seq += 1;
+        self.progress.received.fetch_max(self.seq, Ordering::AcqRel);
+        self.seq
+    }
+
+    /// Hands over a delta numbered by [`Persist::hold`].
+    pub fn save_held(&mut self, seq: u64, delta: Box<Delta>) {
+        if let Some((tx, _)) = &self.saver {
+            let _ = tx.send((seq, delta));
+        }
+    }
+
     /// Moves on to a new journal when this one is full, and deletes full ones that both
     /// generations on disk cover (the next delta covers what was delivered before it).
     pub fn tidy(&mut self) {

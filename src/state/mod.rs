@@ -53,16 +53,6 @@ use std::time::{Duration, Instant};
 /// Failures to persist are logged at most this often.
 const LOG_EVERY: Duration = Duration::from_secs(60);
 
-/// `$XDG_STATE_HOME/baton`, else `~/.local/state/baton`.
-pub fn default_dir() -> Option<PathBuf> {
-    let xdg = std::env::var_os("XDG_STATE_HOME").filter(|v| !v.is_empty());
-    if let Some(x) = xdg.map(PathBuf::from).filter(|p| p.is_absolute()) {
-        return Some(x.join("baton"));
-    }
-    let home = std::env::var_os("HOME").filter(|v| !v.is_empty())?;
-    Some(PathBuf::from(home).join(".local/state/baton"))
-}
-
 /// What was found in the state directory.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Status {

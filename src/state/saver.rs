@@ -34,6 +34,27 @@ pub struct Delta {
     pub decided: Vec<Decision>,
 }
 
+impl Delta {
+    /// Folds a later delta into this one, as if both were applied in turn: the later
+    /// word on a path wins, decisions add up.
+    pub fn merge(&mut self, later: Delta) {
+        let gone: std::collections::HashSet<&str> =
+            later.removed.iter().map(String::as_str).collect();
+        let fresh: std::collections::HashSet<&str> =
+            later.files.iter().map(|c| c.path.as_str()).collect();
+        self.files
+            .retain(|c| !gone.contains(c.path.as_str()) && !fresh.contains(c.path.as_str()));
+        self.removed.retain(|p| !fresh.contains(p.as_str()));
+        for p in later.removed {
+            if !self.removed.contains(&p) {
+                self.removed.push(p);
+            }
+        }
+        self.files.extend(later.files);
+        self.decided.extend(later.decided);
+    }
+}
+
 /// A delta with its sequence number, on its way to the writer.
 pub type Msg = (u64, Box<Delta>);
 
@@ -163,7 +184,11 @@ impl Saver {
                     if self.behind {
                         pending.ledger_only();
                     }
-                    self.progress.received.store(pending.seq, Ordering::Release);
+                    // fetch_max: deltas held for a blocked event stream were already
+                    // counted as received when they were numbered.
+                    self.progress
+                        .received
+                        .fetch_max(pending.seq, Ordering::AcqRel);
                     false
                 }
                 Err(RecvTimeoutError::Timeout) => false,
@@ -406,4 +431,55 @@ enum Newer {
     Pending(usize),
     /// The file is no longer tracked.
     Gone,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::state::Checkpoint;
+
+    fn cp(path: &str, offset: u64) -> Checkpoint {
+        Checkpoint {
+            path: path.to_owned(),
+            dev: 1,
+            ino: 2,
+            offset,
+            line: 1,
+            marker: 0,
+            resume: None,
+        }
+    }
+
+    fn decision(id: &str) -> Decision {
+        Decision {
+            session: "claude/s/".to_owned(),
+            id: id.to_owned(),
+            record_ts: None,
+        }
+    }
+
+    /// Merged deltas say what applying them in turn says: the later word on a path wins.
+    #[test]
+    fn a_merged_delta_is_the_deltas_applied_in_turn() {
+        let mut d = Delta {
+            files: vec![cp("/a", 10), cp("/b", 10), cp("/c", 10)],
+            removed: vec!["/d".to_owned()],
+            decided: vec![decision("1")],
+        };
+        d.merge(Delta {
+            files: vec![cp("/a", 20), cp("/d", 5)],
+            removed: vec!["/b".to_owned()],
+            decided: vec![decision("2")],
+        });
+        let mut files: Vec<(&str, u64)> = d
+            .files
+            .iter()
+            .map(|c| (c.path.as_str(), c.offset))
+            .collect();
+        files.sort_unstable();
+        assert_eq!(files, [("/a", 20), ("/c", 10), ("/d", 5)]);
+        assert_eq!(d.removed, ["/b"]);
+        let ids: Vec<&str> = d.decided.iter().map(|x| x.id.as_str()).collect();
+        assert_eq!(ids, ["1", "2"]);
+    }
 }

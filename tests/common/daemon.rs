@@ -4,7 +4,7 @@ use serde_json::{Value, json};
 use std::fs;
 use std::io::Write;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::{Child, Command, ExitStatus, Stdio};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
@@ -188,6 +188,65 @@ impl Daemon {
         }
     }
 
+    /// SIGTERM, then waits: how long the exit took and its status. A daemon still running
+    /// at `limit` is given 15 s more, only so the failure can say how late it was
+    /// (`None`: still running then; it is killed).
+    pub fn sigterm_timed(&mut self, limit: Duration) -> Option<(Duration, ExitStatus)> {
+        let mut child = self.child.take().expect("running");
+        let sent = Instant::now();
+        let status = Command::new("kill")
+            .arg("-TERM")
+            .arg(child.id().to_string())
+            .status()
+            .expect("kill");
+        assert!(status.success());
+        loop {
+            if let Some(s) = child.try_wait().expect("wait") {
+                return Some((sent.elapsed(), s));
+            }
+            if sent.elapsed() > limit + Duration::from_secs(15) {
+                let _ = child.kill();
+                let _ = child.wait();
+                return None;
+            }
+            std::thread::sleep(Duration::from_millis(5));
+        }
+    }
+
+    /// The daemon's stderr so far.
+    pub fn log_text(&self) -> String {
+        fs::read_to_string(&self.log).unwrap_or_default()
+    }
+
+    /// Waits until a line of the daemon's log matches. Fails the test if the daemon
+    /// exits first, or at the deadline.
+    pub fn wait_log(&mut self, what: &str, pred: impl Fn(&str) -> bool) -> String {
+        let start = Instant::now();
+        loop {
+            if let Some(l) = self.log_text().lines().find(|l| pred(l)) {
+                return l.to_owned();
+            }
+            if let Some(c) = self.child.as_mut()
+                && let Ok(Some(status)) = c.try_wait()
+            {
+                self.fail(&format!(
+                    "baton exited ({status}) while waiting for the log to say {what}"
+                ));
+            }
+            if start.elapsed() > DEADLINE {
+                self.fail(&format!("timed out waiting for the log to say {what}"));
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
+    /// Whether the daemon is still running (reaps it if it exited).
+    pub fn running(&mut self) -> bool {
+        self.child
+            .as_mut()
+            .is_some_and(|c| matches!(c.try_wait(), Ok(None)))
+    }
+
     /// SIGKILL and wait. The tree and state stay.
     pub fn kill(&mut self) {
         let mut child = self.child.take().expect("running");
@@ -214,7 +273,7 @@ impl Daemon {
 
     /// Every complete event line so far.
     pub fn events(&self) -> Vec<Value> {
-        let Ok(text) = fs::read_to_string(&self.events) else {
+        let Ok(text) = read_regular(&self.events) else {
             return Vec::new();
         };
         text.lines()
@@ -258,7 +317,7 @@ impl Daemon {
     }
 
     pub fn fail(&self, why: &str) -> ! {
-        let events = fs::read_to_string(&self.events).unwrap_or_default();
+        let events = read_regular(&self.events).unwrap_or_default();
         let log = fs::read_to_string(&self.log).unwrap_or_default();
         let tail: String = log
             .lines()
@@ -297,6 +356,14 @@ impl Drop for Daemon {
             let _ = c.wait();
         }
     }
+}
+
+/// A regular file's text (never a device such as `/dev/full`, which reads forever).
+fn read_regular(path: &Path) -> std::io::Result<String> {
+    if !fs::metadata(path)?.is_file() {
+        return Ok(String::new());
+    }
+    fs::read_to_string(path)
 }
 
 /// The events of one kind about one turn.

@@ -313,3 +313,41 @@ pub fn sample_event(kind: baton::model::EventKind, n: u32, message: &str) -> Eve
     e.message = Some(message.to_owned());
     e
 }
+
+/// Whether process `pid` exists and is not a zombie (a killed process whose new parent
+/// never reaps it stays a zombie, which is dead for every purpose here).
+pub fn process_alive(pid: u32) -> bool {
+    std::fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|s| {
+        // `pid (comm) S …`: the state follows the last ')'.
+        s.rsplit_once(')')
+            .and_then(|(_, rest)| rest.split_whitespace().next())
+            .is_some_and(|state| state != "Z" && state != "X")
+    })
+}
+
+/// The process group of `pid`, if it runs.
+pub fn process_group(pid: u32) -> Option<u32> {
+    let s = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    let (_, rest) = s.rsplit_once(')')?;
+    // state, ppid, pgrp
+    rest.split_whitespace().nth(2)?.parse().ok()
+}
+
+/// Waits until `path` holds a number and a newline (a pid a script wrote), and returns it.
+pub fn read_pid(path: &Path) -> u32 {
+    let start = std::time::Instant::now();
+    loop {
+        if let Ok(s) = std::fs::read_to_string(path)
+            && s.ends_with('\n')
+            && let Ok(n) = s.trim().parse()
+        {
+            return n;
+        }
+        assert!(
+            start.elapsed() < DEADLINE,
+            "{} never held a pid",
+            path.display()
+        );
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
+}

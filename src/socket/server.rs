@@ -1,0 +1,551 @@
+//! The socket server: one thread that accepts, reads each request, and watches the
+//! followers for hang-ups, all in one `poll(2)` loop; one thread per request being
+//! answered and per follower.
+//!
+//! - **Slots.** Followers (`tail`) are capped at `max_followers`; requests (`status`)
+//!   have [`REQUEST_SLOTS`] of their own, so any number of followers leaves `status`
+//!   answering. A request is read without a thread: a client that connects and says
+//!   nothing holds only its descriptor, for [`REQUEST_WITHIN`].
+//! - **Hang-ups.** A follower waits on its event queue, where a hang-up cannot be seen;
+//!   the loop polls a copy of each follower's socket and lets the follower go the moment
+//!   its client hangs up, whether or not an event is ever written again.
+//! - **Stop.** The loop also polls the daemon's [`Shutdown`] token, so stopping never
+//!   depends on the socket's path (which may be gone).
+//! - **A socket file removed** while the daemon runs (or its directory: the runtime
+//!   directory goes at logout) is made again at the next check, every `sweep`.
+
+use super::{Hub, end_line, status_line};
+use crate::clock::wall_now;
+use crate::error::Error;
+use crate::shutdown::Shutdown;
+use rustix::event::{PollFd, PollFlags, Timespec, poll};
+use std::io::{self, BufWriter, Read, Write};
+use std::os::unix::fs::{DirBuilderExt, MetadataExt, PermissionsExt};
+use std::os::unix::net::{UnixListener, UnixStream};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::thread;
+use std::time::{Duration, Instant};
+
+/// Requests answered at once (each takes milliseconds); more get a "busy" error.
+pub const REQUEST_SLOTS: usize = 16;
+/// Connections whose request is still being read; more wait in the listen queue.
+const MAX_PENDING: usize = 256;
+/// Longest request line.
+const MAX_REQUEST: usize = 4096;
+/// A client must send its request within this, or it is closed.
+const REQUEST_WITHIN: Duration = Duration::from_secs(5);
+/// A client must accept each write within this, or it is disconnected (its thread must
+/// not live forever).
+const WRITE_TIMEOUT: Duration = Duration::from_secs(10);
+/// Replies written by the loop itself (errors, refusals) are tiny; it never waits on one
+/// longer than this.
+const INLINE_WRITE_TIMEOUT: Duration = Duration::from_millis(100);
+
+/// How the server serves.
+#[derive(Debug, Clone, Copy)]
+pub struct Options {
+    /// `tail` clients at once.
+    pub max_followers: usize,
+    /// How often the socket file is checked (and made again if it is gone).
+    pub sweep: Duration,
+}
+
+/// A running socket server; dropping it does not stop it, [`Server::stop`] does.
+pub struct Server {
+    path: PathBuf,
+    /// Ends with the identity (device, inode) of the socket file it last bound.
+    accept: Option<thread::JoinHandle<(u64, u64)>>,
+    hub: Arc<Hub>,
+    shutdown: Shutdown,
+    /// The socket file's identity as first bound.
+    bound: (u64, u64),
+}
+
+/// Creates `dir` (and parents) and makes it 0700.
+fn private_dir(dir: &Path) -> io::Result<()> {
+    std::fs::DirBuilder::new()
+        .recursive(true)
+        .mode(0o700)
+        .create(dir)?;
+    std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o700))
+}
+
+/// Binds `path` (mode 0600) and returns the listener with the file's identity.
+fn bind(path: &Path) -> io::Result<(UnixListener, (u64, u64))> {
+    let listener = UnixListener::bind(path)?;
+    std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o600))?;
+    listener.set_nonblocking(true)?;
+    let meta = std::fs::symlink_metadata(path)?;
+    Ok((listener, (meta.dev(), meta.ino())))
+}
+
+impl Server {
+    /// Binds `path` (mode 0600, in a 0700 directory), replacing a stale socket, and
+    /// starts serving until `shutdown`. Fails if another daemon answers on it.
+    pub fn start(
+        path: &Path,
+        hub: Arc<Hub>,
+        opts: Options,
+        shutdown: Shutdown,
+    ) -> Result<Server, Error> {
+        let ctx = |what: &str, e: io::Error| {
+            Error::Usage(format!("socket {}: {what}: {e}", path.display()))
+        };
+        if let Some(dir) = path.parent() {
+            private_dir(dir).map_err(|e| ctx("cannot create its directory", e))?;
+        }
+        if std::fs::symlink_metadata(path).is_ok() {
+            if UnixStream::connect(path).is_ok() {
+                return Err(Error::Usage(format!(
+                    "another baton daemon is already listening on {}",
+                    path.display()
+                )));
+            }
+            std::fs::remove_file(path).map_err(|e| ctx("cannot remove the stale socket", e))?;
+            tracing::info!(path = %path.display(), "Removed a stale socket.");
+        }
+        let (listener, bound) = bind(path).map_err(|e| ctx("cannot listen", e))?;
+        let mut l = Loop {
+            path: path.to_path_buf(),
+            listener,
+            bound,
+            hub: Arc::clone(&hub),
+            shutdown: shutdown.clone(),
+            opts: Options {
+                max_followers: opts.max_followers.max(1),
+                ..opts
+            },
+            pending: Vec::new(),
+            watched: Vec::new(),
+            followers: Arc::new(AtomicUsize::new(0)),
+            requests: Arc::new(AtomicUsize::new(0)),
+            next_id: 0,
+            next_check: Instant::now() + opts.sweep,
+            warned_other: false,
+        };
+        let accept = thread::Builder::new()
+            .name("baton-socket".to_owned())
+            .spawn(move || {
+                l.run();
+                l.bound
+            })
+            .map_err(|e| ctx("cannot start its thread", e))?;
+        tracing::info!(path = %path.display(), "Listening for status and tail clients.");
+        Ok(Server {
+            path: path.to_path_buf(),
+            accept: Some(accept),
+            hub,
+            shutdown,
+            bound,
+        })
+    }
+
+    /// Stops serving, disconnects tail clients and removes the socket file (if it is
+    /// still the one this server made).
+    pub fn stop(mut self) {
+        self.shutdown.stop();
+        let ours = match self.accept.take().map(thread::JoinHandle::join) {
+            Some(Ok(bound)) => bound,
+            _ => self.bound,
+        };
+        self.hub.close();
+        if std::fs::symlink_metadata(&self.path).is_ok_and(|m| (m.dev(), m.ino()) == ours) {
+            let _ = std::fs::remove_file(&self.path);
+        }
+    }
+}
+
+/// A connection whose request line is still coming.
+struct Pending {
+    stream: UnixStream,
+    buf: Vec<u8>,
+    deadline: Instant,
+}
+
+/// A copy of a follower's socket, polled for its hang-up.
+struct Watched {
+    stream: UnixStream,
+    id: u64,
+}
+
+/// Gives a slot back when the thread holding it ends, however it ends.
+struct Slot(Arc<AtomicUsize>);
+
+impl Drop for Slot {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::AcqRel);
+    }
+}
+
+#[derive(serde::Deserialize)]
+struct Request {
+    cmd: String,
+    since_ms: Option<u64>,
+}
+
+struct Loop {
+    path: PathBuf,
+    listener: UnixListener,
+    /// The socket file's identity (device, inode) as last bound.
+    bound: (u64, u64),
+    hub: Arc<Hub>,
+    shutdown: Shutdown,
+    opts: Options,
+    pending: Vec<Pending>,
+    watched: Vec<Watched>,
+    followers: Arc<AtomicUsize>,
+    requests: Arc<AtomicUsize>,
+    next_id: u64,
+    next_check: Instant,
+    /// Said once that the path now holds someone else's file.
+    warned_other: bool,
+}
+
+/// What one poll saw.
+struct Ready {
+    stop: bool,
+    listener: bool,
+    pending: Vec<bool>,
+    watched: Vec<bool>,
+}
+
+impl Loop {
+    fn run(&mut self) {
+        while !self.shutdown.is_stopped() {
+            let now = Instant::now();
+            if now >= self.next_check {
+                self.check_file();
+                self.next_check = now + self.opts.sweep;
+            }
+            self.pending.retain(|p| p.deadline > now);
+            let ready = match self.wait() {
+                Ok(r) => r,
+                Err(e) => {
+                    tracing::warn!(error = %e, "Socket poll failed; trying again.");
+                    if self.shutdown.wait_timeout(Duration::from_millis(100)) {
+                        break;
+                    }
+                    continue;
+                }
+            };
+            if ready.stop {
+                break;
+            }
+            self.hang_ups(&ready.watched);
+            self.read_requests(&ready.pending);
+            if ready.listener {
+                self.accept();
+            }
+        }
+    }
+
+    /// Polls the stop token, the listener (while there is room for more pending
+    /// connections), pending requests and followers, until something is ready or the
+    /// next deadline.
+    fn wait(&self) -> io::Result<Ready> {
+        let now = Instant::now();
+        let deadline = self
+            .pending
+            .iter()
+            .map(|p| p.deadline)
+            .min()
+            .map_or(self.next_check, |d| d.min(self.next_check));
+        let timeout =
+            Timespec::try_from(deadline.saturating_duration_since(now)).unwrap_or(Timespec {
+                tv_sec: 3600,
+                tv_nsec: 0,
+            });
+        let listen = self.pending.len() < MAX_PENDING;
+        let stop = self.shutdown.fd();
+        let mut fds = Vec::with_capacity(2 + self.pending.len() + self.watched.len());
+        fds.push(PollFd::new(&stop, PollFlags::IN));
+        fds.push(PollFd::new(
+            &self.listener,
+            if listen {
+                PollFlags::IN
+            } else {
+                PollFlags::empty()
+            },
+        ));
+        for p in &self.pending {
+            fds.push(PollFd::new(&p.stream, PollFlags::IN));
+        }
+        for w in &self.watched {
+            fds.push(PollFd::new(&w.stream, PollFlags::IN | PollFlags::RDHUP));
+        }
+        match poll(&mut fds, Some(&timeout)) {
+            Ok(_) => {}
+            Err(rustix::io::Errno::INTR) => {}
+            Err(e) => return Err(e.into()),
+        }
+        let seen: Vec<bool> = fds.iter().map(|f| !f.revents().is_empty()).collect();
+        let n = self.pending.len();
+        Ok(Ready {
+            stop: seen[0],
+            listener: seen[1],
+            pending: seen[2..2 + n].to_vec(),
+            watched: seen[2 + n..].to_vec(),
+        })
+    }
+
+    fn accept(&mut self) {
+        while self.pending.len() < MAX_PENDING {
+            match self.listener.accept() {
+                Ok((stream, _)) => self.pending.push(Pending {
+                    stream,
+                    buf: Vec::new(),
+                    deadline: Instant::now() + REQUEST_WITHIN,
+                }),
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => return,
+                Err(e) => {
+                    // Out of descriptors, say: the listener stays readable, so pause
+                    // rather than spin.
+                    tracing::debug!(error = %e, "Socket accept failed.");
+                    self.shutdown.wait_timeout(Duration::from_millis(100));
+                    return;
+                }
+            }
+        }
+    }
+
+    /// Reads what the ready pending connections sent; a whole line is a request.
+    fn read_requests(&mut self, ready: &[bool]) {
+        let mut done = Vec::new();
+        for (i, p) in self.pending.iter_mut().enumerate() {
+            if !ready.get(i).copied().unwrap_or(false) {
+                continue;
+            }
+            let mut chunk = [0u8; 1024];
+            // Readable: this read does not wait.
+            let finished = match p.stream.read(&mut chunk) {
+                Ok(0) => true,
+                Ok(n) => {
+                    p.buf.extend_from_slice(&chunk[..n]);
+                    p.buf.contains(&b'\n') || p.buf.len() >= MAX_REQUEST
+                }
+                Err(e) => e.kind() != io::ErrorKind::WouldBlock,
+            };
+            if finished {
+                done.push(i);
+            }
+        }
+        // Highest first: each removal moves only an element that is not done.
+        for i in done.into_iter().rev() {
+            let p = self.pending.swap_remove(i);
+            self.request(p);
+        }
+    }
+
+    /// Serves one request line.
+    fn request(&mut self, p: Pending) {
+        let Pending { stream, buf, .. } = p;
+        let line = buf.split(|&b| b == b'\n').next().unwrap_or_default();
+        if line.iter().all(u8::is_ascii_whitespace) {
+            // Hung up without a word, or an empty line.
+            return;
+        }
+        let req: Request = match serde_json::from_slice(line) {
+            Ok(r) => r,
+            Err(e) => {
+                let msg = serde_json::json!({"error": format!("bad request: {e}")});
+                reply(&stream, &msg.to_string());
+                return;
+            }
+        };
+        match req.cmd.as_str() {
+            "status" => self.status(stream),
+            "tail" => self.follow(stream, req.since_ms),
+            other => {
+                let msg = serde_json::json!({
+                    "error": format!("unknown command `{other}` (status, tail)")
+                });
+                reply(&stream, &msg.to_string());
+            }
+        }
+    }
+
+    fn status(&self, stream: UnixStream) {
+        if self.requests.fetch_add(1, Ordering::AcqRel) >= REQUEST_SLOTS {
+            self.requests.fetch_sub(1, Ordering::AcqRel);
+            reply(
+                &stream,
+                &format!(
+                    "{{\"error\":\"busy: {REQUEST_SLOTS} requests are being answered; try again\"}}"
+                ),
+            );
+            return;
+        }
+        let slot = Slot(Arc::clone(&self.requests));
+        let hub = Arc::clone(&self.hub);
+        let spawned = thread::Builder::new()
+            .name("baton-status".to_owned())
+            .spawn(move || {
+                let _slot = slot;
+                if let Err(e) = answer_status(&stream, &hub) {
+                    tracing::debug!(error = %e, "Status client gone.");
+                }
+            });
+        if let Err(e) = spawned {
+            tracing::warn!(error = %e, "Cannot start a socket client thread.");
+        }
+    }
+
+    fn follow(&mut self, stream: UnixStream, since_ms: Option<u64>) {
+        let cap = self.opts.max_followers;
+        if self.followers.load(Ordering::Acquire) >= cap {
+            reply(
+                &stream,
+                &format!("{{\"notice\":\"refused: too many followers ({cap})\",\"refused\":true}}"),
+            );
+            tracing::debug!(cap, "A tail client was refused: too many followers.");
+            return;
+        }
+        let watch = match stream.try_clone() {
+            Ok(w) => w,
+            Err(e) => {
+                tracing::warn!(error = %e, "Cannot watch a tail client; refusing it.");
+                return;
+            }
+        };
+        let id = self.next_id;
+        self.next_id += 1;
+        let since =
+            since_ms.map(|ms| wall_now().saturating_sub(i64::try_from(ms).unwrap_or(i64::MAX)));
+        // Subscribed here, before the thread starts, so that a hang-up seen from now on
+        // always finds it.
+        let (backlog, rx, slow) = self.hub.subscribe(id, since);
+        self.followers.fetch_add(1, Ordering::AcqRel);
+        let slot = Slot(Arc::clone(&self.followers));
+        let spawned = thread::Builder::new()
+            .name("baton-tail".to_owned())
+            .spawn(move || {
+                let _slot = slot;
+                if let Err(e) = follow(&stream, backlog, &rx, &slow) {
+                    tracing::debug!(error = %e, "Tail client gone.");
+                }
+                // The loop's copy sees this as a hang-up and lets go of it.
+                let _ = stream.shutdown(std::net::Shutdown::Both);
+            });
+        match spawned {
+            Ok(_) => self.watched.push(Watched { stream: watch, id }),
+            Err(e) => {
+                self.hub.unsubscribe(id);
+                tracing::warn!(error = %e, "Cannot start a socket client thread.");
+            }
+        }
+    }
+
+    /// Lets go of the followers whose client hung up (or whose thread ended).
+    fn hang_ups(&mut self, ready: &[bool]) {
+        let mut flags = ready.iter();
+        let mut gone = Vec::new();
+        self.watched.retain_mut(|w| {
+            if !flags.next().copied().unwrap_or(false) {
+                return true;
+            }
+            let mut chunk = [0u8; 512];
+            match w.stream.read(&mut chunk) {
+                // A follower has nothing more to say; whatever it sends is ignored.
+                Ok(n) if n > 0 => true,
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => true,
+                _ => {
+                    gone.push(w.id);
+                    false
+                }
+            }
+        });
+        for id in gone {
+            self.hub.unsubscribe(id);
+        }
+    }
+
+    /// Makes the socket file again if it is gone; leaves a file someone else put there.
+    fn check_file(&mut self) {
+        match std::fs::symlink_metadata(&self.path) {
+            Ok(m) if (m.dev(), m.ino()) == self.bound => {}
+            Ok(_) => {
+                if !self.warned_other {
+                    self.warned_other = true;
+                    tracing::warn!(path = %self.path.display(), "The socket path now holds another file; leaving it (status and tail cannot reach this daemon).");
+                }
+            }
+            Err(e) if e.kind() == io::ErrorKind::NotFound => self.rebind(),
+            Err(e) => {
+                tracing::debug!(path = %self.path.display(), error = %e, "Cannot check the socket file.");
+            }
+        }
+    }
+
+    fn rebind(&mut self) {
+        // Only the socket's own directory is made again: a runtime directory that is gone
+        // (the session ended) is not ours to make.
+        if let Some(dir) = self.path.parent()
+            && !dir.exists()
+        {
+            let made = std::fs::DirBuilder::new().mode(0o700).create(dir);
+            if let Err(e) = made {
+                tracing::debug!(dir = %dir.display(), error = %e, "Cannot make the socket's directory again.");
+                return;
+            }
+        }
+        match bind(&self.path) {
+            Ok((listener, id)) => {
+                self.listener = listener;
+                self.bound = id;
+                self.warned_other = false;
+                tracing::warn!(path = %self.path.display(), "The socket file was gone; made it again.");
+            }
+            Err(e) => {
+                tracing::debug!(path = %self.path.display(), error = %e, "Cannot make the socket file again.");
+            }
+        }
+    }
+}
+
+/// A short reply from the loop itself, which must never wait long on a client.
+fn reply(stream: &UnixStream, line: &str) {
+    let _ = stream.set_write_timeout(Some(INLINE_WRITE_TIMEOUT));
+    let mut s = stream;
+    let _ = writeln!(s, "{line}");
+}
+
+fn answer_status(stream: &UnixStream, hub: &Hub) -> io::Result<()> {
+    stream.set_write_timeout(Some(WRITE_TIMEOUT))?;
+    let mut out = BufWriter::new(stream);
+    let views = hub.views.snapshot();
+    for v in views.iter() {
+        writeln!(out, "{}", status_line(v))?;
+    }
+    writeln!(out, "{}", end_line(views.len(), hub.stream.get().as_ref()))?;
+    out.flush()
+}
+
+fn follow(
+    stream: &UnixStream,
+    backlog: Vec<Arc<str>>,
+    rx: &crossbeam_channel::Receiver<Arc<str>>,
+    slow: &std::sync::atomic::AtomicBool,
+) -> io::Result<()> {
+    stream.set_write_timeout(Some(WRITE_TIMEOUT))?;
+    let mut out = BufWriter::new(stream);
+    for l in backlog {
+        writeln!(out, "{l}")?;
+    }
+    out.flush()?;
+    // Ends when the hub lets go of this client: it hung up, fell behind, or the daemon
+    // is stopping.
+    for l in rx {
+        writeln!(out, "{l}")?;
+        out.flush()?;
+    }
+    if slow.load(Ordering::Acquire) {
+        writeln!(
+            out,
+            "{{\"notice\":\"dropped: this client fell behind the event stream\"}}"
+        )?;
+        out.flush()?;
+    }
+    Ok(())
+}
