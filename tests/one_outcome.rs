@@ -204,17 +204,8 @@ fn a_failed_codex_turn_closed_by_task_complete_stays_failed_in_scan() {
         .arg(dir.path())
         .output()
         .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let stdout = String::from_utf8(out.stdout).unwrap();
-    let rows: Vec<serde_json::Value> = stdout
-        .lines()
-        .map(|l| serde_json::from_str(l).unwrap())
-        .collect();
-    assert_eq!(rows.len(), 1, "{stdout}");
+    let rows = common::json_lines(&out);
+    assert_eq!(rows.len(), 1, "{rows:?}");
     let row = &rows[0];
     assert_eq!(row["state"], "failed", "{row}");
     assert!(

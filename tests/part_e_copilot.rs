@@ -274,17 +274,8 @@ fn oh_my_pi_sessions_are_found_under_the_default_roots() {
         .env_remove("PI_CODING_AGENT_DIR")
         .output()
         .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let stdout = String::from_utf8(out.stdout).unwrap();
-    let rows: Vec<serde_json::Value> = stdout
-        .lines()
-        .map(|l| serde_json::from_str(l).unwrap())
-        .collect();
-    assert_eq!(rows.len(), 1, "{stdout}");
-    assert_eq!(rows[0]["provider"], "pi", "{stdout}");
-    assert_eq!(rows[0]["state"], "completed", "{stdout}");
+    let rows = common::json_lines(&out);
+    assert_eq!(rows.len(), 1, "{rows:?}");
+    assert_eq!(rows[0]["provider"], "pi", "{rows:?}");
+    assert_eq!(rows[0]["state"], "completed", "{rows:?}");
 }

@@ -57,6 +57,19 @@ pub fn replay_bytes(
     replay_files(&[(path, provider)], opts)
 }
 
+/// The JSON lines a `baton` run printed, once it is known to have succeeded.
+pub fn json_lines(out: &std::process::Output) -> Vec<serde_json::Value> {
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("{e}: {l}")))
+        .collect()
+}
+
 /// `event` names in order, for terse assertions.
 pub fn kinds(events: &[Event]) -> Vec<&'static str> {
     events.iter().map(|e| e.event.as_str()).collect()
