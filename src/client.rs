@@ -151,6 +151,7 @@ fn event_from(v: &Value) -> Option<Event> {
     ev.message = s("message");
     ev.evidence = s("evidence");
     ev.resets_at = s("resets_at");
+    ev.project = s("project");
     Some(ev)
 }
 

@@ -203,6 +203,12 @@ impl Log {
 }
 
 fn event(kind: EventKind, provider: ProviderKind, session: &str, path: &str) -> Event {
+    // As the reducer stamps Claude sessions from their `cwd` (/home/me/src/myproject,
+    // /home/me/web); Codex here says none.
+    let project = ["myproject", "web"]
+        .into_iter()
+        .find(|p| path.contains(&format!("-{p}/")))
+        .map(str::to_owned);
     Event {
         v: 1,
         event: kind,
@@ -225,6 +231,7 @@ fn event(kind: EventKind, provider: ProviderKind, session: &str, path: &str) -> 
         supersedes: None,
         background_tasks: None,
         background_finished: None,
+        project,
         replay: false,
     }
 }
