@@ -110,7 +110,12 @@ fn run(cli: Cli) -> Result<(), Error> {
             } else if views.is_empty() {
                 writeln!(out, "No sessions found.").map_err(Error::Output)?;
             } else {
-                write!(out, "{}", scan_view::table(&views)).map_err(Error::Output)?;
+                write!(
+                    out,
+                    "{}",
+                    scan_view::table(&views, baton::clock::wall_now())
+                )
+                .map_err(Error::Output)?;
             }
             out.flush().map_err(Error::Output)
         }

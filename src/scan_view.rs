@@ -91,21 +91,20 @@ pub fn project_names(views: &[SessionView]) -> Vec<String> {
         .collect()
 }
 
-/// A readable table, one session a row.
-pub fn table(views: &[SessionView]) -> String {
+/// A readable table, one session a row; ages are counted to `now` (Unix ms).
+pub fn table(views: &[SessionView], now: i64) -> String {
     let mut out = format!(
-        "{:<12} {:<11} {:<20} {:<13} {:<12} {:<20} {}\n",
-        "STATE", "AGENT", "PROJECT", "SESSION", "SUBAGENT", "SINCE", "LAST MESSAGE"
+        "{:<12} {:<11} {:<20} {:<13} {:<12} {:<12} {}\n",
+        "STATE", "AGENT", "PROJECT", "SESSION", "SUBAGENT", "AGE", "LAST MESSAGE"
     );
     let projects = project_names(views);
     for (v, project) in views.iter().zip(&projects) {
         let since = v
             .record_ts
-            .map(format_rfc3339)
-            .map(|t| t[..19].replace('T', " "))
+            .map(|t| crate::clock::age(t, now))
             .unwrap_or_default();
         out.push_str(&format!(
-            "{:<12} {:<11} {} {} {} {:<20} {}\n",
+            "{:<12} {:<11} {} {} {} {:<12} {}\n",
             state_text(v.state.as_str(), u64::from(v.background_tasks)),
             crate::sink::agent_name(Some(v.key.provider)),
             cell(project, 20),

@@ -242,3 +242,103 @@ fn status_rows_and_table_name_the_project() {
     );
     d.stop();
 }
+
+#[test]
+fn scan_tables_show_ages_and_json_stays_utc() {
+    let dir = tempfile::tempdir().unwrap();
+    let now = baton::clock::wall_now();
+    let at = |ago_ms: i64| baton::clock::format_rfc3339(now - ago_ms);
+    let projects = dir.path().join("claude/projects");
+    write(
+        &projects.join(format!("-home-me-src-my-web-app/{WEB}.jsonl")),
+        &claude_turn_at(
+            WEB,
+            Some("/home/me/src/my-web-app"),
+            "Web done.",
+            &at(400_000),
+            &at(330_000),
+        ),
+    );
+    write(
+        &projects.join(format!("-home-me-work-api-server/{API}.jsonl")),
+        &claude_turn_at(
+            API,
+            Some("/home/me/work/api-server"),
+            "API done.",
+            &at(3 * 86_400_000 + 9000),
+            &at(3 * 86_400_000 + 5000),
+        ),
+    );
+    let table = run(&["scan"], dir.path());
+    let row = |m: &str| {
+        table
+            .lines()
+            .find(|l| l.ends_with(m))
+            .unwrap_or_else(|| panic!("{table}"))
+            .to_owned()
+    };
+    assert!(
+        row("Web done.").contains(" 5 min ago    Web done."),
+        "{table}"
+    );
+    assert!(
+        row("API done.").contains(" 3 days ago   API done."),
+        "{table}"
+    );
+    // Machines still get UTC.
+    let json = run(&["scan", "--json"], dir.path());
+    assert!(
+        json.contains(&format!("\"record_ts\":\"{}\"", at(330_000))),
+        "{json}"
+    );
+}
+
+#[test]
+fn tail_prints_the_local_time_of_day_with_its_zone() {
+    let mut d = common::Daemon::tree().start(&[]);
+    let mut tail = d
+        .baton()
+        .arg("tail")
+        .env("TZ", "Europe/Madrid")
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut lines = std::io::BufRead::lines(std::io::BufReader::new(tail.stdout.take().unwrap()));
+    let now = baton::clock::wall_now();
+    let t0 = baton::clock::format_rfc3339(now);
+    let t1 = baton::clock::format_rfc3339(now + 1000);
+    let path = d
+        .claude()
+        .join(format!("-home-me-src-my-web-app/{WEB}.jsonl"));
+    std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+    // Give tail a moment to subscribe; a turn written before it would be missed.
+    std::thread::sleep(std::time::Duration::from_millis(500));
+    let turn = claude_turn_at(WEB, Some("/home/me/src/my-web-app"), "Web done.", &t0, &t1);
+    common::append(&path, (turn.join("\n") + "\n").as_bytes());
+    let ev = d.wait_for("turn_completed", |e| e["event"] == "turn_completed");
+    let ms = baton::clock::parse_rfc3339(ev["ts"].as_str().unwrap()).unwrap();
+    let madrid = jiff::tz::TimeZone::get("Europe/Madrid").unwrap();
+    let local = jiff::Timestamp::from_millisecond(ms)
+        .unwrap()
+        .to_zoned_datetime(madrid)
+        .strftime("%H:%M:%S %Z")
+        .to_string();
+    let want = format!("{local}  Claude Code · my-web-app: your turn — Web done.");
+    let mut seen = Vec::new();
+    for line in lines.by_ref() {
+        let line = line.unwrap();
+        if line.contains("your turn") {
+            seen.push(line);
+            break;
+        }
+        seen.push(line);
+    }
+    let _ = tail.kill();
+    let _ = tail.wait();
+    assert_eq!(
+        seen.last().map(String::as_str),
+        Some(want.as_str()),
+        "{seen:?}"
+    );
+    d.stop();
+}

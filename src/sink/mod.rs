@@ -250,13 +250,14 @@ fn short_session(session: &str) -> String {
     }
 }
 
-/// `HH:MM UTC` for an RFC 3339 reset time; a free-text hint ("5:40pm (Europe/Madrid)")
-/// as written. UTC because the local zone would need a time-zone database.
-fn reset_time(resets_at: &str) -> String {
+/// An RFC 3339 reset time in the system's zone (`10:24 CET`, with the date when it is
+/// not the day the event was decided); a free-text hint ("5:40pm (Europe/Madrid)") as
+/// written.
+fn reset_time(resets_at: &str, decided: &str) -> String {
     match crate::clock::parse_rfc3339(resets_at) {
         Some(ms) => {
-            let t = crate::clock::format_rfc3339(ms);
-            format!("{} UTC", &t[11..16])
+            let now = crate::clock::parse_rfc3339(decided).unwrap_or(ms);
+            crate::clock::local_time(ms, now, false)
         }
         None => title_part(resets_at),
     }
@@ -281,7 +282,7 @@ pub fn headline(ev: &Event) -> String {
             let reason = ev.reason.as_deref().unwrap_or("");
             if reason.contains("limit") {
                 match ev.resets_at.as_deref() {
-                    Some(at) => format!("usage limit until {}", reset_time(at)),
+                    Some(at) => format!("usage limit until {}", reset_time(at, &ev.ts)),
                     None => "usage limit reached".to_owned(),
                 }
             } else if reason.is_empty() {
@@ -305,7 +306,7 @@ pub fn headline(ev: &Event) -> String {
 }
 
 /// A one-line title naming the agent and the project, e.g.
-/// "Claude Code · myproject: your turn" or "Codex · 3f9c2a1b: usage limit until 22:45 UTC".
+/// "Claude Code · my-web-app: your turn" or "Codex · 3f9c2a1b: usage limit until 23:45 CET".
 pub fn title(ev: &Event) -> String {
     if ev.session.is_none() {
         return format!("baton: {}", headline(ev));
@@ -437,7 +438,16 @@ pub(crate) mod tests {
         let mut ev = event(EventKind::TurnFailed, ProviderKind::Codex, CODEX);
         ev.reason = Some("usage_limit_exceeded".to_owned());
         ev.resets_at = Some("2026-01-01T22:45:00.000Z".to_owned());
-        assert_eq!(title(&ev), "Codex · 2e3f4a5b: usage limit until 22:45 UTC");
+        // In the system's zone (exact strings under a fixed TZ: tests/desktop.rs).
+        let local = crate::clock::local_time(
+            crate::clock::parse_rfc3339("2026-01-01T22:45:00.000Z").unwrap_or_default(),
+            crate::clock::parse_rfc3339(&ev.ts).unwrap_or_default(),
+            false,
+        );
+        assert_eq!(
+            title(&ev),
+            format!("Codex · 2e3f4a5b: usage limit until {local}")
+        );
         ev.resets_at = None;
         assert_eq!(title(&ev), "Codex · 2e3f4a5b: usage limit reached");
         ev.reason = Some("overloaded\u{1b}[31m_error".to_owned());
