@@ -86,7 +86,19 @@ fn run(cli: Cli) -> Result<(), Error> {
         Command::Completions { shell } => {
             baton::completions::completions(shell, &mut io::stdout().lock()).map_err(Error::Output)
         }
-        Command::Man => baton::completions::man(&mut io::stdout().lock()).map_err(Error::Output),
+        Command::Man { subcommand } => {
+            let shown = baton::completions::man(subcommand.as_deref(), &mut io::stdout().lock())
+                .map_err(Error::Output)?;
+            if shown {
+                Ok(())
+            } else {
+                Err(Error::Usage(format!(
+                    "no man page for `{}` (pages: {})",
+                    subcommand.unwrap_or_default(),
+                    baton::completions::man_pages().join(", ")
+                )))
+            }
+        }
         Command::Scan(args) => {
             let files = if args.paths.is_empty() {
                 config::default_roots()
