@@ -342,3 +342,21 @@ fn tail_prints_the_local_time_of_day_with_its_zone() {
     );
     d.stop();
 }
+
+#[test]
+fn a_mistyped_watch_root_is_a_warning_at_start() {
+    let d = common::Daemon::tree();
+    let typo = d.claude().join("projcets");
+    let ok = d.claude().join("projects");
+    std::fs::create_dir_all(&ok).unwrap();
+    let typo_flag = format!("claude={}", typo.display());
+    let ok_flag = format!("claude={}", ok.display());
+    let d = d.start(&["--watch", &typo_flag, "--watch", &ok_flag]);
+    let (_, log) = d.stop_with_log();
+    let warned: Vec<&str> = log
+        .lines()
+        .filter(|l| l.contains("WARN") && l.contains("Watch root does not exist"))
+        .collect();
+    assert_eq!(warned.len(), 1, "{log}");
+    assert!(warned[0].contains(&typo.display().to_string()), "{log}");
+}
