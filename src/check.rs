@@ -27,8 +27,9 @@ pub struct CheckArgs {
     /// Read files as this provider's instead of detecting it (claude, codex, norma, sgme, cursor, copilot, pi).
     #[arg(long, value_name = "PROVIDER", value_parser = parse_provider)]
     pub provider: Option<ProviderKind>,
-    /// Transcript files, Noa `state.json` files, or directories to search for them.
-    #[arg(required = true, value_name = "PATH")]
+    /// Transcript files, Noa `state.json` files, or directories to search for them
+    /// (default: the default roots that exist; see `baton --help`).
+    #[arg(value_name = "PATH")]
     pub paths: Vec<PathBuf>,
 }
 
@@ -59,7 +60,17 @@ pub struct Report {
 
 /// Audits transcripts; returns true when problems were found.
 pub fn main(args: CheckArgs) -> Result<bool, Error> {
-    let report = run(&args.paths, args.provider, args.max_line_bytes)?;
+    let paths = if args.paths.is_empty() {
+        // As `scan`: the roots that are not there yet hold nothing to audit.
+        crate::config::default_roots()
+            .into_iter()
+            .map(|r| r.path)
+            .filter(|p| p.is_dir())
+            .collect()
+    } else {
+        args.paths
+    };
+    let report = run(&paths, args.provider, args.max_line_bytes)?;
     let mut out = io::BufWriter::new(io::stdout().lock());
     if args.json {
         for f in &report.findings {

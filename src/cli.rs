@@ -5,9 +5,10 @@ use std::path::PathBuf;
 
 const ABOUT: &str = "Tells you when an AI coding agent hands the turn back to you.
 
-baton reads the transcripts that Claude Code and Codex write (and Norma and SGME L0
-sessions), works out where each turn stands — working, completed, failed, interrupted
-or waiting for your answer — and reports it as JSON Lines events.";
+baton reads the transcripts that Claude Code, Codex, Cursor, Copilot CLI, Pi and Oh My Pi
+write (and Norma and SGME L0 sessions), works out where each turn stands — working,
+completed, failed, interrupted or waiting for your answer — and reports it as JSON Lines
+events.";
 
 const AFTER: &str = "Examples:
   baton scan                         where does every session stand right now?
@@ -18,11 +19,20 @@ const AFTER: &str = "Examples:
   baton status                       what the running daemon knows, now
   baton tail --since 10m             recent events, then live ones
 
+Default roots (read by `run`, `scan` and `check` without a PATH; each once it exists):
+  ~/.claude/projects         Claude Code ($CLAUDE_CONFIG_DIR/projects)
+  ~/.codex/sessions          Codex ($CODEX_HOME/sessions)
+  ~/.cursor/projects         Cursor
+  ~/.copilot/session-state   Copilot CLI ($COPILOT_HOME/session-state)
+  ~/.pi/agent/sessions       Pi ($PI_CODING_AGENT_DIR/sessions)
+  ~/.omp/agent/sessions      Oh My Pi
+
 Logging goes to stderr (to journald under systemd); set BATON_LOG (e.g.
-BATON_LOG=debug) to change the filter.
+BATON_LOG=debug) to change the filter. `baton man SUBCOMMAND` prints its man page.
 
 Exit codes: 0 ok, 1 check found problems, 2 usage or config error, 3 cannot read a
-path or the daemon is not running, 4 cannot write output.";
+path or the daemon is not running, 4 cannot write output, 5 another `baton run` holds
+the state directory, 6 the state directory cannot be used.";
 
 #[derive(Debug, Parser)]
 #[command(name = "baton", version, about = ABOUT, long_about = ABOUT, after_help = AFTER)]
@@ -42,13 +52,17 @@ pub enum Command {
     /// Print every session's current state.
     ///
     /// States: working, completed (waiting for you), failed, interrupted, needs_input.
-    /// Without PATH, reads the default roots: $CLAUDE_CONFIG_DIR/projects (or
-    /// ~/.claude/projects) and $CODEX_HOME/sessions (or ~/.codex/sessions).
+    /// Without PATH, reads the default roots that exist: ~/.claude/projects
+    /// ($CLAUDE_CONFIG_DIR/projects), ~/.codex/sessions ($CODEX_HOME/sessions),
+    /// ~/.cursor/projects, ~/.copilot/session-state ($COPILOT_HOME/session-state),
+    /// ~/.pi/agent/sessions and ~/.omp/agent/sessions.
     Scan(ScanArgs),
     /// Run the daemon: watch the transcript roots and report turns live.
     Run(Box<crate::daemon::RunArgs>),
     /// Audit transcripts for damage: malformed, partial or oversized lines, duplicate
     /// uuids, broken parent chains, dangling tool calls. Exits 1 when it finds problems.
+    ///
+    /// Without PATH, reads the default roots that exist, as `scan` does.
     Check(crate::check::CheckArgs),
     /// Print every session the running daemon knows: agent, project, state, turn,
     /// since when, last message.
@@ -77,8 +91,13 @@ pub enum Command {
         #[arg(value_enum, value_name = "SHELL")]
         shell: clap_complete::Shell,
     },
-    /// Print the man page (roff), e.g. `baton man | man -l -`.
-    Man,
+    /// Print the man page (roff), e.g. `baton man | man -l -`, or a subcommand's
+    /// (`baton man scan | man -l -`).
+    Man {
+        /// The subcommand whose page to print (default: the top page).
+        #[arg(value_name = "SUBCOMMAND")]
+        subcommand: Option<String>,
+    },
 }
 
 #[derive(Debug, Args)]
@@ -121,7 +140,7 @@ pub struct ScanArgs {
     /// whole and why, bytes parsed.
     #[arg(long)]
     pub stats: bool,
-    /// Transcript files or directories (default: the Claude Code and Codex roots).
+    /// Transcript files or directories (default: the default roots; see `baton --help`).
     #[arg(value_name = "PATH")]
     pub paths: Vec<PathBuf>,
 }

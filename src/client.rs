@@ -1,6 +1,6 @@
 //! `baton status` and `baton tail`: clients of the daemon's socket (see `socket`).
 
-use crate::clock::{format_rfc3339, parse_rfc3339, wall_now};
+use crate::clock::{parse_rfc3339, wall_now};
 use crate::error::Error;
 use crate::model::{Event, EventKind, ProviderKind};
 use crate::sink::{agent_name, title};
@@ -44,15 +44,9 @@ fn one_line(s: &str, max: usize) -> String {
     }
 }
 
-/// "just now", "5m ago", "3h ago", "2d ago".
+/// "just now", "5 min ago", "3 h ago", "2 days ago".
 fn ago(ms: i64) -> String {
-    let s = (wall_now() - ms).max(0) / 1000;
-    match s {
-        0..60 => "just now".to_owned(),
-        60..3600 => format!("{}m ago", s / 60),
-        3600..86_400 => format!("{}h ago", s / 3600),
-        _ => format!("{}d ago", s / 86_400),
-    }
+    crate::clock::age(ms, wall_now())
 }
 
 fn text<'a>(v: &'a Value, key: &str) -> &'a str {
@@ -107,8 +101,8 @@ pub fn status(socket: Option<&Path>, json: bool, out: &mut impl Write) -> Result
     };
     writeln!(
         out,
-        "{:<12} {:<11} {:<18} {:<10} {:<9} LAST MESSAGE",
-        "STATE", "AGENT", "PROJECT", "TURN", "SINCE"
+        "{:<12} {:<11} {:<18} {:<10} {:<12} LAST MESSAGE",
+        "STATE", "AGENT", "PROJECT", "TURN", "AGE"
     )
     .map_err(Error::Output)?;
     for r in &rows {
@@ -133,7 +127,7 @@ pub fn status(socket: Option<&Path>, json: bool, out: &mut impl Write) -> Result
             w(agent_name(provider), 11),
             w(&project, 18),
             w(text(r, "turn"), 10),
-            w(&since, 9),
+            w(&since, 12),
             one_line(text(r, "message"), 70)
         );
         writeln!(out, "{}", line.trim_end()).map_err(Error::Output)?;
@@ -152,7 +146,13 @@ fn blocked_line(stream: &Value) -> Option<String> {
     let since = stream["since"]
         .as_str()
         .and_then(parse_rfc3339)
-        .map(|ms| format!("{} UTC ({})", &format_rfc3339(ms)[11..19], ago(ms)))
+        .map(|ms| {
+            format!(
+                "{} ({})",
+                crate::clock::local_time(ms, wall_now(), true),
+                ago(ms)
+            )
+        })
         .unwrap_or_default();
     Some(format!(
         "The event stream is blocked since {since}: cannot write {}: {}. {} events wait, in \
@@ -181,14 +181,15 @@ fn event_from(v: &Value) -> Option<Event> {
     ev.message = s("message");
     ev.evidence = s("evidence");
     ev.resets_at = s("resets_at");
+    ev.project = s("project");
     Some(ev)
 }
 
-/// One line for a person: local-agnostic UTC time, title, message.
+/// One line for a person: the local time of day with its zone, title, message.
 pub fn human_line(v: &Value) -> Option<String> {
     let ev = event_from(v)?;
     let time = parse_rfc3339(&ev.ts)
-        .map(|ms| format_rfc3339(ms)[11..19].to_owned())
+        .map(|ms| crate::clock::local_time(ms, ms, true))
         .unwrap_or_default();
     let mut line = format!("{time}  {}", one_line(&title(&ev), 120));
     if matches!(

@@ -1,9 +1,9 @@
 //! Time as plain numbers: the cores take `now` as an argument, so replay can run on the
 //! records' own timestamps and the daemon on the machine's clocks.
 //!
-//! RFC 3339 parsing and formatting are done here by hand: transcripts only ever carry
-//! UTC or fixed-offset timestamps, and a calendar crate would be a large dependency for
-//! thirty lines of arithmetic.
+//! RFC 3339 parsing and formatting for machines are done here by hand: transcripts only
+//! ever carry UTC or fixed-offset timestamps. What people read is in their own zone,
+//! which needs the time-zone database: that is jiff's ([`local_time`]).
 
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
@@ -152,6 +152,45 @@ pub fn format_rfc3339(ms: i64) -> String {
     )
 }
 
+/// Unix milliseconds as a person reads them: the time of day in the system's zone (`TZ`
+/// honoured, via jiff's system time-zone lookup), with the zone's abbreviation, e.g.
+/// `10:24 CEST`, or `10:24:05 CEST` with `seconds`. A day away from `now` adds the date
+/// (`2026-03-01 10:24 CET`). Machines get [`format_rfc3339`], always UTC.
+pub fn local_time(ms: i64, now: i64, seconds: bool) -> String {
+    local_time_in(&jiff::tz::TimeZone::system(), ms, now, seconds)
+}
+
+/// [`local_time`] in the zone `tz`.
+pub fn local_time_in(tz: &jiff::tz::TimeZone, ms: i64, now: i64, seconds: bool) -> String {
+    let Ok(at) = jiff::Timestamp::from_millisecond(ms) else {
+        return format_rfc3339(ms);
+    };
+    let at = at.to_zoned_datetime(tz.clone());
+    let same_day = jiff::Timestamp::from_millisecond(now)
+        .map(|n| n.to_zoned_datetime(tz.clone()).date() == at.date())
+        .unwrap_or(false);
+    let clock = if seconds { "%H:%M:%S" } else { "%H:%M" };
+    let fmt = if same_day {
+        format!("{clock} %Z")
+    } else {
+        format!("%Y-%m-%d {clock} %Z")
+    };
+    at.strftime(&fmt).to_string()
+}
+
+/// How long ago `then` was at `now`, for tables: `just now`, `3 min ago`, `5 h ago`,
+/// `12 days ago`.
+pub fn age(then: i64, now: i64) -> String {
+    let s = (now - then).max(0) / 1000;
+    match s {
+        0..60 => "just now".to_owned(),
+        60..3600 => format!("{} min ago", s / 60),
+        3600..86_400 => format!("{} h ago", s / 3600),
+        86_400..172_800 => "1 day ago".to_owned(),
+        _ => format!("{} days ago", s / 86_400),
+    }
+}
+
 /// Parses a human duration such as `500ms`, `30s`, `2m`, `1h` or a bare number of seconds.
 pub fn parse_duration_ms(s: &str) -> Result<u64, String> {
     let s = s.trim();
@@ -184,6 +223,39 @@ pub fn parse_duration_ms(s: &str) -> Result<u64, String> {
 
 #[cfg(test)]
 mod tests {
+
+    #[test]
+    fn local_times_carry_their_zone_and_a_date_when_not_today() {
+        let madrid = jiff::tz::TimeZone::get("Europe/Madrid").expect("tzdb");
+        let at = parse_rfc3339("2026-01-01T22:45:00.000Z").expect("parse");
+        let summer = parse_rfc3339("2026-07-01T08:21:58.000Z").expect("parse");
+        assert_eq!(local_time_in(&madrid, at, at, false), "23:45 CET");
+        assert_eq!(
+            local_time_in(&madrid, summer, summer, true),
+            "10:21:58 CEST"
+        );
+        let day_before = at - 86_400_000;
+        assert_eq!(
+            local_time_in(&madrid, at, day_before, false),
+            "2026-01-01 23:45 CET"
+        );
+        assert_eq!(
+            local_time_in(&jiff::tz::TimeZone::UTC, at, at, false),
+            "22:45 UTC"
+        );
+    }
+
+    #[test]
+    fn ages_for_tables() {
+        let now = 1_000_000_000_000;
+        assert_eq!(age(now - 59_000, now), "just now");
+        assert_eq!(age(now + 5_000, now), "just now");
+        assert_eq!(age(now - 3 * 60_000 - 5_000, now), "3 min ago");
+        assert_eq!(age(now - 5 * 3_600_000, now), "5 h ago");
+        assert_eq!(age(now - 86_400_000, now), "1 day ago");
+        assert_eq!(age(now - 12 * 86_400_000, now), "12 days ago");
+    }
+
     use super::*;
 
     #[test]

@@ -86,7 +86,19 @@ fn run(cli: Cli) -> Result<(), Error> {
         Command::Completions { shell } => {
             baton::completions::completions(shell, &mut io::stdout().lock()).map_err(Error::Output)
         }
-        Command::Man => baton::completions::man(&mut io::stdout().lock()).map_err(Error::Output),
+        Command::Man { subcommand } => {
+            let shown = baton::completions::man(subcommand.as_deref(), &mut io::stdout().lock())
+                .map_err(Error::Output)?;
+            if shown {
+                Ok(())
+            } else {
+                Err(Error::Usage(format!(
+                    "no man page for `{}` (pages: {})",
+                    subcommand.unwrap_or_default(),
+                    baton::completions::man_pages().join(", ")
+                )))
+            }
+        }
         Command::Scan(args) => {
             let files = if args.paths.is_empty() {
                 config::default_roots()
@@ -110,7 +122,12 @@ fn run(cli: Cli) -> Result<(), Error> {
             } else if views.is_empty() {
                 writeln!(out, "No sessions found.").map_err(Error::Output)?;
             } else {
-                write!(out, "{}", scan_view::table(&views)).map_err(Error::Output)?;
+                write!(
+                    out,
+                    "{}",
+                    scan_view::table(&views, baton::clock::wall_now())
+                )
+                .map_err(Error::Output)?;
             }
             out.flush().map_err(Error::Output)
         }

@@ -145,6 +145,10 @@ pub struct Event {
     /// finished while a completion was held back for them.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub background_finished: Option<u32>,
+    /// Additive: what the session's project is called: the last component of the
+    /// directory the agent started in, when the transcript says.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub project: Option<String>,
     /// Additive: set on a re-delivery after a crash (same `id`).
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub replay: bool,
@@ -180,6 +184,8 @@ struct EventWire {
     background_tasks: Option<u32>,
     #[serde(default)]
     background_finished: Option<u32>,
+    #[serde(default)]
+    project: Option<String>,
     #[serde(default)]
     replay: bool,
 }
@@ -224,6 +230,7 @@ impl From<EventWire> for Event {
             supersedes: w.supersedes,
             background_tasks: w.background_tasks,
             background_finished: w.background_finished,
+            project: w.project,
             replay: w.replay,
         }
     }
@@ -254,6 +261,7 @@ impl Event {
             supersedes: None,
             background_tasks: None,
             background_finished: None,
+            project: None,
             replay: false,
         }
     }

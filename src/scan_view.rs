@@ -10,6 +10,7 @@ struct Row<'a> {
     provider: &'a str,
     session: &'a str,
     agent: Option<&'a str>,
+    project: String,
     path: &'a str,
     state: &'a str,
     turn: Option<&'a str>,
@@ -41,6 +42,7 @@ pub fn json_line(v: &SessionView) -> String {
         provider: v.key.provider.as_str(),
         session: &v.key.session,
         agent: v.key.agent.as_deref(),
+        project: crate::sink::view_project(v, 1),
         path: &v.path,
         state: v.state.as_str(),
         turn: v.turn.as_deref(),
@@ -63,22 +65,49 @@ fn cell(s: &str, width: usize) -> String {
     }
 }
 
-/// A readable table, one session a row.
-pub fn table(views: &[SessionView]) -> String {
+/// Each row's project name: the last component of its start directory, or the last two
+/// where another project in view has the same name.
+pub fn project_names(views: &[SessionView]) -> Vec<String> {
+    use std::collections::{HashMap, HashSet};
+    let short: Vec<String> = views
+        .iter()
+        .map(|v| crate::sink::view_project(v, 1))
+        .collect();
+    let mut dirs: HashMap<&str, HashSet<&str>> = HashMap::new();
+    for (v, name) in views.iter().zip(&short) {
+        if let Some(d) = v.start_dir.as_deref() {
+            dirs.entry(name)
+                .or_default()
+                .insert(d.trim_end_matches('/'));
+        }
+    }
+    views
+        .iter()
+        .zip(&short)
+        .map(|(v, name)| match dirs.get(name.as_str()) {
+            Some(set) if set.len() > 1 => crate::sink::view_project(v, 2),
+            _ => name.clone(),
+        })
+        .collect()
+}
+
+/// A readable table, one session a row; ages are counted to `now` (Unix ms).
+pub fn table(views: &[SessionView], now: i64) -> String {
     let mut out = format!(
-        "{:<12} {:<7} {:<13} {:<12} {:<20} {}\n",
-        "STATE", "AGENT", "SESSION", "SUBAGENT", "SINCE", "LAST MESSAGE"
+        "{:<12} {:<11} {:<20} {:<13} {:<12} {:<12} {}\n",
+        "STATE", "AGENT", "PROJECT", "SESSION", "SUBAGENT", "AGE", "LAST MESSAGE"
     );
-    for v in views {
+    let projects = project_names(views);
+    for (v, project) in views.iter().zip(&projects) {
         let since = v
             .record_ts
-            .map(format_rfc3339)
-            .map(|t| t[..19].replace('T', " "))
+            .map(|t| crate::clock::age(t, now))
             .unwrap_or_default();
         out.push_str(&format!(
-            "{:<12} {:<7} {} {} {:<20} {}\n",
+            "{:<12} {:<11} {} {} {} {:<12} {}\n",
             state_text(v.state.as_str(), u64::from(v.background_tasks)),
-            v.key.provider.as_str(),
+            crate::sink::agent_name(Some(v.key.provider)),
+            cell(project, 20),
             cell(&v.key.session, 13),
             cell(v.key.agent.as_deref().unwrap_or("-"), 12),
             since,

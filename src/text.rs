@@ -160,6 +160,31 @@ pub fn strip_terminal(s: &str) -> String {
         .collect()
 }
 
+/// Longest directory name shown for a project.
+const DIR_NAME_MAX: usize = 40;
+
+/// A project's name from the directory its session started in: the last `components`
+/// path components (`/home/me/src/my-web-app` → `my-web-app`, or `src/my-web-app` for
+/// 2), made printable and capped. `None` when nothing printable is left.
+pub fn dir_name(dir: &str, components: usize) -> Option<String> {
+    let parts: Vec<String> = dir
+        .split(['/', '\\'])
+        .map(|p| strip_terminal(p).trim().to_owned())
+        .filter(|p| !p.is_empty())
+        .collect();
+    let start = parts.len().saturating_sub(components.max(1));
+    let name = parts[start..].join("/");
+    if name.is_empty() {
+        return None;
+    }
+    if name.chars().count() <= DIR_NAME_MAX {
+        return Some(name);
+    }
+    let mut cut: String = name.chars().take(DIR_NAME_MAX - 1).collect();
+    cut.push('…');
+    Some(cut)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -172,6 +197,22 @@ mod tests {
         assert_eq!(strip_terminal("x\u{1b}]8;;http://e\u{1b}\\y"), "xy");
         assert_eq!(strip_terminal("bell\u{7}\u{9b}"), "bell");
         assert_eq!(strip_terminal("tab\tnl\n"), "tabnl");
+    }
+
+    #[test]
+    fn dir_names() {
+        assert_eq!(
+            dir_name("/home/me/src/my-web-app", 1).as_deref(),
+            Some("my-web-app")
+        );
+        assert_eq!(
+            dir_name("/home/me/src/my-web-app/", 2).as_deref(),
+            Some("src/my-web-app")
+        );
+        assert_eq!(dir_name("C:\\Users\\me\\api", 1).as_deref(), Some("api"));
+        assert_eq!(dir_name("/x/a\u{1b}[31mb", 1).as_deref(), Some("ab"));
+        assert_eq!(dir_name("/", 1), None);
+        assert_eq!(dir_name("/a", 2).as_deref(), Some("a"));
     }
 
     #[test]

@@ -232,6 +232,7 @@ pub(crate) fn test_view(session: &str, agent: Option<&str>, state: SessionState)
         message: None,
         evidence: None,
         background_tasks: 0,
+        start_dir: None,
     }
 }
 

@@ -50,6 +50,8 @@ fn notifications_over_a_private_bus() {
             format!("unix:path={}", socket.display()),
         )
         .env(DIR_VAR, dir.path())
+        // People read times in their own zone.
+        .env("TZ", "Europe/Madrid")
         .output()
         .expect("run the scenario");
     let stdout = String::from_utf8_lossy(&out.stdout);
@@ -203,6 +205,12 @@ impl Log {
 }
 
 fn event(kind: EventKind, provider: ProviderKind, session: &str, path: &str) -> Event {
+    // As the reducer stamps Claude sessions from their `cwd` (/home/me/src/myproject,
+    // /home/me/web); Codex here says none.
+    let project = ["myproject", "web"]
+        .into_iter()
+        .find(|p| path.contains(&format!("-{p}/")))
+        .map(str::to_owned);
     Event {
         v: 1,
         event: kind,
@@ -225,6 +233,7 @@ fn event(kind: EventKind, provider: ProviderKind, session: &str, path: &str) -> 
         supersedes: None,
         background_tasks: None,
         background_finished: None,
+        project,
         replay: false,
     }
 }
@@ -384,7 +393,7 @@ fn private_bus_scenario() {
     assert_eq!(got[0].urgency, Some(1), "normal urgency");
     assert_eq!(
         got[1].summary,
-        "Codex · 2e3f4a5b: usage limit until 22:45 UTC"
+        "Codex · 2e3f4a5b: usage limit until 23:45 CET"
     );
     assert_eq!(got[1].body, "You&#39;ve hit your usage limit.");
     assert_eq!(got[1].urgency, Some(2), "critical urgency for failures");

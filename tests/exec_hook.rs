@@ -68,6 +68,30 @@ fn shell_metacharacters_in_the_message_run_nothing() {
         "message leaked into the environment"
     );
     assert!(env.lines().any(|l| l == "BATON_EVENT=turn_completed"));
+    assert!(env.lines().any(|l| l == "BATON_PROJECT=web"), "{env}");
+}
+
+#[test]
+fn the_hook_is_told_the_project_even_when_the_transcript_does_not_say() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let out = dir.path().join("env");
+    let script = r#"printf '%s\n' "$BATON_PROJECT" >> "$0""#;
+    let mut sink = ExecSink::new(ExecConfig::new(sh(script, &[&out]))).expect("sink");
+    let mut ev = event(EventKind::TurnCompleted, 1, "done");
+    ev.project = Some("my-web\u{1b}[2J-app".to_owned());
+    sink.deliver(&ev);
+    // No `cwd` in the records: the whole project folder name, never its last word.
+    let mut ev = event(EventKind::TurnCompleted, 2, "done");
+    ev.project = None;
+    ev.path = Some("/home/me/.claude/projects/-home-me-src-my-web-app/s.jsonl".to_owned());
+    sink.deliver(&ev);
+    let (stats, done) = sink.close(GRACE);
+    assert!(done && stats.ok == 2, "{stats:?}");
+    let got = std::fs::read_to_string(&out).expect("hook ran");
+    // Hooks run concurrently: in either order.
+    let mut lines: Vec<&str> = got.lines().collect();
+    lines.sort_unstable();
+    assert_eq!(lines, ["home-me-src-my-web-app", "my-web-app"]);
 }
 
 #[test]

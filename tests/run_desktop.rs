@@ -132,7 +132,8 @@ fn notifications(flags: &[&str], config: &str) -> Option<Vec<Call>> {
     std::fs::create_dir_all(cfg.parent().unwrap()).unwrap();
     std::fs::write(cfg, config).unwrap();
     let mut d = d.env("DBUS_SESSION_BUS_ADDRESS", &addr).start(flags);
-    // The project name comes from the path: `projects/<encoded cwd>/<session>.jsonl`.
+    // These records name no `cwd`: the project name is the folder's, whole
+    // (`projects/<encoded cwd>/<session>.jsonl`; the encoding is lossy).
     let project = d.claude().join("projects").join("-home-me-src-myproject");
     std::fs::create_dir_all(&project).unwrap();
     for answer in ["Fixed <b>it</b> & <a href=\"x\">more</a>", "Second"] {
@@ -153,7 +154,10 @@ fn run_notifies_on_a_private_bus() {
     };
     assert_eq!(calls.len(), 2, "{calls:?}");
     println!("notification seen on the test bus: {:?}", calls[0]);
-    assert_eq!(calls[0].summary, "Claude Code · myproject: your turn");
+    assert_eq!(
+        calls[0].summary,
+        "Claude Code · home-me-src-myproject: your turn"
+    );
     assert_eq!(
         calls[0].body,
         "Fixed &lt;b&gt;it&lt;/b&gt; &amp; &lt;a href=&quot;x&quot;&gt;more&lt;/a&gt;"

@@ -151,6 +151,23 @@ fn posts_the_event_json() {
 }
 
 #[test]
+fn the_json_payload_always_names_the_project() {
+    let server = Server::start(local(), &[]);
+    let cfg = quick(vec![Endpoint::new(server.url("/hook"), Format::Json)]);
+    let mut sink = WebhookSink::new(cfg).expect("sink");
+    let mut ev = event(EventKind::TurnCompleted, 1, "done");
+    ev.project = None;
+    ev.path = Some("/home/me/.claude/projects/-home-me-work-api-server/s.jsonl".to_owned());
+    sink.deliver(&ev);
+    let got = server.wait_for(1);
+    let (_, done) = sink.close(PATIENCE);
+    assert!(done);
+    let body: serde_json::Value = serde_json::from_str(&got[0].body).expect("JSON");
+    assert_eq!(body["project"], "home-me-work-api-server");
+    assert_eq!(body["id"], "id1");
+}
+
+#[test]
 fn ntfy_style_has_a_title_and_a_plain_body() {
     let server = Server::start(local(), &[]);
     let mut ep = Endpoint::new(server.url("/mytopic"), Format::Ntfy);

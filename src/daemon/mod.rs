@@ -226,6 +226,14 @@ impl Settings {
             crate::config::default_roots()
         };
         for r in config.watch.into_iter().chain(args.watch) {
+            // A root asked for by name that is not there is most likely mistyped: say so
+            // (default roots appear when their agent is installed, and stay quiet).
+            if !r.path.exists() {
+                tracing::warn!(
+                    path = %r.path.display(),
+                    "Watch root does not exist; waiting for it (is it spelled right?)."
+                );
+            }
             if !roots.contains(&r) {
                 roots.push(r);
             }

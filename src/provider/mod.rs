@@ -183,9 +183,27 @@ pub enum ObsKind {
     Anomaly { reason: String, message: String },
     /// A background task started, finished or was queued for delivery.
     Background(background::Background),
-    /// The directory the agent process runs in (Claude Code's first `cwd`): where a
-    /// live writer is looked for.
+    /// The directory the agent process started in (Claude Code's first `cwd`, Codex's
+    /// `session_meta`, Pi's header, Copilot's `session.start` context): where a live
+    /// writer is looked for, and what the session's project is called.
     StartDir(String),
+}
+
+/// A header's start directory, passed on with the first observation after it: a header
+/// alone makes no session.
+pub(crate) fn with_start_dir(pending: &mut Option<String>, kinds: &mut Vec<ObsKind>) {
+    if !kinds.is_empty()
+        && let Some(dir) = pending.take()
+    {
+        kinds.insert(0, ObsKind::StartDir(dir));
+    }
+}
+
+/// The start directory a header line names in its first `cwd`, if any.
+pub(crate) fn header_cwd(line: &[u8]) -> Option<String> {
+    raw_str_field(line, "cwd", false)
+        .filter(|d| !d.is_empty())
+        .map(str::to_owned)
 }
 
 /// One observation from one record.

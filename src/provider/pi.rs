@@ -96,6 +96,9 @@ pub struct PiProjector {
     /// task its parent gave it.
     #[serde(default)]
     subagent: bool,
+    /// The header's `cwd`, until an observation carries it.
+    #[serde(default)]
+    start_dir: Option<String>,
 }
 
 impl PiProjector {
@@ -111,6 +114,7 @@ impl PiProjector {
             yielded: false,
             last_text: None,
             subagent: false,
+            start_dir: None,
         }
     }
 
@@ -273,6 +277,7 @@ impl Projector for PiProjector {
                 if !rec_id.is_empty() {
                     self.session = rec_id;
                 }
+                self.start_dir = super::header_cwd(line);
                 return Ok(());
             }
             (Some("message"), Some(msg)) => {
@@ -292,6 +297,7 @@ impl Projector for PiProjector {
             // title, session_init, credential_pin, model_usage, mode_change.
             _ => {}
         }
+        super::with_start_dir(&mut self.start_dir, &mut kinds);
         for kind in kinds {
             out.push(self.obs(key.clone(), record_ts, kind));
         }

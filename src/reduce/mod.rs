@@ -271,8 +271,13 @@ impl Reducer {
 
     fn finish(&mut self, key: &SessionKey, path: &Arc<str>, mut d: Draft) -> Option<Event> {
         let kind = d.kind?;
+        let mut project = None;
         if let Some(sess) = self.sessions.get(key) {
             session::stamp(sess, std::slice::from_mut(&mut d));
+            project = sess
+                .cwd
+                .as_deref()
+                .and_then(|c| crate::text::dir_name(c, 1));
         }
         if matches!(
             kind,
@@ -338,6 +343,7 @@ impl Reducer {
             supersedes,
             background_tasks: d.background_tasks,
             background_finished: None,
+            project,
             replay: false,
         })
     }

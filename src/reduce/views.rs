@@ -26,6 +26,9 @@ pub struct SessionView {
     pub evidence: Option<&'static str>,
     /// Background tasks still running or waiting to report back.
     pub background_tasks: u32,
+    /// The directory the session started in, if its transcript says (see
+    /// `sink::project_name`).
+    pub start_dir: Option<String>,
 }
 
 /// What became of one session since the last [`Reducer::take_changes`].
@@ -79,6 +82,7 @@ pub(super) fn view(key: &SessionKey, s: &Session) -> SessionView {
         message: s.message.clone(),
         evidence: s.evidence.map(Evidence::as_str),
         background_tasks: s.bg.count(),
+        start_dir: s.cwd.clone(),
     }
 }
 

@@ -436,6 +436,7 @@ mod tests {
     fn composes_only_main_handbacks() {
         let kinds = HANDBACK_KINDS;
         let mut ev = event(EventKind::TurnCompleted, ProviderKind::Claude, CLAUDE);
+        ev.project = Some("myproject".to_owned());
         ev.message = Some("<b>bold</b> & \u{1b}[31mred".to_owned());
         let note = compose(&kinds, &ev).expect("notifies");
         assert_eq!(note.summary, "Claude Code · myproject: your turn");

@@ -3,7 +3,8 @@
 //!
 //! Transcript text is untrusted, so it only ever travels on stdin: the program is started
 //! directly (never through a shell), its argv is exactly the configured one, and its
-//! environment gains only `BATON_EVENT` (the event kind, one of a fixed set of names).
+//! environment gains only `BATON_EVENT` (the event kind, one of a fixed set of names) and
+//! `BATON_PROJECT` (the project's name, printable and capped; see `sink::project_name`).
 //! Each run has a timeout (the program is killed when it expires); at most
 //! `max_concurrent` run at once, fed from a bounded queue that drops (and counts) what
 //! does not fit, so a slow hook never stalls the core.
@@ -83,6 +84,7 @@ struct Counters {
 
 struct Job {
     kind: &'static str,
+    project: String,
     json: String,
 }
 
@@ -238,10 +240,12 @@ impl ExecSink {
         if !self.filter.matches(ev) {
             return;
         }
+        let project = super::project_name(ev);
         let mut json = ev.to_json();
         json.push('\n');
         let job = Job {
             kind: ev.event.as_str(),
+            project,
             json,
         };
         if let Err(TrySendError::Full(_) | TrySendError::Disconnected(_)) = self.tx.try_send(job) {
@@ -262,6 +266,7 @@ fn run(argv: &[String], job: &Job, timeout: Duration, counters: &Counters, stop:
     let spawned = Command::new(program)
         .args(&argv[1..])
         .env("BATON_EVENT", job.kind)
+        .env("BATON_PROJECT", &job.project)
         .stdin(Stdio::piped())
         .stdout(Stdio::null())
         .stderr(Stdio::inherit())

@@ -138,7 +138,7 @@ pub fn agent_name(p: Option<ProviderKind>) -> &'static str {
         Some(ProviderKind::Norma) => "Norma",
         Some(ProviderKind::Sgme) => "SGME",
         Some(ProviderKind::Cursor) => "Cursor",
-        Some(ProviderKind::Copilot) => "Copilot",
+        Some(ProviderKind::Copilot) => "Copilot CLI",
         Some(ProviderKind::Pi) => "Pi",
         None => "baton",
     }
@@ -159,36 +159,72 @@ fn title_part(s: &str) -> String {
     cut
 }
 
-/// A short, stable name for where a session lives, from the transcript's *path* only
-/// (record contents are never read for it):
+/// What a person calls the project a session belongs to:
 ///
-/// - Claude Code keeps a session under `projects/<cwd with '/' → '-'>/`: the last
-///   non-empty `-`-separated word of that directory (`-home-me-src-myproject` →
-///   `myproject`; a hyphenated `my-app` shows as `app`, since the encoding is lossy).
-/// - Cursor's `projects/<slug>/agent-transcripts/…` and Pi's `sessions/--<cwd>--/…` the
-///   same way.
-/// - Everything else (Codex keeps sessions by date) and anything unrecognised: the last
-///   8 characters of the session id (Codex thread ids are UUIDv7, whose leading
-///   characters are a timestamp shared by sessions started together).
+/// - the event's `project`: the last component of the directory the agent started in,
+///   as its transcript says (Claude Code, Codex, Copilot CLI, Pi);
+/// - else the folder the transcript sits in, whole, where it names the project: Claude
+///   Code's and Cursor's `projects/<cwd with '/' → '-'>/` (`home-me-src-my-web-app`:
+///   the encoding is lossy, so no word of it is safe to drop) and Pi's
+///   `sessions/--<cwd>--/`;
+/// - else the last 8 characters of the session id (Codex thread ids are UUIDv7, whose
+///   leading characters are a timestamp shared by sessions started together).
 pub fn project_name(ev: &Event) -> String {
+    if let Some(p) = ev.project.as_deref().map(title_part)
+        && !p.is_empty()
+    {
+        return p;
+    }
+    path_project(ev.provider, ev.path.as_deref(), ev.session.as_deref())
+}
+
+/// `ev` with its `project` filled in as [`project_name`] found it, for hooks and
+/// webhooks, which always name one.
+pub fn with_project(ev: &Event, project: &str) -> Event {
+    let mut ev = ev.clone();
+    if ev.session.is_some() && ev.project.is_none() {
+        ev.project = Some(project.to_owned());
+    }
+    ev
+}
+
+/// [`project_name`] for a `scan`/`status` row: `components` path components of its
+/// start directory (2 where another row shares the name).
+pub fn view_project(v: &SessionView, components: usize) -> String {
+    match v
+        .start_dir
+        .as_deref()
+        .and_then(|d| crate::text::dir_name(d, components))
+    {
+        Some(name) => name,
+        None => path_project(Some(v.key.provider), Some(&v.path), Some(&v.key.session)),
+    }
+}
+
+/// The project as the transcript's *path* names it (record contents are never read
+/// for it).
+fn path_project(
+    provider: Option<ProviderKind>,
+    path: Option<&str>,
+    session: Option<&str>,
+) -> String {
     // Cursor keeps sessions under `projects/<slug>/` as Claude Code does, and Pi under
     // `sessions/--<cwd with '/' → '-'>--/`.
-    let marker = match ev.provider {
+    let marker = match provider {
         Some(ProviderKind::Claude | ProviderKind::Cursor) => Some("projects"),
         Some(ProviderKind::Pi) => Some("sessions"),
         _ => None,
     };
     if let Some(marker) = marker
-        && let Some(path) = ev.path.as_deref()
+        && let Some(path) = path
     {
         let mut parts = path.split('/');
         while let Some(p) = parts.next() {
             if p == marker {
                 if let Some(dir) = parts.next()
-                    && let Some(word) = dir.rsplit('-').find(|w| !w.is_empty())
                     && parts.next().is_some()
                 {
-                    let name = title_part(word);
+                    let name = title_part(dir.trim_matches('-'));
                     if !name.is_empty() {
                         return name;
                     }
@@ -197,7 +233,7 @@ pub fn project_name(ev: &Event) -> String {
             }
         }
     }
-    short_session(ev.session.as_deref().unwrap_or(""))
+    short_session(session.unwrap_or(""))
 }
 
 fn short_session(session: &str) -> String {
@@ -214,13 +250,14 @@ fn short_session(session: &str) -> String {
     }
 }
 
-/// `HH:MM UTC` for an RFC 3339 reset time; a free-text hint ("5:40pm (Europe/Madrid)")
-/// as written. UTC because the local zone would need a time-zone database.
-fn reset_time(resets_at: &str) -> String {
+/// An RFC 3339 reset time in the system's zone (`10:24 CET`, with the date when it is
+/// not the day the event was decided); a free-text hint ("5:40pm (Europe/Madrid)") as
+/// written.
+fn reset_time(resets_at: &str, decided: &str) -> String {
     match crate::clock::parse_rfc3339(resets_at) {
         Some(ms) => {
-            let t = crate::clock::format_rfc3339(ms);
-            format!("{} UTC", &t[11..16])
+            let now = crate::clock::parse_rfc3339(decided).unwrap_or(ms);
+            crate::clock::local_time(ms, now, false)
         }
         None => title_part(resets_at),
     }
@@ -245,7 +282,7 @@ pub fn headline(ev: &Event) -> String {
             let reason = ev.reason.as_deref().unwrap_or("");
             if reason.contains("limit") {
                 match ev.resets_at.as_deref() {
-                    Some(at) => format!("usage limit until {}", reset_time(at)),
+                    Some(at) => format!("usage limit until {}", reset_time(at, &ev.ts)),
                     None => "usage limit reached".to_owned(),
                 }
             } else if reason.is_empty() {
@@ -269,7 +306,7 @@ pub fn headline(ev: &Event) -> String {
 }
 
 /// A one-line title naming the agent and the project, e.g.
-/// "Claude Code · myproject: your turn" or "Codex · 3f9c2a1b: usage limit until 22:45 UTC".
+/// "Claude Code · my-web-app: your turn" or "Codex · 3f9c2a1b: usage limit until 23:45 CET".
 pub fn title(ev: &Event) -> String {
     if ev.session.is_none() {
         return format!("baton: {}", headline(ev));
@@ -339,6 +376,7 @@ pub(crate) mod tests {
             supersedes: None,
             background_tasks: None,
             background_finished: None,
+            project: None,
             replay: false,
         }
     }
@@ -355,16 +393,26 @@ pub(crate) mod tests {
     }
 
     #[test]
-    fn project_from_claude_dir_else_short_session() {
-        let ev = event(EventKind::TurnCompleted, ProviderKind::Claude, CLAUDE);
-        assert_eq!(project_name(&ev), "myproject");
+    fn project_from_the_session_else_the_whole_folder_else_short_session() {
+        let mut ev = event(EventKind::TurnCompleted, ProviderKind::Claude, CLAUDE);
+        assert_eq!(project_name(&ev), "home-me-src-myproject");
+        ev.project = Some("my-web\u{1b}[31m-app".to_owned());
+        assert_eq!(project_name(&ev), "my-web-app");
         let sub = "/h/.claude/projects/-h-web/abc/subagents/agent-1.jsonl";
         assert_eq!(
             project_name(&event(EventKind::TurnCompleted, ProviderKind::Claude, sub)),
-            "web"
+            "h-web"
         );
-        let ev = event(EventKind::TurnCompleted, ProviderKind::Codex, CODEX);
+        let mut ev = event(EventKind::TurnCompleted, ProviderKind::Codex, CODEX);
         assert_eq!(project_name(&ev), "2e3f4a5b");
+        ev.project = Some("api-server".to_owned());
+        assert_eq!(project_name(&ev), "api-server");
+        assert_eq!(
+            with_project(&ev, "x").project.as_deref(),
+            Some("api-server")
+        );
+        ev.project = None;
+        assert_eq!(with_project(&ev, "x").project.as_deref(), Some("x"));
         // A file directly under projects/ has no project directory.
         let odd = "/x/projects/file.jsonl";
         let ev = event(EventKind::TurnCompleted, ProviderKind::Claude, odd);
@@ -374,6 +422,7 @@ pub(crate) mod tests {
     #[test]
     fn titles() {
         let mut ev = event(EventKind::TurnCompleted, ProviderKind::Claude, CLAUDE);
+        ev.project = Some("myproject".to_owned());
         assert_eq!(title(&ev), "Claude Code · myproject: your turn");
         ev.background_tasks = Some(1);
         assert_eq!(
@@ -389,7 +438,16 @@ pub(crate) mod tests {
         let mut ev = event(EventKind::TurnFailed, ProviderKind::Codex, CODEX);
         ev.reason = Some("usage_limit_exceeded".to_owned());
         ev.resets_at = Some("2026-01-01T22:45:00.000Z".to_owned());
-        assert_eq!(title(&ev), "Codex · 2e3f4a5b: usage limit until 22:45 UTC");
+        // In the system's zone (exact strings under a fixed TZ: tests/desktop.rs).
+        let local = crate::clock::local_time(
+            crate::clock::parse_rfc3339("2026-01-01T22:45:00.000Z").unwrap_or_default(),
+            crate::clock::parse_rfc3339(&ev.ts).unwrap_or_default(),
+            false,
+        );
+        assert_eq!(
+            title(&ev),
+            format!("Codex · 2e3f4a5b: usage limit until {local}")
+        );
         ev.resets_at = None;
         assert_eq!(title(&ev), "Codex · 2e3f4a5b: usage limit reached");
         ev.reason = Some("overloaded\u{1b}[31m_error".to_owned());
@@ -398,6 +456,7 @@ pub(crate) mod tests {
             "Codex · 2e3f4a5b: turn failed (overloaded_error)"
         );
         let mut ev = event(EventKind::NeedsInput, ProviderKind::Claude, CLAUDE);
+        ev.project = Some("myproject".to_owned());
         ev.agent = Some("a88134".to_owned());
         assert_eq!(
             title(&ev),
@@ -409,13 +468,13 @@ pub(crate) mod tests {
     fn titles_name_cursor_copilot_and_pi() {
         let cursor = "/h/.cursor/projects/Users-me-src-myproject/agent-transcripts/a/a.jsonl";
         let ev = event(EventKind::TurnCompleted, ProviderKind::Cursor, cursor);
-        assert_eq!(title(&ev), "Cursor · myproject: your turn");
+        assert_eq!(title(&ev), "Cursor · Users-me-src-myproject: your turn");
         let copilot = "/h/.copilot/session-state/0199a1b2/events.jsonl";
         let ev = event(EventKind::TurnInterrupted, ProviderKind::Copilot, copilot);
-        assert_eq!(title(&ev), "Copilot · 2e3f4a5b: interrupted");
+        assert_eq!(title(&ev), "Copilot CLI · 2e3f4a5b: interrupted");
         let pi = "/h/.pi/agent/sessions/--home-me-web--/2026-01-01T00-00-00-000Z_x.jsonl";
         let ev = event(EventKind::TurnCompleted, ProviderKind::Pi, pi);
-        assert_eq!(title(&ev), "Pi · web: your turn");
+        assert_eq!(title(&ev), "Pi · home-me-web: your turn");
     }
 
     #[test]

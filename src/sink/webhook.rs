@@ -343,7 +343,7 @@ fn note_drop(dropped: &mut u64, label: &str) {
 fn prepare(format: Format, ev: &Event) -> Job {
     match format {
         Format::Json => Job {
-            body: ev.to_json(),
+            body: super::with_project(ev, &super::project_name(ev)).to_json(),
             title: None,
             high: false,
         },

@@ -20,7 +20,7 @@ mod server;
 pub use server::{Options, Server};
 
 use crate::clock::{format_rfc3339, wall_now};
-use crate::model::{Event, EventKind};
+use crate::model::Event;
 use crate::reduce::SessionView;
 use crate::sink::jsonl::StreamHealth;
 use crossbeam_channel::{Receiver, Sender, TrySendError};
@@ -171,15 +171,11 @@ struct StatusRow<'a> {
 }
 
 fn status_line(v: &SessionView) -> String {
-    let mut probe = Event::lifecycle(EventKind::TurnCompleted, String::new(), String::new());
-    probe.provider = Some(v.key.provider);
-    probe.session = Some(v.key.session.clone());
-    probe.path = Some(v.path.to_string());
     let row = StatusRow {
         provider: v.key.provider.as_str(),
         session: &v.key.session,
         agent: v.key.agent.as_deref(),
-        project: crate::sink::project_name(&probe),
+        project: crate::sink::view_project(v, 1),
         path: &v.path,
         state: v.state.as_str(),
         turn: v.turn.as_deref(),

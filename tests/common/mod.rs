@@ -322,6 +322,8 @@ pub fn sample_event(kind: baton::model::EventKind, n: u32, message: &str) -> Eve
     e.session = Some("5f1c8a2e-0000-4000-8000-00000000abcd".to_owned());
     e.turn = Some(format!("t{n}"));
     e.path = Some("/home/me/.claude/projects/-home-me-src-web/s.jsonl".to_owned());
+    // As the reducer stamps it from the session's `cwd` (/home/me/src/web).
+    e.project = Some("web".to_owned());
     e.line = Some(u64::from(n));
     e.message = Some(message.to_owned());
     e

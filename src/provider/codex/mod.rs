@@ -45,6 +45,9 @@ pub struct CodexProjector {
     /// was taken for: 37 of the few hundred bytes hashed per line.
     #[serde(skip)]
     keyed: Option<(String, Fnv)>,
+    /// The first `session_meta`'s `cwd`, until an observation carries it.
+    #[serde(default)]
+    start_dir: Option<String>,
 }
 
 impl CodexProjector {
@@ -66,6 +69,7 @@ impl CodexProjector {
             copying: false,
             copy_stamp: None,
             keyed: None,
+            start_dir: None,
         }
     }
 
@@ -373,7 +377,11 @@ impl CodexProjector {
             };
             let record_ts = stamp.and_then(parse_rfc3339);
             let key = self.key(line);
-            out.push(self.obs(key, record_ts, kind));
+            let mut kinds = vec![kind];
+            super::with_start_dir(&mut self.start_dir, &mut kinds);
+            for kind in kinds {
+                out.push(self.obs(key.clone(), record_ts, kind));
+            }
             return Ok(());
         }
         self.project_full(line, out)
@@ -397,7 +405,16 @@ impl CodexProjector {
             });
         }
         match (rec.ty.as_deref(), &rec.payload) {
-            (Some("session_meta"), Some(p)) => self.meta(p),
+            (Some("session_meta"), Some(p)) => {
+                if self.own_id.is_none() {
+                    self.start_dir = p
+                        .cwd
+                        .as_deref()
+                        .filter(|d| !d.is_empty())
+                        .map(str::to_owned);
+                }
+                self.meta(p);
+            }
             (Some("event_msg"), Some(p)) => self.event(p, &mut kinds),
             (Some("response_item"), Some(p)) => self.response(p, &mut kinds),
             (Some("compacted"), _) => kinds.push(ObsKind::Compacted { pre_tokens: None }),
@@ -411,6 +428,7 @@ impl CodexProjector {
         if kinds.is_empty() {
             return Ok(());
         }
+        super::with_start_dir(&mut self.start_dir, &mut kinds);
         let key = early_key.unwrap_or_else(|| self.key(line));
         for kind in kinds {
             out.push(self.obs(key.clone(), record_ts, kind));

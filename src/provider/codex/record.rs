@@ -63,6 +63,9 @@ pub(crate) struct Payload<'a> {
     pub(super) arguments: Option<Cow<'a, str>>,
     #[serde(borrow)]
     pub(super) forked_from_id: Option<Cow<'a, str>>,
+    /// `session_meta`: where the session started.
+    #[serde(borrow)]
+    pub(super) cwd: Option<Cow<'a, str>>,
     pub(super) codex_error_info: Option<Tag>,
     pub(super) rate_limits: Option<RateLimits<'a>>,
 }

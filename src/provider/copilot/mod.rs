@@ -63,6 +63,10 @@ pub struct CopilotProjector {
     /// main agent is the turn it started, keyed by the notification's id.
     #[serde(default)]
     notified: Option<String>,
+    /// `session.start`'s `context.cwd`, until an observation of the main agent carries
+    /// it.
+    #[serde(default)]
+    start_dir: Option<String>,
 }
 
 impl CopilotProjector {
@@ -86,6 +90,7 @@ impl CopilotProjector {
             active: false,
             background: Vec::new(),
             notified: None,
+            start_dir: None,
         }
     }
 
@@ -373,6 +378,12 @@ impl Projector for CopilotProjector {
         {
             self.background.retain(|c| *c != call);
             kinds.push(ObsKind::Background(Background::Finished(call)));
+        }
+        if rec.ty.as_deref() == Some("session.start") {
+            self.start_dir = super::header_cwd(line);
+        }
+        if scope.is_empty() {
+            super::with_start_dir(&mut self.start_dir, &mut kinds);
         }
         let agent = (!scope.is_empty()).then_some(scope);
         for kind in kinds {
