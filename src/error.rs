@@ -35,7 +35,8 @@ pub enum Error {
          one its own --state-dir)"
     )]
     StateLocked(PathBuf),
-    /// The state directory cannot be used (see README, "State directory").
+    /// The state directory cannot be used (see docs/reliability.md, "State directory, restarts
+    /// and replays").
     #[error("{0}")]
     State(String),
     /// `check` found problems (already printed).

@@ -22,7 +22,8 @@ fn fd_count(pid: u32) -> usize {
 /// The most descriptors baton may hold beyond its transcript handles: stdio, the event
 /// stream, the log, the watcher, the runtime's and the state writer's own.
 const FD_SLACK: usize = 40;
-/// The cap on transcript handles (README: "at most 256 open").
+/// The cap on transcript handles (docs/reliability.md, "Following files": "At most 256 are
+/// open at any moment").
 const MAX_OPEN: usize = 256;
 
 #[test]

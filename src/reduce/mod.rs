@@ -39,8 +39,8 @@ use std::sync::Arc;
 use session::{Draft, Session, confirm, draft, pending, step, with_tasks};
 use views::mark;
 
-/// Default quiet period before an unmarked final answer counts as complete. See README
-/// ("How completion is decided") for the measurement behind it.
+/// Default quiet period before an unmarked final answer counts as complete. See
+/// docs/completion.md ("Why 90 s") for the measurement behind it.
 pub const DEFAULT_SETTLE_MS: u64 = 90_000;
 
 /// Where an observation came from.

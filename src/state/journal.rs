@@ -5,7 +5,8 @@
 //!
 //! Lines are written, not fsync'ed: a crash of baton (SIGKILL included) cannot lose
 //! what reached the kernel, and an fsync per event would sit between every turn's end
-//! and its alert. A power loss can lose the last lines; see README ("Durable state").
+//! and its alert. A power loss can lose the last lines; see docs/reliability.md
+//! ("Emission protocol and `replay`").
 //!
 //! A torn last line (a crash mid-write) fails to parse and is ignored: a `pending` line
 //! is only torn if its write never finished, and then nothing was delivered.
