@@ -365,7 +365,7 @@ fn build_sinks(settings: &Settings) -> Result<Vec<sink::Delivery>, Error> {
     let bad = |e: crate::sink::SinkError| Error::Usage(e.to_string());
     let mut sinks = Vec::new();
     if let Some(cfg) = &settings.desktop {
-        sinks.push(sink::Delivery::Desktop(
+        sinks.push(sink::Delivery::from(
             DesktopSink::new(cfg.clone())
                 .map_err(bad)?
                 .with_hold(settings.hold_background)
@@ -373,7 +373,7 @@ fn build_sinks(settings: &Settings) -> Result<Vec<sink::Delivery>, Error> {
         ));
     }
     if let Some(cfg) = &settings.on_event {
-        sinks.push(sink::Delivery::Exec(
+        sinks.push(sink::Delivery::from(
             ExecSink::new(cfg.clone())
                 .map_err(bad)?
                 .with_hold(settings.hold_background)
@@ -381,7 +381,7 @@ fn build_sinks(settings: &Settings) -> Result<Vec<sink::Delivery>, Error> {
         ));
     }
     for cfg in &settings.webhooks {
-        sinks.push(sink::Delivery::Webhook(
+        sinks.push(sink::Delivery::from(
             WebhookSink::new(cfg.clone())
                 .map_err(bad)?
                 .with_hold(settings.hold_background)
