@@ -6,6 +6,20 @@
 //! `select!` or `recv_timeout` (the token's channel disconnects), an async task
 //! ([`Shutdown::stopped`]), and a `poll(2)` loop ([`Shutdown::fd`] becomes readable: its
 //! pipe's write end is closed). Once stopped it stays stopped.
+//!
+//! SIGTERM/SIGINT (`daemon::shutdown_signal`) fire it. Every long-lived task then stops
+//! by it, or by a queue closing behind a task that stopped by it:
+//! - the core thread checks it between files; the native watcher (notify's thread) and
+//!   the history readers are the core's, and end when it returns;
+//! - the poll ticker, the systemd notifier and the socket server's loop wait on it;
+//! - the event writer stops holding back on it, then ends when the sink task's sender
+//!   goes; the sink task ends when the core's sender goes (it must deliver the core's
+//!   last batch), and is aborted only when the event stream stays blocked past its grace;
+//! - the state writer ends when the event writer drops its queue;
+//! - tail clients end when the stopped server closes the hub; the status keeper
+//!   (`views`) ends when the core and the hub are gone, so it answers to the end;
+//! - delivery workers finish their queues when `Delivery::close` disconnects them, after
+//!   the sink task, within a grace (see `sink::delivery`).
 
 use crossbeam_channel::{Receiver, RecvTimeoutError, Sender};
 use std::io::{self, PipeReader, PipeWriter};
@@ -100,6 +114,30 @@ impl Shutdown {
     pub fn fd(&self) -> BorrowedFd<'_> {
         self.0.pipe_rx.as_fd()
     }
+}
+
+/// Runs the task `start` makes with a token and checks that it runs until the stop,
+/// then returns within 5 s of it.
+#[cfg(test)]
+pub(crate) fn assert_ends_at_the_stop<F>(start: impl FnOnce(Shutdown) -> F)
+where
+    F: Future<Output = ()> + Send + 'static,
+{
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("a runtime");
+    let stop = Shutdown::new().expect("a token");
+    let task = rt.spawn(start(stop.clone()));
+    rt.block_on(async {
+        tokio::time::sleep(Duration::from_millis(30)).await;
+        assert!(!task.is_finished(), "ended before the stop");
+        stop.stop();
+        tokio::time::timeout(Duration::from_secs(5), task)
+            .await
+            .expect("returns within 5 s of the stop")
+            .expect("does not panic");
+    });
 }
 
 #[cfg(test)]

@@ -155,7 +155,9 @@ impl Client {
 }
 
 /// Starts the keeper thread. It publishes the counts on `counts` whenever they change,
-/// and ends when both the core's sender and every [`Client`] are gone.
+/// and ends when both the core's sender and every [`Client`] are gone. Not on the
+/// shutdown token itself: `status` is answered until the socket closes, and the core and
+/// the socket server, which hold those ends, stop on the token.
 pub fn spawn(counts: watch::Sender<Counts>) -> io::Result<(ChangeTx, Client)> {
     // Unbounded: the core must never wait for `status`. The keeper drains it at once,
     // so it holds at most the batches of one scheduling delay.

@@ -365,7 +365,7 @@ fn build_sinks(settings: &Settings) -> Result<Vec<sink::Delivery>, Error> {
     let bad = |e: crate::sink::SinkError| Error::Usage(e.to_string());
     let mut sinks = Vec::new();
     if let Some(cfg) = &settings.desktop {
-        sinks.push(sink::Delivery::Desktop(
+        sinks.push(sink::Delivery::from(
             DesktopSink::new(cfg.clone())
                 .map_err(bad)?
                 .with_hold(settings.hold_background)
@@ -373,7 +373,7 @@ fn build_sinks(settings: &Settings) -> Result<Vec<sink::Delivery>, Error> {
         ));
     }
     if let Some(cfg) = &settings.on_event {
-        sinks.push(sink::Delivery::Exec(
+        sinks.push(sink::Delivery::from(
             ExecSink::new(cfg.clone())
                 .map_err(bad)?
                 .with_hold(settings.hold_background)
@@ -381,7 +381,7 @@ fn build_sinks(settings: &Settings) -> Result<Vec<sink::Delivery>, Error> {
         ));
     }
     for cfg in &settings.webhooks {
-        sinks.push(sink::Delivery::Webhook(
+        sinks.push(sink::Delivery::from(
             WebhookSink::new(cfg.clone())
                 .map_err(bad)?
                 .with_hold(settings.hold_background)
@@ -454,8 +454,15 @@ pub async fn run(settings: Settings, shutdown: impl Future<Output = ()>) -> Resu
         settings.poll_interval,
         settings.sweep_interval,
         poll_rx,
+        token.clone(),
     ));
-    let notifier = tokio::spawn(service::run(ready_rx, counts_rx, watchdog, heartbeat));
+    let notifier = tokio::spawn(service::run(
+        ready_rx,
+        counts_rx,
+        watchdog,
+        heartbeat,
+        token.clone(),
+    ));
     let writer = sink::Writer {
         health: hub.stream_health(),
         shutdown: token.clone(),
@@ -475,7 +482,10 @@ pub async fn run(settings: Settings, shutdown: impl Future<Output = ()>) -> Resu
             match tokio::time::timeout(STREAM_GRACE, &mut sink).await {
                 Ok(res) => res,
                 Err(_) => {
-                    // Dropping the task drops its queue, which frees a core waiting on it.
+                    // The one task not ended by the token alone: it drains what the core
+                    // sends after the stop, so it ends when the core's sender is gone,
+                    // and here, past the stream's grace, by force. Dropping the task
+                    // drops its queue, which frees a core waiting on it.
                     sink.abort();
                     tracing::error!("The event stream is blocked (its reader stopped reading); exiting without flushing it; what was not written comes out on the next start (within --catch-up).");
                     Ok(Err(Error::Output(io::Error::other(
@@ -489,8 +499,9 @@ pub async fn run(settings: Settings, shutdown: impl Future<Output = ()>) -> Resu
     // The sink is done (drained after the core's last batch, or failed): stop the core
     // if it is still running.
     token.stop();
-    ticker.abort();
-    notifier.abort();
+    // Both return at the token.
+    let _ = ticker.await;
+    let _ = notifier.await;
     let core_result =
         tokio::time::timeout(CORE_GRACE, tokio::task::spawn_blocking(move || core.join())).await;
     let sink_result =

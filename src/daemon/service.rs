@@ -2,6 +2,7 @@
 //! `NOTIFY_SOCKET` is unset, i.e. outside systemd.
 
 use crate::model::SessionState;
+use crate::shutdown::Shutdown;
 use crate::views::Counts;
 use sd_notify::NotifyState;
 use std::sync::Arc;
@@ -89,12 +90,15 @@ pub async fn run(
     mut counts: watch::Receiver<Counts>,
     watchdog: Option<Duration>,
     heartbeat: Arc<AtomicU64>,
+    stop: Shutdown,
 ) {
     let mut tick = tokio::time::interval(watchdog.unwrap_or(Duration::from_secs(3600)));
     let mut dog = Watchdog::default();
     let mut ready = Some(ready);
     loop {
         tokio::select! {
+            // STOPPING=1 went out with the stop: nothing more to tell systemd.
+            () = stop.stopped() => return,
             _ = tick.tick() => {
                 if watchdog.is_some() {
                     if dog.due(heartbeat.load(Ordering::Relaxed)) {
@@ -138,6 +142,18 @@ mod tests {
     use super::*;
     use crate::reduce::SessionChange;
     use crate::views::Table;
+
+    /// Neither `daemon_ready` nor the counts' sender went away: only the token ends it.
+    #[test]
+    fn the_notifier_returns_at_the_stop() {
+        let (ready_tx, ready) = oneshot::channel();
+        let (counts_tx, counts) = watch::channel(Counts::default());
+        let beat = Arc::new(AtomicU64::new(0));
+        crate::shutdown::assert_ends_at_the_stop(|stop| async move {
+            run(ready, counts, None, beat, stop).await;
+            drop((ready_tx, counts_tx));
+        });
+    }
 
     fn view(session: &str, state: SessionState, agent: Option<&str>) -> SessionChange {
         SessionChange::Updated(crate::views::test_view(session, agent, state))

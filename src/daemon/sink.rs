@@ -12,8 +12,8 @@ use super::stage::Stage;
 use crate::error::Error;
 use crate::model::{Event, EventKind};
 use crate::shutdown::Shutdown;
+use crate::sink::Sink;
 use crate::sink::jsonl::{LineOut, StreamHealth};
-use crate::sink::{DesktopSink, ExecSink, Sink, WebhookSink};
 use crate::socket::Hub;
 use crate::state::{Delta, Persist};
 use std::io;
@@ -30,39 +30,26 @@ pub enum Out {
     Save(Box<Delta>),
 }
 
-/// A delivery sink that can be closed with a grace period.
-pub enum Delivery {
-    Desktop(DesktopSink),
-    Exec(ExecSink),
-    Webhook(WebhookSink),
+/// A delivery sink, closed with a grace period at the end.
+pub struct Delivery(Box<dyn Sink>);
+
+impl<S: Sink + 'static> From<S> for Delivery {
+    fn from(s: S) -> Self {
+        Delivery(Box::new(s))
+    }
 }
 
 impl Delivery {
     fn sink(&mut self) -> &mut dyn Sink {
-        match self {
-            Delivery::Desktop(s) => s,
-            Delivery::Exec(s) => s,
-            Delivery::Webhook(s) => s,
-        }
+        self.0.as_mut()
     }
 
     /// Lets the sink finish its queue for up to `grace`, and logs what it did.
     pub fn close(self, grace: Duration) {
-        let (name, stats, done) = match self {
-            Delivery::Desktop(s) => {
-                let (st, done) = s.close(grace);
-                ("desktop", format!("{st:?}"), done)
-            }
-            Delivery::Exec(s) => {
-                let (st, done) = s.close(grace);
-                ("exec", format!("{st:?}"), done)
-            }
-            Delivery::Webhook(s) => {
-                let (st, done) = s.close(grace);
-                ("webhook", format!("{st:?}"), done)
-            }
-        };
-        if done {
+        let name = self.0.name();
+        let closed = self.0.close(grace);
+        let stats = format!("{:?}", closed.stats);
+        if closed.done {
             tracing::info!(sink = name, stats = %stats, "Sink closed.");
         } else {
             tracing::warn!(sink = name, stats = %stats, "Sink still busy at shutdown; abandoned.");
@@ -115,6 +102,8 @@ impl Fanout {
 }
 
 /// Runs until the core drops its sender, then returns the delivery sinks for closing.
+/// It ends by that channel closing, not on the shutdown token, because the core sends its
+/// last batch after the stop; the core stops on the token.
 /// Events pending at a crash (`replay`) go out first, to every sink.
 pub async fn run(
     mut rx: mpsc::Receiver<Out>,

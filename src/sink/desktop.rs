@@ -11,16 +11,15 @@
 //! (or a notification server) the failure is logged once, events keep streaming, and
 //! `deliver` lets one event through every `retry_after` to notice when it works again.
 
-use super::hold::Hold;
-use super::{Finished, HANDBACK_KINDS, Sink, SinkError, escape_markup, plain_message, title};
+use super::delivery::{Courier, Delivered, Drain, Workers};
+use super::{HANDBACK_KINDS, SinkError, escape_markup, plain_message, title};
 use crate::model::{Event, EventKind};
-use crossbeam_channel::{Sender, TrySendError};
+use crossbeam_channel::TrySendError;
 use lru::LruCache;
 use notify_rust::{Notification, Urgency};
 use std::num::NonZeroUsize;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::thread;
 use std::time::{Duration, Instant};
 
 /// How many sessions' cooldowns and notification ids are remembered (least recently
@@ -162,15 +161,16 @@ struct Shared {
 }
 
 /// Shows desktop notifications; see the module docs.
-pub struct DesktopSink {
+pub type DesktopSink = Delivered<Desktop>;
+
+/// The desktop sink's formatting and IO (see [`Courier`]).
+pub struct Desktop {
     kinds: Vec<EventKind>,
-    hold: Hold,
     cooldown: Cooldown,
     retry_after: Duration,
     next_probe: Option<Instant>,
-    tx: Sender<Job>,
+    workers: Workers<Job>,
     shared: Arc<Shared>,
-    finished: Finished,
     suppressed: u64,
     dropped: u64,
     skipped_no_bus: u64,
@@ -179,18 +179,18 @@ pub struct DesktopSink {
 impl DesktopSink {
     /// Starts the D-Bus thread. The bus itself is first tried on the first notification.
     pub fn new(cfg: DesktopConfig) -> Result<Self, SinkError> {
-        let (tx, rx) = crossbeam_channel::bounded::<Job>(cfg.queue.max(1));
-        let (done_tx, done_rx) = crossbeam_channel::bounded::<()>(0);
         let shared = Arc::new(Shared::default());
         let worker_shared = Arc::clone(&shared);
-        thread::Builder::new()
-            .name("baton-desktop".to_owned())
-            .spawn(move || {
-                let _done = done_tx;
+        let mut workers = Workers::new("desktop");
+        workers.lane(
+            cfg.queue,
+            1,
+            |_| "baton-desktop".to_owned(),
+            move |jobs, _| {
                 let cap = NonZeroUsize::new(SESSIONS_REMEMBERED).unwrap_or(NonZeroUsize::MIN);
                 // Per session: the server's id of its notification, and the event shown.
                 let mut ids: LruCache<String, (u32, String)> = LruCache::new(cap);
-                for job in rx {
+                for job in jobs {
                     match job {
                         Job::Show(note) => show(&note, &mut ids, &worker_shared),
                         Job::Close { key, event } => {
@@ -203,79 +203,46 @@ impl DesktopSink {
                         }
                     }
                 }
-            })
-            .map_err(|source| SinkError::Thread {
-                sink: "desktop",
-                source,
-            })?;
-        Ok(DesktopSink {
-            kinds: cfg.kinds,
-            hold: Hold::default(),
-            cooldown: Cooldown::new(cfg.cooldown),
-            retry_after: cfg.retry_after,
-            next_probe: None,
-            tx,
-            shared,
-            finished: Finished(done_rx),
-            suppressed: 0,
-            dropped: 0,
-            skipped_no_bus: 0,
-        })
-    }
-
-    /// Holds completions back for background tasks for up to `period` (see
-    /// [`Hold`]).
-    pub fn with_hold(mut self, period: Duration) -> Self {
-        self.hold.set_period(period);
-        self
-    }
-
-    /// Sets the grace of questions and whether scheduled turns page (see [`Hold`]).
-    pub fn with_pages(mut self, pages: super::hold::Pages) -> Self {
-        self.hold.set_pages(pages);
-        self
+            },
+        )?;
+        Ok(Delivered::with_courier(Desktop::new(&cfg, workers, shared)))
     }
 
     /// A sink whose notifications go to the returned receiver instead of D-Bus: every
     /// decision (hold, kinds, cooldown, queue) is the real sink's. For tests.
     pub fn capture(cfg: DesktopConfig) -> (Self, crossbeam_channel::Receiver<Job>) {
-        let (tx, rx) = crossbeam_channel::bounded::<Job>(cfg.queue.max(1));
-        let (_, done_rx) = crossbeam_channel::bounded::<()>(0);
-        let sink = DesktopSink {
-            kinds: cfg.kinds,
-            hold: Hold::default(),
+        let mut workers = Workers::new("desktop");
+        let rx = workers.capture(cfg.queue);
+        let courier = Desktop::new(&cfg, workers, Arc::new(Shared::default()));
+        (Delivered::with_courier(courier), rx)
+    }
+}
+
+impl Desktop {
+    fn new(cfg: &DesktopConfig, workers: Workers<Job>, shared: Arc<Shared>) -> Self {
+        Desktop {
+            kinds: cfg.kinds.clone(),
             cooldown: Cooldown::new(cfg.cooldown),
             retry_after: cfg.retry_after,
             next_probe: None,
-            tx,
-            shared: Arc::new(Shared::default()),
-            finished: Finished(done_rx),
+            workers,
+            shared,
             suppressed: 0,
             dropped: 0,
             skipped_no_bus: 0,
-        };
-        (sink, rx)
-    }
-
-    /// Delivers `ev` as if at `now` (holds, cooldowns and bus retries are measured on it).
-    pub fn deliver_at(&mut self, ev: &Event, now: Instant) {
-        if let Some(ev) = self.hold.offer(ev, now) {
-            self.page(&ev, now);
         }
     }
+}
 
-    /// Pages the held completions due at `now`; returns when the next one is.
-    pub fn tick_at(&mut self, now: Instant) -> Option<Instant> {
-        for ev in self.hold.due(now) {
-            self.page(&ev, now);
-        }
-        self.hold.next_due()
-    }
+impl Courier for Desktop {
+    type Stats = DesktopStats;
+    const NAME: &'static str = "desktop";
 
+    /// Cooldowns and bus retries are measured on `now`.
     fn page(&mut self, ev: &Event, now: Instant) {
         if let Some((key, event)) = retraction(ev) {
             if !self.shared.down.load(Ordering::Acquire)
-                && self.tx.try_send(Job::Close { key, event }).is_err()
+                && self.workers.offer(0, Job::Close { key, event }).is_err()
             {
                 self.dropped += 1;
             }
@@ -302,7 +269,7 @@ impl DesktopSink {
             );
             return;
         }
-        match self.tx.try_send(Job::Show(note)) {
+        match self.workers.offer(0, Job::Show(note)) {
             Ok(()) => {}
             Err(TrySendError::Full(_)) => {
                 self.dropped += 1;
@@ -311,12 +278,12 @@ impl DesktopSink {
                     "Desktop notification queue full; notification dropped."
                 );
             }
-            // The worker only ends when this sender is gone.
+            // The worker only ends when the queue is gone.
             Err(TrySendError::Disconnected(_)) => self.dropped += 1,
         }
     }
 
-    pub fn stats(&self) -> DesktopStats {
+    fn stats(&self) -> DesktopStats {
         DesktopStats {
             shown: self.shared.shown.load(Ordering::Relaxed),
             failed: self.shared.failed.load(Ordering::Relaxed),
@@ -326,47 +293,11 @@ impl DesktopSink {
         }
     }
 
-    /// Stops taking events, lets the D-Bus thread finish the queue, and waits for it up
-    /// to `grace`. Returns the final counts and whether the thread finished in time.
-    pub fn close(mut self, grace: Duration) -> (DesktopStats, bool) {
-        // A question still in its grace was not answered: it pages now, not never.
-        for ev in self.hold.take_waits() {
-            self.page(&ev, Instant::now());
-        }
-        let deadline = Instant::now() + grace;
-        let DesktopSink {
-            tx,
-            shared,
-            finished,
-            suppressed,
-            dropped,
-            skipped_no_bus,
-            ..
-        } = self;
-        drop(tx);
-        let done = finished.wait(deadline);
-        let stats = DesktopStats {
-            shown: shared.shown.load(Ordering::Relaxed),
-            failed: shared.failed.load(Ordering::Relaxed),
-            suppressed,
-            dropped,
-            skipped_no_bus,
-        };
-        (stats, done)
-    }
-}
-
-impl Sink for DesktopSink {
-    fn name(&self) -> &'static str {
-        "desktop"
-    }
-
-    fn deliver(&mut self, ev: &Event) {
-        self.deliver_at(ev, Instant::now());
-    }
-
-    fn tick(&mut self, now: Instant) -> Option<Instant> {
-        self.tick_at(now)
+    /// Lets the D-Bus thread finish the queue until `deadline`.
+    fn finish(mut self, deadline: Instant) -> (DesktopStats, bool) {
+        let workers = std::mem::replace(&mut self.workers, Workers::new("desktop"));
+        let done = workers.close(deadline, None) == Drain::InTime;
+        (self.stats(), done)
     }
 }
 

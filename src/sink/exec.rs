@@ -18,10 +18,10 @@
 //! there. (A run that exits by itself leaves what it started in the background alone:
 //! that is how a hook starts something on purpose.)
 
-use super::hold::Hold;
-use super::{EventFilter, Finished, Sink, SinkError};
+use super::delivery::{Courier, Delivered, Drain, Stop, Workers};
+use super::{EventFilter, SinkError};
 use crate::model::Event;
-use crossbeam_channel::{Receiver, Sender, TrySendError};
+use crossbeam_channel::TrySendError;
 use rustix::process::{Pid, Signal, kill_process_group, test_kill_process_group};
 use std::io::Write;
 use std::os::unix::process::CommandExt;
@@ -82,6 +82,17 @@ struct Counters {
     timed_out: AtomicU64,
 }
 
+impl Counters {
+    fn stats(&self, dropped: u64) -> ExecStats {
+        ExecStats {
+            ok: self.ok.load(Ordering::Relaxed),
+            failed: self.failed.load(Ordering::Relaxed),
+            timed_out: self.timed_out.load(Ordering::Relaxed),
+            dropped,
+        }
+    }
+}
+
 struct Job {
     kind: &'static str,
     project: String,
@@ -89,16 +100,14 @@ struct Job {
 }
 
 /// Runs the configured program for matching events; see the module docs.
-pub struct ExecSink {
+pub type ExecSink = Delivered<Exec>;
+
+/// The exec hook's formatting and IO (see [`Courier`]).
+pub struct Exec {
     filter: EventFilter,
-    hold: Hold,
-    tx: Sender<Job>,
+    workers: Workers<Job>,
     counters: Arc<Counters>,
-    finished: Finished,
     dropped: u64,
-    /// Set when the grace at shutdown is over: running hooks are ended, queued ones
-    /// skipped.
-    stop: Arc<AtomicBool>,
 }
 
 impl ExecSink {
@@ -108,135 +117,37 @@ impl ExecSink {
             return Err(SinkError::EmptyCommand);
         }
         let argv: Arc<[String]> = cfg.command.into();
-        let (tx, rx) = crossbeam_channel::bounded::<Job>(cfg.queue.max(1));
-        let (done_tx, done_rx) = crossbeam_channel::bounded::<()>(0);
         let counters = Arc::new(Counters::default());
-        let stop = Arc::new(AtomicBool::new(false));
-        for i in 0..cfg.max_concurrent.max(1) {
-            let rx: Receiver<Job> = rx.clone();
-            let argv = Arc::clone(&argv);
-            let counters = Arc::clone(&counters);
-            let stop = Arc::clone(&stop);
-            let done = done_tx.clone();
-            let timeout = cfg.timeout;
-            thread::Builder::new()
-                .name(format!("baton-exec-{i}"))
-                .spawn(move || {
-                    let _done = done;
-                    for job in rx {
-                        if stop.load(Ordering::Acquire) {
-                            break;
-                        }
-                        run(&argv, &job, timeout, &counters, &stop);
+        let mut workers = Workers::new("exec");
+        let timeout = cfg.timeout;
+        let shared = Arc::clone(&counters);
+        workers.lane(
+            cfg.queue,
+            cfg.max_concurrent.max(1),
+            |i| format!("baton-exec-{i}"),
+            move |jobs, stop: &Stop| {
+                for job in jobs {
+                    if stop.ended() {
+                        break;
                     }
-                })
-                .map_err(|source| SinkError::Thread {
-                    sink: "exec",
-                    source,
-                })?;
-        }
-        Ok(ExecSink {
+                    run(&argv, &job, timeout, &shared, stop.ended_flag());
+                }
+            },
+        )?;
+        Ok(Delivered::with_courier(Exec {
             filter: cfg.filter,
-            hold: Hold::default(),
-            tx,
+            workers,
             counters,
-            finished: Finished(done_rx),
             dropped: 0,
-            stop,
-        })
-    }
-
-    /// Holds completions back for background tasks for up to `period` (see [`Hold`]).
-    pub fn with_hold(mut self, period: Duration) -> Self {
-        self.hold.set_period(period);
-        self
-    }
-
-    /// Sets the grace of questions and whether scheduled turns page (see [`Hold`]).
-    pub fn with_pages(mut self, pages: super::hold::Pages) -> Self {
-        self.hold.set_pages(pages);
-        self
-    }
-
-    /// Delivers `ev` as if at `now` (held completions are timed on it).
-    pub fn deliver_at(&mut self, ev: &Event, now: Instant) {
-        if let Some(ev) = self.hold.offer(ev, now) {
-            self.run_for(&ev);
-        }
-    }
-
-    /// Runs the hook for the held completions due at `now`; returns when the next is.
-    pub fn tick_at(&mut self, now: Instant) -> Option<Instant> {
-        for ev in self.hold.due(now) {
-            self.run_for(&ev);
-        }
-        self.hold.next_due()
-    }
-
-    pub fn stats(&self) -> ExecStats {
-        ExecStats {
-            ok: self.counters.ok.load(Ordering::Relaxed),
-            failed: self.counters.failed.load(Ordering::Relaxed),
-            timed_out: self.counters.timed_out.load(Ordering::Relaxed),
-            dropped: self.dropped,
-        }
-    }
-
-    /// Stops taking events, lets the workers run what is queued for up to `grace`, then
-    /// ends the runs still going (their process groups: SIGTERM, SIGKILL after
-    /// [`KILL_GRACE`]) and skips the rest. Returns the final counts and whether every
-    /// run had ended by itself in time.
-    pub fn close(mut self, grace: Duration) -> (ExecStats, bool) {
-        // A question still in its grace was not answered: it pages now, not never.
-        for ev in self.hold.take_waits() {
-            self.run_for(&ev);
-        }
-        let deadline = Instant::now() + grace;
-        let ExecSink {
-            tx,
-            counters,
-            finished,
-            dropped,
-            stop,
-            ..
-        } = self;
-        drop(tx);
-        let mut done = finished.wait(deadline);
-        if !done {
-            stop.store(true, Ordering::Release);
-            // The workers notice within their poll interval, then give each group its
-            // grace.
-            done = finished.wait(Instant::now() + KILL_GRACE + Duration::from_millis(500));
-            if done {
-                tracing::warn!("Exec hooks still running at shutdown were ended.");
-            }
-        }
-        let stats = ExecStats {
-            ok: counters.ok.load(Ordering::Relaxed),
-            failed: counters.failed.load(Ordering::Relaxed),
-            timed_out: counters.timed_out.load(Ordering::Relaxed),
-            dropped,
-        };
-        (stats, done)
+        }))
     }
 }
 
-impl Sink for ExecSink {
-    fn name(&self) -> &'static str {
-        "exec"
-    }
+impl Courier for Exec {
+    type Stats = ExecStats;
+    const NAME: &'static str = "exec";
 
-    fn deliver(&mut self, ev: &Event) {
-        self.deliver_at(ev, Instant::now());
-    }
-
-    fn tick(&mut self, now: Instant) -> Option<Instant> {
-        self.tick_at(now)
-    }
-}
-
-impl ExecSink {
-    fn run_for(&mut self, ev: &Event) {
+    fn page(&mut self, ev: &Event, _now: Instant) {
         if !self.filter.matches(ev) {
             return;
         }
@@ -248,7 +159,9 @@ impl ExecSink {
             project,
             json,
         };
-        if let Err(TrySendError::Full(_) | TrySendError::Disconnected(_)) = self.tx.try_send(job) {
+        if let Err(TrySendError::Full(_) | TrySendError::Disconnected(_)) =
+            self.workers.offer(0, job)
+        {
             self.dropped += 1;
             let msg = "Exec hook busy; event dropped (raise its queue or concurrency).";
             // Logarithmic: a flood of drops must not become a flood of log lines.
@@ -258,6 +171,28 @@ impl ExecSink {
                 tracing::debug!(dropped = self.dropped, "{msg}");
             }
         }
+    }
+
+    fn stats(&self) -> ExecStats {
+        self.counters.stats(self.dropped)
+    }
+
+    /// Lets the workers run what is queued until `deadline`, then ends the runs still
+    /// going (their process groups: SIGTERM, SIGKILL after [`KILL_GRACE`]) and skips the
+    /// rest.
+    fn finish(self, deadline: Instant) -> (ExecStats, bool) {
+        let Exec {
+            workers,
+            counters,
+            dropped,
+            ..
+        } = self;
+        // The workers notice within their poll interval, then give each group its grace.
+        let drain = workers.close(deadline, Some(KILL_GRACE + Duration::from_millis(500)));
+        if drain == Drain::Ended {
+            tracing::warn!("Exec hooks still running at shutdown were ended.");
+        }
+        (counters.stats(dropped), drain != Drain::Busy)
     }
 }
 

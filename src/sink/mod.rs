@@ -1,10 +1,12 @@
 //! Sinks: everything a user sees. The JSON Lines stream is product output; diagnostics go
 //! through `tracing` to stderr, never here.
 //!
-//! The delivery sinks (desktop, exec, webhook) each own their worker threads and a bounded
-//! queue: `deliver` only formats and `try_send`s, so a slow D-Bus, a hung hook or a dead
-//! web server can never stall the core. What does not fit is dropped and counted.
+//! The delivery sinks (desktop, exec, webhook) stand on one scaffold ([`delivery`]): the
+//! hold, then worker threads behind bounded queues. `deliver` only formats and
+//! `try_send`s, so a slow D-Bus, a hung hook or a dead web server can never stall the
+//! core. What does not fit is dropped and counted.
 
+pub mod delivery;
 pub mod desktop;
 pub mod exec;
 pub mod hold;
@@ -19,8 +21,8 @@ pub use webhook::WebhookSink;
 use crate::model::{Event, EventKind, ProviderKind};
 use crate::reduce::SessionView;
 use crate::text::strip_terminal;
-use crossbeam_channel::{Receiver, RecvTimeoutError};
-use std::time::Instant;
+use std::fmt;
+use std::time::{Duration, Instant};
 
 /// Something that shows events to a person or a program. Sinks never block the core:
 /// one that needs IO hands the work to its own thread or task and drops (with a count)
@@ -43,6 +45,24 @@ pub trait Sink: Send {
     fn tick(&mut self, _now: Instant) -> Option<Instant> {
         None
     }
+
+    /// Stops taking events and lets queued work finish for up to `grace`; says what the
+    /// sink did, for the log. A sink with nothing in flight only flushes.
+    fn close(mut self: Box<Self>, _grace: Duration) -> Closed {
+        self.flush();
+        Closed {
+            stats: Box::new(()),
+            done: true,
+        }
+    }
+}
+
+/// What [`Sink::close`] reports.
+pub struct Closed {
+    /// The sink's final counts (its own stats type), for the log.
+    pub stats: Box<dyn fmt::Debug + Send>,
+    /// Whether everything queued was finished within the grace.
+    pub done: bool,
 }
 
 /// Why a delivery sink could not be built from its configuration.
@@ -329,24 +349,6 @@ pub fn plain_message(ev: &Event) -> String {
         .as_deref()
         .map(strip_terminal)
         .unwrap_or_default()
-}
-
-/// Waits for a sink's worker threads: each holds a clone of the sender whose receiver
-/// is kept here, so "all disconnected" means "all finished".
-#[derive(Debug)]
-pub(crate) struct Finished(pub(crate) Receiver<()>);
-
-impl Finished {
-    /// True when every worker has ended before `deadline`.
-    pub(crate) fn wait(&self, deadline: Instant) -> bool {
-        loop {
-            match self.0.recv_deadline(deadline) {
-                Ok(()) => continue,
-                Err(RecvTimeoutError::Disconnected) => return true,
-                Err(RecvTimeoutError::Timeout) => return false,
-            }
-        }
-    }
 }
 
 #[cfg(test)]

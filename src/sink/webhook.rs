@@ -10,13 +10,12 @@
 //! URLs often carry secrets (tokens in paths or queries), so logs name only the
 //! endpoint's scheme, host and port.
 
-use super::hold::Hold;
-use super::{EventFilter, Finished, Sink, SinkError, headline, plain_message, title};
+use super::delivery::{Courier, Delivered, Drain, Stop, Workers};
+use super::{EventFilter, SinkError, headline, plain_message, title};
 use crate::model::{Event, EventKind};
-use crossbeam_channel::{Receiver, RecvTimeoutError, Sender, TrySendError};
+use crossbeam_channel::Receiver;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::thread;
 use std::time::{Duration, Instant};
 use ureq::http::{HeaderName, HeaderValue, Uri};
 
@@ -112,6 +111,17 @@ struct Counters {
     failed: AtomicU64,
 }
 
+impl Counters {
+    fn stats(&self, dropped: u64) -> WebhookStats {
+        WebhookStats {
+            delivered: self.delivered.load(Ordering::Relaxed),
+            retried: self.retried.load(Ordering::Relaxed),
+            failed: self.failed.load(Ordering::Relaxed),
+            dropped,
+        }
+    }
+}
+
 /// One prepared request.
 struct Job {
     body: String,
@@ -119,23 +129,21 @@ struct Job {
     high: bool,
 }
 
+/// One endpoint's lane of the workers.
 struct Lane {
     format: Format,
     label: String,
-    tx: Sender<Job>,
-    /// Kept to drop the oldest job when the queue is full.
-    oldest: Receiver<Job>,
 }
 
 /// Posts matching events to the configured URLs; see the module docs.
-pub struct WebhookSink {
+pub type WebhookSink = Delivered<Webhook>;
+
+/// The webhook sink's formatting and IO (see [`Courier`]).
+pub struct Webhook {
     filter: EventFilter,
-    hold: Hold,
     lanes: Vec<Lane>,
+    workers: Workers<Job>,
     counters: Arc<Counters>,
-    /// Dropped (never sent on) by `close`: wakes workers out of a backoff wait.
-    stop: Sender<()>,
-    finished: Finished,
     dropped: u64,
 }
 
@@ -149,7 +157,6 @@ struct Worker {
     backoff: Duration,
     backoff_max: Duration,
     counters: Arc<Counters>,
-    stop: Receiver<()>,
 }
 
 enum Outcome {
@@ -161,14 +168,12 @@ enum Outcome {
 impl WebhookSink {
     /// Checks every URL and header and starts one worker thread per endpoint.
     pub fn new(cfg: WebhookConfig) -> Result<Self, SinkError> {
-        let (stop_tx, stop_rx) = crossbeam_channel::bounded::<()>(0);
-        let (done_tx, done_rx) = crossbeam_channel::bounded::<()>(0);
         let counters = Arc::new(Counters::default());
+        let mut workers = Workers::new("webhook");
         let mut lanes = Vec::with_capacity(cfg.endpoints.len());
         for ep in &cfg.endpoints {
             let label = check_url(&ep.url)?;
             let headers = check_headers(&ep.headers)?;
-            let (tx, rx) = crossbeam_channel::bounded::<Job>(cfg.queue.max(1));
             let agent: ureq::Agent = ureq::Agent::config_builder()
                 .timeout_global(Some(cfg.timeout))
                 .http_status_as_error(false)
@@ -186,146 +191,52 @@ impl WebhookSink {
                 backoff: cfg.backoff,
                 backoff_max: cfg.backoff_max.max(cfg.backoff),
                 counters: Arc::clone(&counters),
-                stop: stop_rx.clone(),
             };
-            let jobs = rx.clone();
-            let done = done_tx.clone();
-            thread::Builder::new()
-                .name("baton-webhook".to_owned())
-                .spawn(move || {
-                    let _done = done;
-                    worker.run(&jobs);
-                })
-                .map_err(|source| SinkError::Thread {
-                    sink: "webhook",
-                    source,
-                })?;
+            workers.lane(
+                cfg.queue,
+                1,
+                |_| "baton-webhook".to_owned(),
+                move |jobs, stop: &Stop| worker.run(&jobs, stop),
+            )?;
             lanes.push(Lane {
                 format: ep.format,
                 label,
-                tx,
-                oldest: rx,
             });
         }
-        Ok(WebhookSink {
+        Ok(Delivered::with_courier(Webhook {
             filter: cfg.filter,
-            hold: Hold::default(),
             lanes,
+            workers,
             counters,
-            stop: stop_tx,
-            finished: Finished(done_rx),
             dropped: 0,
-        })
-    }
-
-    /// Holds completions back for background tasks for up to `period` (see [`Hold`]).
-    pub fn with_hold(mut self, period: Duration) -> Self {
-        self.hold.set_period(period);
-        self
-    }
-
-    /// Sets the grace of questions and whether scheduled turns page (see [`Hold`]).
-    pub fn with_pages(mut self, pages: super::hold::Pages) -> Self {
-        self.hold.set_pages(pages);
-        self
-    }
-
-    /// Delivers `ev` as if at `now` (held completions are timed on it).
-    pub fn deliver_at(&mut self, ev: &Event, now: Instant) {
-        if let Some(ev) = self.hold.offer(ev, now) {
-            self.post(&ev);
-        }
-    }
-
-    /// Posts the held completions due at `now`; returns when the next one is.
-    pub fn tick_at(&mut self, now: Instant) -> Option<Instant> {
-        for ev in self.hold.due(now) {
-            self.post(&ev);
-        }
-        self.hold.next_due()
-    }
-
-    pub fn stats(&self) -> WebhookStats {
-        WebhookStats {
-            delivered: self.counters.delivered.load(Ordering::Relaxed),
-            retried: self.counters.retried.load(Ordering::Relaxed),
-            failed: self.counters.failed.load(Ordering::Relaxed),
-            dropped: self.dropped,
-        }
-    }
-
-    /// Stops taking events and retrying; the workers try each queued event once more, and
-    /// are waited for up to `grace`. Returns the final counts and whether they finished.
-    pub fn close(mut self, grace: Duration) -> (WebhookStats, bool) {
-        // A question still in its grace was not answered: it pages now, not never.
-        for ev in self.hold.take_waits() {
-            self.post(&ev);
-        }
-        let deadline = Instant::now() + grace;
-        let WebhookSink {
-            lanes,
-            counters,
-            stop,
-            finished,
-            dropped,
-            ..
-        } = self;
-        drop(stop);
-        drop(lanes);
-        let done = finished.wait(deadline);
-        let stats = WebhookStats {
-            delivered: counters.delivered.load(Ordering::Relaxed),
-            retried: counters.retried.load(Ordering::Relaxed),
-            failed: counters.failed.load(Ordering::Relaxed),
-            dropped,
-        };
-        (stats, done)
+        }))
     }
 }
 
-impl Sink for WebhookSink {
-    fn name(&self) -> &'static str {
-        "webhook"
-    }
+impl Courier for Webhook {
+    type Stats = WebhookStats;
+    const NAME: &'static str = "webhook";
 
-    fn deliver(&mut self, ev: &Event) {
-        self.deliver_at(ev, Instant::now());
-    }
-
-    fn tick(&mut self, now: Instant) -> Option<Instant> {
-        self.tick_at(now)
-    }
-}
-
-impl WebhookSink {
-    fn post(&mut self, ev: &Event) {
+    fn page(&mut self, ev: &Event, _now: Instant) {
         if !self.filter.matches(ev) {
             return;
         }
-        for lane in &self.lanes {
-            let mut job = prepare(lane.format, ev);
-            // Only this thread sends, so after one pop there is room (or the worker took
-            // a job meanwhile): two rounds suffice.
-            let mut sent = false;
-            for _ in 0..2 {
-                match lane.tx.try_send(job) {
-                    Ok(()) => {
-                        sent = true;
-                        break;
-                    }
-                    Err(TrySendError::Full(j)) => {
-                        job = j;
-                        if lane.oldest.try_recv().is_ok() {
-                            note_drop(&mut self.dropped, &lane.label);
-                        }
-                    }
-                    Err(TrySendError::Disconnected(_)) => break,
-                }
-            }
-            if !sent {
+        for (i, lane) in self.lanes.iter().enumerate() {
+            let dropped = self.workers.push_out_oldest(i, prepare(lane.format, ev));
+            for _ in 0..dropped {
                 note_drop(&mut self.dropped, &lane.label);
             }
         }
+    }
+
+    fn stats(&self) -> WebhookStats {
+        self.counters.stats(self.dropped)
+    }
+
+    /// Stops retrying: the workers try each queued event once more until `deadline`.
+    fn finish(self, deadline: Instant) -> (WebhookStats, bool) {
+        let done = self.workers.close(deadline, None) == Drain::InTime;
+        (self.counters.stats(self.dropped), done)
     }
 }
 
@@ -362,7 +273,7 @@ fn prepare(format: Format, ev: &Event) -> Job {
 }
 
 impl Worker {
-    fn run(&self, jobs: &Receiver<Job>) {
+    fn run(&self, jobs: &Receiver<Job>, stop: &Stop) {
         let mut healthy = true;
         for job in jobs {
             let mut delay = self.backoff;
@@ -389,7 +300,8 @@ impl Worker {
                         } else {
                             tracing::debug!(endpoint = %self.label, error = %why, attempt, "Webhook failed again.");
                         }
-                        if attempt >= self.attempts || !self.pause(delay) {
+                        // A closing sink cuts the pause short: no more retries then.
+                        if attempt >= self.attempts || !stop.pause(delay) {
                             self.counters.failed.fetch_add(1, Ordering::Relaxed);
                             tracing::debug!(endpoint = %self.label, attempt, "Webhook event given up.");
                             break;
@@ -401,14 +313,6 @@ impl Worker {
                 }
             }
         }
-    }
-
-    /// Waits `delay`; false when the sink is closing (no more retries then).
-    fn pause(&self, delay: Duration) -> bool {
-        matches!(
-            self.stop.recv_timeout(delay),
-            Err(RecvTimeoutError::Timeout)
-        )
     }
 
     fn post(&self, job: &Job) -> Outcome {

@@ -7,6 +7,7 @@
 use super::discover::{is_candidate, skip_dir};
 use super::{Hint, HintTx};
 use crate::model::ProviderKind;
+use crate::shutdown::Shutdown;
 use std::fs::{self, Metadata};
 use std::io;
 use std::path::{Path, PathBuf};
@@ -17,13 +18,14 @@ use tokio::time::{Instant, MissedTickBehavior, interval_at};
 /// says: the bound on how long any missed change can go unnoticed.
 pub const SWEEP_INTERVAL: Duration = Duration::from_secs(30);
 
-/// Sends [`Hint::Poll`] and [`Hint::Sweep`] on their intervals until the core is gone.
-/// Polls are sent only while `wanted` says some file needs them.
+/// Sends [`Hint::Poll`] and [`Hint::Sweep`] on their intervals until the stop (or until
+/// the core is gone). Polls are sent only while `wanted` says some file needs them.
 pub async fn ticker(
     hints: HintTx,
     poll: Duration,
     sweep: Duration,
     mut wanted: tokio::sync::watch::Receiver<bool>,
+    stop: Shutdown,
 ) {
     let start = Instant::now();
     let mut poll_tick = interval_at(start + poll, poll.max(Duration::from_millis(1)));
@@ -34,6 +36,7 @@ pub async fn ticker(
     loop {
         let polling = *wanted.borrow_and_update();
         let hint = tokio::select! {
+            () = stop.stopped() => return,
             _ = poll_tick.tick(), if polling => Hint::Poll,
             _ = sweep_tick.tick() => Hint::Sweep,
             changed = wanted.changed() => match changed {
@@ -90,6 +93,18 @@ pub fn list_dir(dir: &Path, provider: Option<ProviderKind>) -> io::Result<Listin
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The core still listens and polling is still wanted: only the token ends it.
+    #[test]
+    fn the_ticker_returns_at_the_stop() {
+        let (hints, core) = super::super::channel(16);
+        let (wanted_tx, wanted) = tokio::sync::watch::channel(true);
+        let ms = Duration::from_millis(5);
+        crate::shutdown::assert_ends_at_the_stop(|stop| async move {
+            ticker(hints, ms, ms, wanted, stop).await;
+            drop((core, wanted_tx));
+        });
+    }
 
     #[test]
     fn lists_candidates_and_subdirs_only() {
