@@ -180,6 +180,24 @@ impl ProviderKind {
     }
 }
 
+/// `$var/sub`, else `~/dot/sub`: the usual shape of an agent's default root.
+pub(crate) fn env_or_home(env: EnvDir<'_>, var: &str, dot: &str, sub: &str) -> Vec<PathBuf> {
+    env(var)
+        .or_else(|| env("HOME").map(|h| h.join(dot)))
+        .map(|d| d.join(sub))
+        .into_iter()
+        .collect()
+}
+
+/// A line's record id from a record type that reads its `uuid`, for [`Agent::record_id`].
+pub(crate) fn uuid_of<'a, R: serde::Deserialize<'a>>(
+    line: &'a [u8],
+    uuid: impl FnOnce(R) -> Option<std::borrow::Cow<'a, str>>,
+) -> Option<String> {
+    let rec = serde_json::from_slice::<R>(super::strip_nul(line)).ok()?;
+    uuid(rec).map(std::borrow::Cow::into_owned)
+}
+
 /// Whether the file name ends with `ext` (`.jsonl`).
 pub(crate) fn has_ext(path: &Path, ext: &str) -> bool {
     path.file_name()
@@ -195,6 +213,7 @@ pub(crate) fn detection_order() -> impl Iterator<Item = &'static dyn Agent> {
 
 #[cfg(test)]
 mod tests {
+    #![allow(clippy::unwrap_used)]
     use super::*;
 
     #[test]
@@ -205,5 +224,83 @@ mod tests {
         }
         assert_eq!(ProviderKind::parse("claude"), Some(ProviderKind::Claude));
         assert_eq!(ProviderKind::parse("nope"), None);
+    }
+
+    #[test]
+    fn ids_are_the_event_streams_provider_names() {
+        for a in ALL {
+            let wire = serde_json::to_string(&a.kind()).unwrap();
+            assert_eq!(wire, format!("\"{}\"", a.id()));
+        }
+    }
+
+    /// Every agent's roots, in registry order, under an environment of `vars`.
+    fn roots(vars: &[(&str, &str)]) -> Vec<(ProviderKind, PathBuf)> {
+        let env = |v: &str| {
+            vars.iter()
+                .find(|(k, _)| *k == v)
+                .map(|(_, p)| PathBuf::from(p))
+        };
+        ALL.iter()
+            .flat_map(|a| a.default_roots(&env).into_iter().map(|p| (a.kind(), p)))
+            .collect()
+    }
+
+    #[test]
+    fn default_roots_follow_home_and_each_agents_variables() {
+        use ProviderKind::{Claude, Codex, Copilot, Cursor, Pi};
+        let p = PathBuf::from;
+        assert_eq!(
+            roots(&[("HOME", "/h")]),
+            [
+                (Claude, p("/h/.claude/projects")),
+                (Codex, p("/h/.codex/sessions")),
+                (Cursor, p("/h/.cursor/projects")),
+                (Copilot, p("/h/.copilot/session-state")),
+                (Pi, p("/h/.pi/agent/sessions")),
+                (Pi, p("/h/.omp/agent/sessions")),
+            ]
+        );
+        let moved = roots(&[
+            ("HOME", "/h"),
+            ("CLAUDE_CONFIG_DIR", "/c"),
+            ("CODEX_HOME", "/x"),
+            ("COPILOT_HOME", "/g"),
+            ("PI_CODING_AGENT_DIR", "/pi"),
+        ]);
+        assert_eq!(moved[0], (Claude, p("/c/projects")));
+        assert_eq!(moved[1], (Codex, p("/x/sessions")));
+        assert_eq!(moved[3], (Copilot, p("/g/session-state")));
+        assert_eq!(moved[4], (Pi, p("/pi/sessions")));
+        let session_dir = roots(&[
+            ("PI_CODING_AGENT_SESSION_DIR", "/s"),
+            ("PI_CODING_AGENT_DIR", "/pi"),
+        ]);
+        assert_eq!(session_dir, [(Pi, p("/s"))]);
+    }
+
+    #[test]
+    fn detection_asks_codex_before_claude_code() {
+        use super::super::detect;
+        use std::path::Path;
+        // A path both rules claim, and a first line both looks take.
+        let both = Path::new("/w/.codex/x/.claude/projects/a.jsonl");
+        assert_eq!(detect(both, b""), Some(ProviderKind::Codex));
+        let line = br#"{"type":"event_msg","payload":{"type":"x"},"sessionId":"s"}"#;
+        assert_eq!(
+            detect(Path::new("/w/a.jsonl"), line),
+            Some(ProviderKind::Codex)
+        );
+        // Parsed first-record rules come before the raw looks.
+        let copilot = br#"{"type":"session.start","data":{"sessionId":"s"},"id":"i"}"#;
+        assert_eq!(
+            detect(Path::new("/w/a.jsonl"), copilot),
+            Some(ProviderKind::Copilot)
+        );
+        assert_eq!(
+            detect(Path::new("/w/raw/sessions/a.md"), b""),
+            Some(ProviderKind::Sgme)
+        );
+        assert_eq!(detect(Path::new("/w/a.md"), copilot), None);
     }
 }

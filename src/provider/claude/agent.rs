@@ -3,13 +3,12 @@
 
 use super::{ClaudeProjector, looks_like_uuid, may_defer};
 use crate::model::ProviderKind;
-use crate::provider::agent::{Agent, EnvDir, WRITER_ARGS, Writer};
+use crate::provider::agent::{Agent, EnvDir, WRITER_ARGS, Writer, env_or_home, uuid_of};
 use crate::provider::audit::{self, Audit, JsonFlavor};
 use crate::provider::background::LAUNCH_NEEDLES;
 use crate::provider::restart::{Restart, Restarts, finders};
-use crate::provider::{ObsKind, Projector, file_stem, strip_nul};
+use crate::provider::{ObsKind, Projector, file_stem};
 use memchr::memmem::Finder;
-use std::borrow::Cow;
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};
 use std::sync::LazyLock;
@@ -31,11 +30,7 @@ impl Agent for Claude {
 
     /// `$CLAUDE_CONFIG_DIR/projects` or `~/.claude/projects`.
     fn default_roots(&self, env: EnvDir<'_>) -> Vec<PathBuf> {
-        env("CLAUDE_CONFIG_DIR")
-            .or_else(|| env("HOME").map(|h| h.join(".claude")))
-            .map(|d| d.join("projects"))
-            .into_iter()
-            .collect()
+        env_or_home(env, "CLAUDE_CONFIG_DIR", ".claude", "projects")
     }
 
     fn claims_path(&self, path: &Path) -> bool {
@@ -77,10 +72,7 @@ impl Agent for Claude {
     }
 
     fn record_id(&self, line: &[u8]) -> Option<String> {
-        serde_json::from_slice::<super::Rec<'_>>(strip_nul(line))
-            .ok()?
-            .uuid
-            .map(Cow::into_owned)
+        uuid_of(line, |r: super::Rec<'_>| r.uuid)
     }
 
     fn has_subagent_files(&self) -> bool {

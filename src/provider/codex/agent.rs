@@ -4,7 +4,7 @@
 use super::CodexProjector;
 use crate::model::ProviderKind;
 use crate::provider::Projector;
-use crate::provider::agent::{Agent, EnvDir, Writer, has_ext};
+use crate::provider::agent::{Agent, EnvDir, Writer, env_or_home, has_ext};
 use crate::provider::audit::{self, Audit, JsonFlavor};
 use crate::provider::restart::{Restart, Restarts, finders};
 use memchr::memmem::Finder;
@@ -28,11 +28,7 @@ impl Agent for Codex {
 
     /// `$CODEX_HOME/sessions` or `~/.codex/sessions`.
     fn default_roots(&self, env: EnvDir<'_>) -> Vec<PathBuf> {
-        env("CODEX_HOME")
-            .or_else(|| env("HOME").map(|h| h.join(".codex")))
-            .map(|d| d.join("sessions"))
-            .into_iter()
-            .collect()
+        env_or_home(env, "CODEX_HOME", ".codex", "sessions")
     }
 
     fn claims_path(&self, path: &Path) -> bool {

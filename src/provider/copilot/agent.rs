@@ -3,7 +3,7 @@
 use super::CopilotProjector;
 use crate::model::ProviderKind;
 use crate::provider::Projector;
-use crate::provider::agent::{Agent, EnvDir, FirstRecord, has_ext};
+use crate::provider::agent::{Agent, EnvDir, FirstRecord, env_or_home, has_ext};
 use crate::provider::audit::{self, Audit, JsonFlavor};
 use std::path::{Path, PathBuf};
 
@@ -24,11 +24,7 @@ impl Agent for Copilot {
 
     /// `$COPILOT_HOME/session-state` or `~/.copilot/session-state`.
     fn default_roots(&self, env: EnvDir<'_>) -> Vec<PathBuf> {
-        env("COPILOT_HOME")
-            .or_else(|| env("HOME").map(|h| h.join(".copilot")))
-            .map(|d| d.join("session-state"))
-            .into_iter()
-            .collect()
+        env_or_home(env, "COPILOT_HOME", ".copilot", "session-state")
     }
 
     fn claims_path(&self, path: &Path) -> bool {

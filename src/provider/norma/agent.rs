@@ -2,10 +2,9 @@
 
 use super::NormaProjector;
 use crate::model::ProviderKind;
-use crate::provider::agent::Agent;
+use crate::provider::Projector;
+use crate::provider::agent::{Agent, uuid_of};
 use crate::provider::audit::{self, Audit, JsonFlavor};
-use crate::provider::{Projector, strip_nul};
-use std::borrow::Cow;
 use std::path::Path;
 
 pub struct Norma;
@@ -39,10 +38,7 @@ impl Agent for Norma {
     }
 
     fn record_id(&self, line: &[u8]) -> Option<String> {
-        serde_json::from_slice::<super::Rec<'_>>(strip_nul(line))
-            .ok()?
-            .uuid
-            .map(Cow::into_owned)
+        uuid_of(line, |r: super::Rec<'_>| r.uuid)
     }
 
     fn has_subagent_files(&self) -> bool {
