@@ -138,9 +138,10 @@ impl FileFeed {
                 if clean.iter().all(u8::is_ascii_whitespace) {
                     return;
                 }
-                let glued = match self.provider {
-                    ProviderKind::Sgme => None,
-                    _ => provider::split_glued(clean),
+                let glued = if self.provider.descriptor().glues_records() {
+                    provider::split_glued(clean)
+                } else {
+                    None
                 };
                 let Some(parts) = glued else {
                     return self.project(&src, clean, sink);
@@ -163,13 +164,14 @@ impl FileFeed {
                     head,
                     tail,
                     after,
-                } = match self.provider {
-                    ProviderKind::Sgme => provider::Around {
+                } = if self.provider.descriptor().glues_records() {
+                    provider::glued_around(head, tail, len)
+                } else {
+                    provider::Around {
                         head,
                         tail,
                         ..Default::default()
-                    },
-                    _ => provider::glued_around(head, tail, len),
+                    }
                 };
                 if !before.is_empty() || !after.is_empty() {
                     let msg = format!(

@@ -4,7 +4,8 @@
 use serde::{Deserialize, Serialize};
 use std::fmt;
 
-/// Which agent wrote a transcript.
+/// Which agent wrote a transcript. Its names, parsing and everything else known per
+/// agent are its descriptor's (`provider::agent`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum ProviderKind {
@@ -18,40 +19,6 @@ pub enum ProviderKind {
     Copilot,
     /// The Pi coding agent (badlogic/pi-mono).
     Pi,
-}
-
-impl ProviderKind {
-    pub const ALL: [ProviderKind; 7] = [
-        Self::Claude,
-        Self::Codex,
-        Self::Norma,
-        Self::Sgme,
-        Self::Cursor,
-        Self::Copilot,
-        Self::Pi,
-    ];
-
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Self::Claude => "claude",
-            Self::Codex => "codex",
-            Self::Norma => "norma",
-            Self::Sgme => "sgme",
-            Self::Cursor => "cursor",
-            Self::Copilot => "copilot",
-            Self::Pi => "pi",
-        }
-    }
-
-    /// False for agents whose records carry no timestamp (Cursor): replay then takes the
-    /// file's modification time as the records' time.
-    pub fn records_have_time(self) -> bool {
-        self != Self::Cursor
-    }
-
-    pub fn parse(s: &str) -> Option<Self> {
-        Self::ALL.into_iter().find(|p| p.as_str() == s)
-    }
 }
 
 impl fmt::Display for ProviderKind {

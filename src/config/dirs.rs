@@ -1,7 +1,6 @@
 //! Where things are by default: the agents' transcript roots, and baton's own config,
 //! state and socket paths, from the environment (absolute values only).
 
-use crate::model::ProviderKind;
 use crate::watch::Root;
 use std::env;
 use std::path::PathBuf;
@@ -20,56 +19,18 @@ pub(super) fn home() -> Option<PathBuf> {
     env_dir("HOME")
 }
 
-/// The default roots: `$CLAUDE_CONFIG_DIR/projects` or `~/.claude/projects`,
-/// `$CODEX_HOME/sessions` or `~/.codex/sessions`, `~/.cursor/projects` (only its
-/// `agent-transcripts` folders are read), `$COPILOT_HOME/session-state` or
-/// `~/.copilot/session-state`, and `$PI_CODING_AGENT_SESSION_DIR`,
-/// `$PI_CODING_AGENT_DIR/sessions` or `~/.pi/agent/sessions`, and Oh My Pi's
-/// `~/.omp/agent/sessions`. A root that does not exist
-/// is looked for again on every sweep.
+/// The default roots: each agent's ([`crate::provider::Agent::default_roots`]), in
+/// registry order. A root that does not exist is looked for again on every sweep.
 pub fn default_roots() -> Vec<Root> {
-    let mut roots = Vec::new();
-    if let Some(dir) = env_dir("CLAUDE_CONFIG_DIR").or_else(|| home().map(|h| h.join(".claude"))) {
-        roots.push(Root {
-            path: dir.join("projects"),
-            provider: Some(ProviderKind::Claude),
-        });
-    }
-    if let Some(dir) = env_dir("CODEX_HOME").or_else(|| home().map(|h| h.join(".codex"))) {
-        roots.push(Root {
-            path: dir.join("sessions"),
-            provider: Some(ProviderKind::Codex),
-        });
-    }
-    if let Some(h) = home() {
-        roots.push(Root {
-            path: h.join(".cursor").join("projects"),
-            provider: Some(ProviderKind::Cursor),
-        });
-    }
-    if let Some(dir) = env_dir("COPILOT_HOME").or_else(|| home().map(|h| h.join(".copilot"))) {
-        roots.push(Root {
-            path: dir.join("session-state"),
-            provider: Some(ProviderKind::Copilot),
-        });
-    }
-    let pi = env_dir("PI_CODING_AGENT_SESSION_DIR")
-        .or_else(|| env_dir("PI_CODING_AGENT_DIR").map(|d| d.join("sessions")))
-        .or_else(|| home().map(|h| h.join(".pi").join("agent").join("sessions")));
-    if let Some(path) = pi {
-        roots.push(Root {
-            path,
-            provider: Some(ProviderKind::Pi),
-        });
-    }
-    // Oh My Pi, the Pi fork (read as Pi): its own folder, `omp`'s default.
-    if let Some(h) = home() {
-        roots.push(Root {
-            path: h.join(".omp").join("agent").join("sessions"),
-            provider: Some(ProviderKind::Pi),
-        });
-    }
-    roots
+    crate::provider::ALL
+        .iter()
+        .flat_map(|a| {
+            a.default_roots(&env_dir).into_iter().map(|path| Root {
+                path,
+                provider: Some(a.kind()),
+            })
+        })
+        .collect()
 }
 
 /// `$XDG_CONFIG_HOME/baton/config.toml` or `~/.config/baton/config.toml`.

@@ -3,23 +3,24 @@
 //! would show as working forever.
 //!
 //! Every sweep, each main session that is working and has been quiet for
-//! `liveness_after` is looked for in `/proc`, among this user's processes only:
-//! - Codex keeps its rollout open while the session lives: some process must hold the
-//!   file open for writing (`/proc/PID/fd`, `/proc/PID/fdinfo`); readers (baton itself,
-//!   `tail -f`, a pager) do not count.
-//! - Claude Code does not keep its transcript open: some Claude Code process must run in
-//!   the directory the session started in (`/proc/PID/cwd` against the first record's
-//!   `cwd`). A Claude Code process is one whose executable or first two arguments are
-//!   named `claude`, whose executable lies under a `claude/versions/` directory (the
-//!   native installer), or whose script is the npm package's (`@anthropic-ai/claude-code`).
-//! - Other providers are never judged.
+//! `liveness_after` is looked for in `/proc`, among this user's processes only, as its
+//! agent's descriptor says who writes it ([`Writer`]):
+//! - [`Writer::HoldsOpen`] (Codex): some process must hold the file open for writing
+//!   (`/proc/PID/fd`, `/proc/PID/fdinfo`); readers (baton itself, `tail -f`, a pager)
+//!   do not count.
+//! - [`Writer::RunsIn`] (Claude Code): some process the agent recognises
+//!   ([`crate::provider::Agent::is_writer_process`]) must run in the directory the session
+//!   started in (`/proc/PID/cwd` against the first record's `cwd`).
+//! - Agents with no writer rule are never judged.
 //!
 //! With no live writer, the reducer ends the turn (`writer_gone`). What this cannot see:
-//! writers on other hosts or in other PID namespaces (containers), and a Claude Code
+//! writers on other hosts or in other PID namespaces (containers), and an agent's
 //! process of *another* session in the same directory, which keeps a dead one working.
 
 use crate::clock::Now;
 use crate::model::{Event, ProviderKind};
+use crate::provider::Writer;
+use crate::provider::agent::WRITER_ARGS;
 use crate::reduce::{Quiet, Reducer};
 use std::collections::HashSet;
 use std::ffi::OsString;
@@ -31,37 +32,20 @@ use std::sync::OnceLock;
 /// The process table's root.
 const PROC: &str = "/proc";
 
-/// Arguments looked at to tell a Claude Code process (`node cli.js`, `claude`…).
-const ARGS_LOOKED_AT: usize = 2;
-
 /// What the writers of the sessions asked about need to match.
 #[derive(Debug, Default)]
 pub struct Wanted {
     /// Files some process must hold open (Codex rollouts), canonical.
     pub open: HashSet<PathBuf>,
-    /// Directories some Claude Code process must run in.
-    pub claude_cwds: HashSet<PathBuf>,
+    /// Directories some process of the agent must run in.
+    pub cwds: HashSet<(ProviderKind, PathBuf)>,
 }
 
 /// What was found.
 #[derive(Debug, Default, PartialEq, Eq)]
 pub struct Found {
     pub open: HashSet<PathBuf>,
-    pub claude_cwds: HashSet<PathBuf>,
-}
-
-/// Whether `exe` (the process's executable) and `argv` make a Claude Code process.
-pub fn is_claude(exe: Option<&Path>, argv: &[OsString]) -> bool {
-    let named = |p: &Path| p.file_name().is_some_and(|n| n == "claude");
-    if let Some(exe) = exe
-        && (named(exe) || exe.to_string_lossy().contains("/claude/versions/"))
-    {
-        return true;
-    }
-    argv.iter().take(ARGS_LOOKED_AT).any(|a| {
-        let p = Path::new(a);
-        named(p) || a.to_string_lossy().contains("@anthropic-ai/claude-code/")
-    })
+    pub cwds: HashSet<(ProviderKind, PathBuf)>,
 }
 
 fn argv(pid_dir: &Path) -> Vec<OsString> {
@@ -71,7 +55,7 @@ fn argv(pid_dir: &Path) -> Vec<OsString> {
     };
     raw.split(|b| *b == 0)
         .filter(|a| !a.is_empty())
-        .take(ARGS_LOOKED_AT)
+        .take(WRITER_ARGS)
         .map(|a| OsString::from_vec(a.to_vec()))
         .collect()
 }
@@ -92,6 +76,10 @@ fn open_for_writing(pid_dir: &Path, fd: &std::ffi::OsStr) -> bool {
 /// Processes that vanish or cannot be read midway are skipped.
 pub fn scan(proc: &Path, uid: u32, want: &Wanted) -> std::io::Result<Found> {
     let mut found = Found::default();
+    // The agents asked about: few, so each process's directory is looked up per agent.
+    let mut kinds: Vec<ProviderKind> = want.cwds.iter().map(|(k, _)| *k).collect();
+    kinds.sort_unstable();
+    kinds.dedup();
     for entry in fs::read_dir(proc)? {
         let Ok(entry) = entry else { continue };
         let name = entry.file_name();
@@ -102,13 +90,20 @@ pub fn scan(proc: &Path, uid: u32, want: &Wanted) -> std::io::Result<Found> {
         if fs::metadata(&dir).map(|m| m.uid()).ok() != Some(uid) {
             continue;
         }
-        if !want.claude_cwds.is_empty()
+        if !want.cwds.is_empty()
             && let Ok(cwd) = fs::read_link(dir.join("cwd"))
-            && want.claude_cwds.contains(&cwd)
-            && !found.claude_cwds.contains(&cwd)
-            && is_claude(fs::read_link(dir.join("exe")).ok().as_deref(), &argv(&dir))
         {
-            found.claude_cwds.insert(cwd);
+            let mut process = None;
+            for &kind in &kinds {
+                let key = (kind, cwd.clone());
+                if want.cwds.contains(&key) && !found.cwds.contains(&key) {
+                    let (exe, args) = process
+                        .get_or_insert_with(|| (fs::read_link(dir.join("exe")).ok(), argv(&dir)));
+                    if kind.descriptor().is_writer_process(exe.as_deref(), args) {
+                        found.cwds.insert(key);
+                    }
+                }
+            }
         }
         if want.open.len() > found.open.len()
             && let Ok(fds) = fs::read_dir(dir.join("fd"))
@@ -147,19 +142,14 @@ fn own_uid() -> Option<u32> {
 /// What a [`Quiet`] session's writer must match, if its provider can be judged.
 enum Need {
     Open(PathBuf),
-    ClaudeIn(PathBuf),
+    RunsIn(ProviderKind, PathBuf),
 }
 
 fn need(q: &Quiet) -> Option<Need> {
-    match q.key.provider {
-        ProviderKind::Codex => fs::canonicalize(&*q.path).ok().map(Need::Open),
-        ProviderKind::Claude => q.cwd.as_ref().map(|c| Need::ClaudeIn(PathBuf::from(c))),
-        // No rule for these agents' processes yet: never judged.
-        ProviderKind::Norma
-        | ProviderKind::Sgme
-        | ProviderKind::Cursor
-        | ProviderKind::Copilot
-        | ProviderKind::Pi => None,
+    let kind = q.key.provider;
+    match kind.descriptor().writer()? {
+        Writer::HoldsOpen => fs::canonicalize(&*q.path).ok().map(Need::Open),
+        Writer::RunsIn => q.cwd.as_ref().map(|c| Need::RunsIn(kind, PathBuf::from(c))),
     }
 }
 
@@ -195,7 +185,7 @@ pub fn check(
     for (_, n) in &needs {
         match n {
             Need::Open(p) => want.open.insert(p.clone()),
-            Need::ClaudeIn(d) => want.claude_cwds.insert(d.clone()),
+            Need::RunsIn(k, d) => want.cwds.insert((*k, d.clone())),
         };
     }
     let found = match scan(proc, uid, &want) {
@@ -208,51 +198,11 @@ pub fn check(
     for (q, n) in needs {
         let alive = match &n {
             Need::Open(p) => found.open.contains(p),
-            Need::ClaudeIn(d) => found.claude_cwds.contains(d),
+            Need::RunsIn(k, d) => found.cwds.contains(&(*k, d.clone())),
         };
         if !alive {
             tracing::info!(session = %q.key.session, path = %q.path, "No live writer; the turn ends as interrupted.");
             reducer.writer_gone(&q.key, now, after_ms, out);
         }
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn args(v: &[&str]) -> Vec<OsString> {
-        v.iter().map(OsString::from).collect()
-    }
-
-    #[test]
-    fn tells_claude_code_processes() {
-        let native = Path::new("/home/me/.local/share/claude/versions/2.1.39");
-        assert!(is_claude(Some(native), &args(&["claude"])));
-        assert!(is_claude(Some(native), &args(&["2.1.39"])));
-        assert!(is_claude(
-            Some(Path::new("/usr/bin/node")),
-            &args(&["node", "/usr/local/bin/claude", "--resume"])
-        ));
-        assert!(is_claude(
-            Some(Path::new("/usr/bin/node")),
-            &args(&[
-                "node",
-                "/usr/lib/node_modules/@anthropic-ai/claude-code/cli.js"
-            ])
-        ));
-        assert!(!is_claude(
-            Some(Path::new("/usr/bin/node")),
-            &args(&["node", "server.js"])
-        ));
-        // Only the program and its script count, not a later argument.
-        assert!(!is_claude(
-            Some(Path::new("/usr/bin/vim")),
-            &args(&["vim", "notes", "claude"])
-        ));
-        assert!(!is_claude(
-            Some(Path::new("/usr/bin/claude-monitor")),
-            &args(&["claude-monitor"])
-        ));
     }
 }

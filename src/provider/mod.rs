@@ -1,6 +1,7 @@
 //! Providers: the only place that knows transcript field names. Each projector turns one
 //! line into zero or more provider-neutral [`Obs`]ervations for the reducer.
 
+pub mod agent;
 pub mod audit;
 pub mod background;
 pub mod claude;
@@ -17,7 +18,8 @@ pub mod restart;
 pub mod sgme;
 
 use crate::model::ProviderKind;
-pub use detect::{detect, sniff};
+pub use agent::{ALL, Agent, UNNAMED, Writer};
+pub use detect::{detect, is_candidate, sniff};
 pub use glued::{Around, glued_around, split_glued};
 use std::path::Path;
 
@@ -309,15 +311,7 @@ pub(crate) fn load_json<T: serde::de::DeserializeOwned>(saved: &str) -> Option<T
 
 /// A projector for the file at `path`.
 pub fn projector_for(kind: ProviderKind, path: &Path) -> Box<dyn Projector> {
-    match kind {
-        ProviderKind::Claude => Box::new(claude::ClaudeProjector::new(path)),
-        ProviderKind::Codex => Box::new(codex::CodexProjector::new(path)),
-        ProviderKind::Norma => Box::new(norma::NormaProjector::new(path)),
-        ProviderKind::Sgme => Box::new(sgme::SgmeProjector::new(path)),
-        ProviderKind::Cursor => Box::new(cursor::CursorProjector::new(path)),
-        ProviderKind::Copilot => Box::new(copilot::CopilotProjector::new(path)),
-        ProviderKind::Pi => Box::new(pi::PiProjector::new(path)),
-    }
+    kind.descriptor().projector(path)
 }
 
 /// The file name without its extension.

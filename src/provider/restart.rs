@@ -4,12 +4,10 @@
 //! lose. Used by the tail-first read, which finds a session's state from its last turns
 //! instead of every byte.
 
-use super::background::LAUNCH_NEEDLES;
-use super::{ObsKind, projector_for};
+use super::{Obs, ObsKind, projector_for};
 use crate::model::ProviderKind;
 use memchr::memmem::Finder;
 use std::path::Path;
-use std::sync::LazyLock;
 
 /// What one line means for a restart.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -26,19 +24,57 @@ pub enum Restart {
     Unsafe(&'static str),
 }
 
+/// One agent's restart rules: the needles and checks that come before its projector is
+/// asked. The projector-driven parts ([`classify`], [`settles`], [`resets`]) are shared.
+pub trait Restarts: Sync {
+    /// Why the file at `path` has no restart points although the agent's files may.
+    fn unsupported(&self, _path: &Path) -> Option<&'static str> {
+        None
+    }
+
+    /// See [`hazards`].
+    fn hazards(&self, path: &Path) -> &'static [(&'static [u8], &'static str)];
+
+    /// Whether the agent's records never name their turn after its start, so that
+    /// [`settles`] may hold.
+    fn may_settle(&self) -> bool {
+        false
+    }
+
+    /// What every line that answers or asks holds (a cheap look before [`resets`] parses).
+    fn answer_needle(&self) -> &'static Finder<'static>;
+
+    /// See [`may_end_turn`].
+    fn end_needles(&self) -> &'static [Finder<'static>];
+
+    /// See [`names_turn`].
+    fn names_turn(&self, _line: &[u8]) -> Option<String> {
+        None
+    }
+
+    /// See [`turn_needle`].
+    fn turn_needle(&self, turn: &str) -> Vec<u8>;
+
+    /// A verdict on a line from its bytes alone, before the projector is asked; `None`:
+    /// ask it.
+    fn before_parse(&self, line: &[u8]) -> Option<Restart>;
+
+    /// Whether a line that starts no turn starts one only if the model answers it (so a
+    /// read that skipped it would miss the turn).
+    fn may_defer(&self, _line: &[u8]) -> bool {
+        false
+    }
+}
+
+fn rules(kind: ProviderKind) -> Option<&'static dyn Restarts> {
+    kind.descriptor().restarts()
+}
+
 /// Why the file at `path` has no restart points at all (it is always read whole), if so.
 pub fn unsupported(kind: ProviderKind, path: &Path) -> Option<&'static str> {
-    match kind {
-        ProviderKind::Claude => {
-            // The path names the session (`<uuid>.jsonl`, `<uuid>/subagents/…`); in
-            // other files the first record that carries a session id does, wherever it is.
-            let session = projector_for(kind, path)
-                .obs(String::new(), None, ObsKind::Work)
-                .session;
-            (!super::claude::looks_like_uuid(&session)).then_some("session_not_in_path")
-        }
-        ProviderKind::Codex => None,
-        _ => Some("provider"),
+    match rules(kind) {
+        Some(r) => r.unsupported(path),
+        None => Some("provider"),
     }
 }
 
@@ -46,45 +82,23 @@ pub fn unsupported(kind: ProviderKind, path: &Path) -> Option<&'static str> {
 /// which the restarted read is shown) means the skipped part holds context the restart
 /// cannot recover, each with the reason reported when it falls back.
 pub fn hazards(kind: ProviderKind, path: &Path) -> &'static [(&'static [u8], &'static str)] {
-    match kind {
-        // A subagent file is one sidechain: every record is the file's agent's.
-        ProviderKind::Claude if super::file_stem(path).starts_with("agent-") => &[],
-        // Inline sidechains (Claude Code ≤ 1.0): sessions of their own, found by following
-        // parent chains that may reach back anywhere.
-        // Background tasks launched in an earlier turn are still counted when a later
-        // turn ends: the launch must be seen.
-        ProviderKind::Claude => &[
-            (b"\"isSidechain\":true", "inline_sidechain"),
-            (LAUNCH_NEEDLES[0], "background_task"),
-            (LAUNCH_NEEDLES[1], "background_task"),
-            (LAUNCH_NEEDLES[2], "background_task"),
-            (LAUNCH_NEEDLES[3], "background_task"),
-            (LAUNCH_NEEDLES[4], "background_task"),
-        ],
-        // A second header would change the session id from that line on.
-        ProviderKind::Codex => &[(b"\"session_meta\"", "second_session_meta")],
-        _ => &[],
-    }
+    rules(kind).map_or(&[], |r| r.hazards(path))
 }
 
-/// Whether, from this line on, a fresh reducer session ends up in the same state as one
-/// that saw everything before, once the next turn starts: the line's first observation
-/// (work, a tool call or result, an answer) reopens the turn and resets its pending
-/// answer whatever came before, so only the open turn's id still differs, and that is
-/// replaced at the next turn start. That holds only where no later record names its
-/// turn (Claude's ends never do; Codex's `task_complete` does).
-pub fn settles(kind: ProviderKind, path: &Path, line: &[u8]) -> bool {
-    if kind != ProviderKind::Claude {
-        return false;
-    }
+/// The first observation of a fresh projector's reading of `line`, and the main
+/// conversation's agent, or `None` if the line does not parse.
+fn fresh(kind: ProviderKind, path: &Path, line: &[u8]) -> Option<(Option<String>, Vec<Obs>)> {
     let mut p = projector_for(kind, path);
     let main_agent = p.obs(String::new(), None, ObsKind::Work).agent;
     let mut out = Vec::new();
-    if p.project(super::strip_nul(line), &mut out).is_err() {
-        return false;
-    }
+    p.project(super::strip_nul(line), &mut out).ok()?;
+    Some((main_agent, out))
+}
+
+/// Whether the first observation reopens the main conversation's turn.
+fn opens(main_agent: &Option<String>, out: &[Obs]) -> bool {
     out.first().is_some_and(|o| {
-        o.agent == main_agent
+        o.agent == *main_agent
             && matches!(
                 o.kind,
                 ObsKind::Work
@@ -95,6 +109,19 @@ pub fn settles(kind: ProviderKind, path: &Path, line: &[u8]) -> bool {
     })
 }
 
+/// Whether, from this line on, a fresh reducer session ends up in the same state as one
+/// that saw everything before, once the next turn starts: the line's first observation
+/// (work, a tool call or result, an answer) reopens the turn and resets its pending
+/// answer whatever came before, so only the open turn's id still differs, and that is
+/// replaced at the next turn start. That holds only where no later record names its
+/// turn (Claude's ends never do; Codex's `task_complete` does).
+pub fn settles(kind: ProviderKind, path: &Path, line: &[u8]) -> bool {
+    if !rules(kind).is_some_and(|r| r.may_settle()) {
+        return false;
+    }
+    fresh(kind, path, line).is_some_and(|(main, out)| opens(&main, &out))
+}
+
 /// Whether this line decides the session's message and resets its open turn's pending
 /// answer whatever came before, leaving only the open turn's identity to the past: its
 /// first observation reopens the turn (as [`settles`]) and one of them sets the message
@@ -103,37 +130,14 @@ pub fn settles(kind: ProviderKind, path: &Path, line: &[u8]) -> bool {
 pub fn resets(kind: ProviderKind, path: &Path, line: &[u8]) -> bool {
     // Only assistant records answer or ask; the rest are turned away before parsing (a
     // line turned away only makes the read start earlier).
-    static ASSISTANT: LazyLock<[Finder<'static>; 2]> = LazyLock::new(|| {
-        [
-            Finder::new(b"\"type\":\"assistant\""),
-            Finder::new(b"\"role\":\"assistant\""),
-        ]
-    });
-    let wanted = match kind {
-        ProviderKind::Claude => &ASSISTANT[0],
-        ProviderKind::Codex => &ASSISTANT[1],
-        _ => return false,
+    let Some(r) = rules(kind) else { return false };
+    if r.answer_needle().find(line).is_none() {
+        return false;
+    }
+    let Some((main_agent, out)) = fresh(kind, path, line) else {
+        return false;
     };
-    if wanted.find(line).is_none() {
-        return false;
-    }
-    let mut p = projector_for(kind, path);
-    let main_agent = p.obs(String::new(), None, ObsKind::Work).agent;
-    let mut out = Vec::new();
-    if p.project(super::strip_nul(line), &mut out).is_err() {
-        return false;
-    }
-    let opens = out.first().is_some_and(|o| {
-        o.agent == main_agent
-            && matches!(
-                o.kind,
-                ObsKind::Work
-                    | ObsKind::ToolCall { .. }
-                    | ObsKind::ToolResult { .. }
-                    | ObsKind::Final { .. }
-            )
-    });
-    opens
+    opens(&main_agent, &out)
         && out.iter().all(|o| o.agent == main_agent)
         && out.iter().any(|o| {
             matches!(
@@ -152,113 +156,42 @@ pub fn resets(kind: ProviderKind, path: &Path, line: &[u8]) -> bool {
 /// Whether this line may decide its turn (an end marker, an error, an interrupt): a cheap
 /// look for the words, never a parse, so it may say yes where a parse would say no.
 pub fn may_end_turn(kind: ProviderKind, line: &[u8]) -> bool {
-    static CLAUDE: LazyLock<Vec<Finder<'static>>> = LazyLock::new(|| {
-        [
-            &b"\"stop_reason\":\"end_turn\""[..],
-            b"\"stop_reason\":\"stop_sequence\"",
-            b"\"stop_reason\":\"max_tokens\"",
-            b"\"stop_reason\":\"refusal\"",
-            b"\"stop_hook_summary\"",
-            b"\"turn_duration\"",
-            b"\"hookEvent\":\"Stop\"",
-            b"\"toolEndsTurn\":true",
-            b"\"isApiErrorMessage\":true",
-            b"[Request interrupted",
-            b"usage limit reached",
-        ]
-        .into_iter()
-        .map(Finder::new)
-        .collect()
-    });
-    static CODEX: LazyLock<Vec<Finder<'static>>> = LazyLock::new(|| {
-        [
-            &b"\"task_complete\""[..],
-            b"\"turn_complete\"",
-            b"\"turn_aborted\"",
-            b"\"type\":\"error\"",
-            b"\"rate_limit_reached_type\":\"",
-        ]
-        .into_iter()
-        .map(Finder::new)
-        .collect()
-    });
-    let needles = match kind {
-        ProviderKind::Claude => &CLAUDE,
-        ProviderKind::Codex => &CODEX,
-        _ => return true,
-    };
-    needles.iter().any(|n| n.find(line).is_some())
+    rules(kind).is_none_or(|r| r.end_needles().iter().any(|n| n.find(line).is_some()))
 }
 
 /// The turn a record names, if it names one (an end that names another turn than the
 /// open one can make that turn current).
 pub fn names_turn(kind: ProviderKind, line: &[u8]) -> Option<String> {
-    static TURN_ID: LazyLock<Finder<'static>> = LazyLock::new(|| Finder::new(b"\"turn_id\""));
-    match kind {
-        // Most lines name none: look before building the field's needle.
-        ProviderKind::Codex if TURN_ID.find(line).is_some() => {
-            super::raw_str_field(line, "turn_id", false).map(str::to_owned)
-        }
-        _ => None,
-    }
+    rules(kind)?.names_turn(line)
 }
 
 /// What a copy of the record that starts turn `turn` would contain: found before the
 /// restart point, the turn may still be open there, and then its start is no new turn.
 pub fn turn_needle(kind: ProviderKind, turn: &str) -> Vec<u8> {
-    match kind {
-        // Other records name a prompt too (`messageId` of file-history snapshots).
-        ProviderKind::Claude => format!("\"uuid\":\"{turn}\"").into_bytes(),
-        ProviderKind::Codex => format!("\"turn_id\":\"{turn}\"").into_bytes(),
-        _ => turn.as_bytes().to_vec(),
+    match rules(kind) {
+        Some(r) => r.turn_needle(turn),
+        None => turn.as_bytes().to_vec(),
     }
+}
+
+/// Needles built once, from a list (every line of a file's last turns passes the
+/// restart checks).
+pub(crate) fn finders(needles: &[&'static [u8]]) -> Vec<Finder<'static>> {
+    needles.iter().map(|n| Finder::new(*n)).collect()
 }
 
 /// Classifies one complete line (newline excluded) of a file of `kind` at `path`.
 pub fn classify(kind: ProviderKind, path: &Path, line: &[u8]) -> Restart {
-    // Built once: every line of a file's last turns passes through here.
-    static NEEDLES: LazyLock<[Finder<'static>; 7]> = LazyLock::new(|| {
-        [
-            Finder::new(b"\"type\":\"user\""),
-            Finder::new(b"\"tool_use_id\""),
-            Finder::new(b"\"toolUseResult\""),
-            Finder::new(b"<command-name>"),
-            Finder::new(b"\"task_started\""),
-            Finder::new(b"\"turn_started\""),
-            Finder::new(b"\"turn_id\":\""),
-        ]
-    });
-    let has = |i: usize| NEEDLES[i].find(line).is_some();
-    match kind {
-        ProviderKind::Claude => {
-            // Tool results (blocks or the record's own field) never start a turn; they
-            // are the big records, so they are turned away before parsing.
-            if !has(0) || has(1) || has(2) {
-                return Restart::No;
-            }
-            // Whether a slash command is a turn depends on the caveat record before it.
-            if has(3) {
-                return Restart::Maybe;
-            }
-        }
-        ProviderKind::Codex => {
-            if !has(4) && !has(5) {
-                return Restart::No;
-            }
-            // Without its own id, a turn is named by its ordinal in the file.
-            if !has(6) {
-                return Restart::Unsafe("turn_ordinal");
-            }
-        }
-        _ => return Restart::No,
+    let Some(r) = rules(kind) else {
+        return Restart::No;
+    };
+    if let Some(verdict) = r.before_parse(line) {
+        return verdict;
     }
     // The projector decides: a fresh one, so that nothing but this line counts.
-    let mut p = projector_for(kind, path);
-    let main_agent = p.obs(String::new(), None, ObsKind::Work).agent;
-    let mut out = Vec::new();
-    if p.project(super::strip_nul(line), &mut out).is_err() {
+    let Some((main_agent, out)) = fresh(kind, path, line) else {
         return Restart::No;
-    }
+    };
     let mut starts = out.iter().filter_map(|o| match &o.kind {
         ObsKind::TurnStart { turn, .. } if o.agent == main_agent => Some(turn.clone()),
         _ => None,
@@ -275,9 +208,7 @@ pub fn classify(kind: ProviderKind, path: &Path, line: &[u8]) -> Restart {
         (Some(_), _) => Restart::Maybe,
         // A record that starts a turn only if the model answers it (a `<bash-input>`, a
         // teammate's idle notification): a read that skipped it would miss the turn.
-        (None, _) if kind == ProviderKind::Claude && super::claude::may_defer(line) => {
-            Restart::Maybe
-        }
+        (None, _) if r.may_defer(line) => Restart::Maybe,
         _ => Restart::No,
     }
 }

@@ -152,16 +152,7 @@ pub fn escape_markup(s: &str) -> String {
 
 /// The agent's name as people know it.
 pub fn agent_name(p: Option<ProviderKind>) -> &'static str {
-    match p {
-        Some(ProviderKind::Claude) => "Claude Code",
-        Some(ProviderKind::Codex) => "Codex",
-        Some(ProviderKind::Norma) => "Norma",
-        Some(ProviderKind::Sgme) => "SGME",
-        Some(ProviderKind::Cursor) => "Cursor",
-        Some(ProviderKind::Copilot) => "Copilot CLI",
-        Some(ProviderKind::Pi) => "Pi",
-        None => "baton",
-    }
+    p.map_or("baton", |p| p.descriptor().display_name())
 }
 
 /// Longest project name or reason shown in a title.
@@ -228,13 +219,8 @@ fn path_project(
     path: Option<&str>,
     session: Option<&str>,
 ) -> String {
-    // Cursor keeps sessions under `projects/<slug>/` as Claude Code does, and Pi under
-    // `sessions/--<cwd with '/' → '-'>--/`.
-    let marker = match provider {
-        Some(ProviderKind::Claude | ProviderKind::Cursor) => Some("projects"),
-        Some(ProviderKind::Pi) => Some("sessions"),
-        _ => None,
-    };
+    // The agent's folder of the form `<marker>/<project>/…`, if it keeps one.
+    let marker = provider.and_then(|p| p.descriptor().project_marker());
     if let Some(marker) = marker
         && let Some(path) = path
     {

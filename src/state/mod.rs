@@ -117,7 +117,7 @@ impl Decision {
     /// A journaled event's decision.
     pub fn of(ev: &Event) -> Self {
         let key = crate::model::SessionKey {
-            provider: ev.provider.unwrap_or(crate::model::ProviderKind::Claude),
+            provider: ev.provider.unwrap_or(crate::provider::UNNAMED),
             session: ev.session.clone().unwrap_or_default(),
             agent: ev.agent.clone(),
         };

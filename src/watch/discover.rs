@@ -25,23 +25,7 @@ const SNIFF_LIMIT: u64 = 64 * 1024;
 
 /// Is `path` a transcript file name for `provider` (or any provider when `None`)?
 pub fn is_candidate(path: &Path, provider: Option<ProviderKind>) -> bool {
-    let name = path
-        .file_name()
-        .map(|n| n.to_string_lossy())
-        .unwrap_or_default();
-    match provider {
-        // `raw/{sessions,uploads,external}/*.md`; `archive/**/*.md.zst` never matches.
-        Some(ProviderKind::Sgme) => provider::sgme::is_l0_file(path),
-        // The default root is `~/.cursor/projects`, whose other folders hold no transcripts.
-        Some(ProviderKind::Cursor) => {
-            name.ends_with(".jsonl") && provider::cursor::is_transcript(path)
-        }
-        Some(_) => name.ends_with(".jsonl"),
-        None => {
-            name.ends_with(".jsonl")
-                || (name.ends_with(".md") && provider::detect(path, b"").is_some())
-        }
-    }
+    provider::is_candidate(path, provider)
 }
 
 /// The provider of one file: the root's, else from its path and first line.

@@ -6,7 +6,7 @@ mod jsonl;
 mod noa;
 mod sgme;
 
-pub use jsonl::record_id;
+pub use jsonl::Flavor as JsonFlavor;
 pub use noa::{NoaBlock, NoaState, noa_state};
 
 use super::file_stem;
@@ -51,15 +51,22 @@ pub trait Audit {
 
 /// The audit for a file of `kind` at `path`.
 pub fn auditor(kind: ProviderKind, path: &Path) -> Box<dyn Audit> {
-    match kind {
-        ProviderKind::Claude => Box::new(jsonl::JsonAudit::new(jsonl::Flavor::Claude, path)),
-        ProviderKind::Codex => Box::new(jsonl::JsonAudit::new(jsonl::Flavor::Codex, path)),
-        ProviderKind::Norma => Box::new(jsonl::JsonAudit::new(jsonl::Flavor::Norma, path)),
-        ProviderKind::Sgme => Box::new(sgme::SgmeAudit::new(path)),
-        ProviderKind::Pi => Box::new(jsonl::JsonAudit::new(jsonl::Flavor::Pi, path)),
-        ProviderKind::Copilot => Box::new(jsonl::JsonAudit::new(jsonl::Flavor::Copilot, path)),
-        ProviderKind::Cursor => Box::new(jsonl::JsonAudit::new(jsonl::Flavor::Cursor, path)),
-    }
+    kind.descriptor().auditor(path)
+}
+
+/// The audit of a JSON Lines transcript, reading records as `flavor`'s.
+pub fn json_audit(flavor: JsonFlavor, path: &Path) -> Box<dyn Audit> {
+    Box::new(jsonl::JsonAudit::new(flavor, path))
+}
+
+/// The audit of an SGME Markdown file.
+pub fn sgme_audit(path: &Path) -> Box<dyn Audit> {
+    Box::new(sgme::SgmeAudit::new(path))
+}
+
+/// The record id of one line (for resolving links from another file), if it has one.
+pub fn record_id(kind: ProviderKind, line: &[u8]) -> Option<String> {
+    kind.descriptor().record_id(line)
 }
 
 /// Where a subagent file's parent links may legitimately point: its session's main file
@@ -67,7 +74,7 @@ pub fn auditor(kind: ProviderKind, path: &Path) -> Box<dyn Audit> {
 /// compaction helper forks from the main conversation, so its first records name parents
 /// there. Derived from the path only.
 pub fn main_file_of(kind: ProviderKind, path: &Path) -> Option<PathBuf> {
-    if !matches!(kind, ProviderKind::Claude | ProviderKind::Norma) {
+    if !kind.descriptor().has_subagent_files() {
         return None;
     }
     let subagents = path.parent()?;

@@ -1,9 +1,12 @@
 //! Claude Code transcripts (`~/.claude/projects/<project>/<session>.jsonl` and subagent
 //! files). Rules: shared/docs/transcript-formats.md, Part A and C.
 
+mod agent;
 use super::content::{StrOrList, reset_hint};
 use super::{Evidence, Malformed, Obs, ObsKind, Projector, content_hash, file_stem, parse_line};
 use crate::clock::parse_rfc3339;
+pub use agent::Claude;
+pub use agent::is_claude;
 use lru::LruCache;
 use serde::{Deserialize, Serialize};
 use std::num::NonZeroUsize;

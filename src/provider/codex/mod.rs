@@ -1,6 +1,8 @@
 //! Codex rollouts (`~/.codex/sessions/YYYY/MM/DD/rollout-*.jsonl`). Rules:
 //! shared/docs/transcript-formats.md, Part B and C.
 
+mod agent;
+pub use agent::Codex;
 mod plain;
 mod record;
 #[cfg(test)]

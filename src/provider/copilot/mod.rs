@@ -17,6 +17,7 @@
 //! subagent reports, a `system.notification` makes the idle main agent go on in the same
 //! `interactionId`: a turn nobody typed, keyed by the notification's `id`.
 
+mod agent;
 use super::background::Background;
 use super::{
     Evidence, Initiator, Malformed, Obs, ObsKind, Origin, Projector, content_hash, file_stem,
@@ -24,6 +25,7 @@ use super::{
 };
 use crate::clock::parse_rfc3339;
 use crate::model::clip_message;
+pub use agent::Copilot;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::path::Path;

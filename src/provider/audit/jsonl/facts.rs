@@ -5,31 +5,8 @@
 //! the checks that span a file (dangling calls, duplicate ids, broken links) are the
 //! engine's, in `mod.rs`.
 
-use crate::model::ProviderKind;
 use crate::provider::content::StrOrList;
-use crate::provider::strip_nul;
 use crate::provider::{claude, codex, copilot, cursor, norma, pi};
-use std::borrow::Cow;
-
-/// The record id of one line (for resolving links from another file), if it has one.
-pub fn record_id(kind: ProviderKind, line: &[u8]) -> Option<String> {
-    let line = strip_nul(line);
-    match kind {
-        ProviderKind::Claude => serde_json::from_slice::<claude::Rec<'_>>(line)
-            .ok()?
-            .uuid
-            .map(Cow::into_owned),
-        ProviderKind::Norma => serde_json::from_slice::<norma::Rec<'_>>(line)
-            .ok()?
-            .uuid
-            .map(Cow::into_owned),
-        ProviderKind::Codex
-        | ProviderKind::Sgme
-        | ProviderKind::Cursor
-        | ProviderKind::Copilot
-        | ProviderKind::Pi => None,
-    }
-}
 
 /// Which model response a record belongs to.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -11,8 +11,6 @@
 
 mod facts;
 
-pub use facts::record_id;
-
 use facts::{
     Facts, Resp, claude_facts, codex_facts, copilot_facts, cursor_facts, norma_facts, pi_facts,
 };
@@ -24,7 +22,7 @@ use std::collections::{HashMap, HashSet};
 use std::path::Path;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(super) enum Flavor {
+pub enum Flavor {
     Claude,
     Codex,
     Norma,

@@ -12,6 +12,7 @@
 //! in the running turn, and `developer` messages, `title`, `session_init`,
 //! `credential_pin` and the other `custom` records start or end nothing.
 
+mod agent;
 use super::content::StrOrList;
 use super::omp::{self, YieldDetails, YieldEnd};
 use super::{
@@ -20,6 +21,7 @@ use super::{
 };
 use crate::clock::parse_rfc3339;
 use crate::model::clip_message;
+pub use agent::Pi;
 use serde::{Deserialize, Serialize};
 use std::borrow::Cow;
 use std::path::Path;

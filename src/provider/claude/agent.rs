@@ -1,0 +1,228 @@
+//! Claude Code's descriptor: where its transcripts live and how they are told, its
+//! restart points, and who writes a live session.
+
+use super::{ClaudeProjector, looks_like_uuid, may_defer};
+use crate::model::ProviderKind;
+use crate::provider::agent::{Agent, EnvDir, WRITER_ARGS, Writer, env_or_home, uuid_of};
+use crate::provider::audit::{self, Audit, JsonFlavor};
+use crate::provider::background::LAUNCH_NEEDLES;
+use crate::provider::restart::{Restart, Restarts, finders};
+use crate::provider::{ObsKind, Projector, file_stem};
+use memchr::memmem::Finder;
+use std::ffi::OsString;
+use std::path::{Path, PathBuf};
+use std::sync::LazyLock;
+
+pub struct Claude;
+
+impl Agent for Claude {
+    fn kind(&self) -> ProviderKind {
+        ProviderKind::Claude
+    }
+
+    fn id(&self) -> &'static str {
+        "claude"
+    }
+
+    fn display_name(&self) -> &'static str {
+        "Claude Code"
+    }
+
+    /// `$CLAUDE_CONFIG_DIR/projects` or `~/.claude/projects`.
+    fn default_roots(&self, env: EnvDir<'_>) -> Vec<PathBuf> {
+        env_or_home(env, "CLAUDE_CONFIG_DIR", ".claude", "projects")
+    }
+
+    fn claims_path(&self, path: &Path) -> bool {
+        crate::provider::agent::has_ext(path, ".jsonl")
+            && path.to_string_lossy().contains("/.claude/projects/")
+    }
+
+    fn first_record_raw(&self, line: &[u8]) -> bool {
+        let has = |needle: &[u8]| memchr::memmem::find(line, needle).is_some();
+        has(b"\"sessionId\"")
+            || has(b"\"leafUuid\"")
+            || has(b"\"file-history-snapshot\"")
+            || has(b"\"queue-operation\"")
+    }
+
+    fn projector(&self, path: &Path) -> Box<dyn Projector> {
+        Box::new(ClaudeProjector::new(path))
+    }
+
+    fn restarts(&self) -> Option<&'static dyn Restarts> {
+        Some(&ClaudeRestarts)
+    }
+
+    fn project_marker(&self) -> Option<&'static str> {
+        Some("projects")
+    }
+
+    /// Claude Code does not keep its transcript open.
+    fn writer(&self) -> Option<Writer> {
+        Some(Writer::RunsIn)
+    }
+
+    fn is_writer_process(&self, exe: Option<&Path>, argv: &[OsString]) -> bool {
+        is_claude(exe, argv)
+    }
+
+    fn auditor(&self, path: &Path) -> Box<dyn Audit> {
+        audit::json_audit(JsonFlavor::Claude, path)
+    }
+
+    fn record_id(&self, line: &[u8]) -> Option<String> {
+        uuid_of(line, |r: super::Rec<'_>| r.uuid)
+    }
+
+    fn has_subagent_files(&self) -> bool {
+        true
+    }
+}
+
+/// Whether `exe` (the process's executable) and `argv` make a Claude Code process: its
+/// executable or first two arguments are named `claude`, its executable lies under a
+/// `claude/versions/` directory (the native installer), or its script is the npm
+/// package's (`@anthropic-ai/claude-code`).
+pub fn is_claude(exe: Option<&Path>, argv: &[OsString]) -> bool {
+    let named = |p: &Path| p.file_name().is_some_and(|n| n == "claude");
+    if let Some(exe) = exe
+        && (named(exe) || exe.to_string_lossy().contains("/claude/versions/"))
+    {
+        return true;
+    }
+    argv.iter().take(WRITER_ARGS).any(|a| {
+        let p = Path::new(a);
+        named(p) || a.to_string_lossy().contains("@anthropic-ai/claude-code/")
+    })
+}
+
+struct ClaudeRestarts;
+
+impl Restarts for ClaudeRestarts {
+    fn unsupported(&self, path: &Path) -> Option<&'static str> {
+        // The path names the session (`<uuid>.jsonl`, `<uuid>/subagents/…`); in other
+        // files the first record that carries a session id does, wherever it is.
+        let session = ClaudeProjector::new(path)
+            .obs(String::new(), None, ObsKind::Work)
+            .session;
+        (!looks_like_uuid(&session)).then_some("session_not_in_path")
+    }
+
+    fn hazards(&self, path: &Path) -> &'static [(&'static [u8], &'static str)] {
+        // A subagent file is one sidechain: every record is the file's agent's.
+        if file_stem(path).starts_with("agent-") {
+            return &[];
+        }
+        // Inline sidechains (Claude Code ≤ 1.0): sessions of their own, found by
+        // following parent chains that may reach back anywhere.
+        // Background tasks launched in an earlier turn are still counted when a later
+        // turn ends: the launch must be seen.
+        &[
+            (b"\"isSidechain\":true", "inline_sidechain"),
+            (LAUNCH_NEEDLES[0], "background_task"),
+            (LAUNCH_NEEDLES[1], "background_task"),
+            (LAUNCH_NEEDLES[2], "background_task"),
+            (LAUNCH_NEEDLES[3], "background_task"),
+            (LAUNCH_NEEDLES[4], "background_task"),
+        ]
+    }
+
+    /// Claude's ends never name their turn.
+    fn may_settle(&self) -> bool {
+        true
+    }
+
+    fn answer_needle(&self) -> &'static Finder<'static> {
+        static ASSISTANT: LazyLock<Finder<'static>> =
+            LazyLock::new(|| Finder::new(b"\"type\":\"assistant\""));
+        &ASSISTANT
+    }
+
+    fn end_needles(&self) -> &'static [Finder<'static>] {
+        static ENDS: LazyLock<Vec<Finder<'static>>> = LazyLock::new(|| {
+            finders(&[
+                b"\"stop_reason\":\"end_turn\"",
+                b"\"stop_reason\":\"stop_sequence\"",
+                b"\"stop_reason\":\"max_tokens\"",
+                b"\"stop_reason\":\"refusal\"",
+                b"\"stop_hook_summary\"",
+                b"\"turn_duration\"",
+                b"\"hookEvent\":\"Stop\"",
+                b"\"toolEndsTurn\":true",
+                b"\"isApiErrorMessage\":true",
+                b"[Request interrupted",
+                b"usage limit reached",
+            ])
+        });
+        &ENDS
+    }
+
+    fn turn_needle(&self, turn: &str) -> Vec<u8> {
+        // Other records name a prompt too (`messageId` of file-history snapshots).
+        format!("\"uuid\":\"{turn}\"").into_bytes()
+    }
+
+    fn before_parse(&self, line: &[u8]) -> Option<Restart> {
+        static NEEDLES: LazyLock<Vec<Finder<'static>>> = LazyLock::new(|| {
+            finders(&[
+                b"\"type\":\"user\"",
+                b"\"tool_use_id\"",
+                b"\"toolUseResult\"",
+                b"<command-name>",
+            ])
+        });
+        let has = |i: usize| NEEDLES[i].find(line).is_some();
+        // Tool results (blocks or the record's own field) never start a turn; they are
+        // the big records, so they are turned away before parsing.
+        if !has(0) || has(1) || has(2) {
+            return Some(Restart::No);
+        }
+        // Whether a slash command is a turn depends on the caveat record before it.
+        has(3).then_some(Restart::Maybe)
+    }
+
+    fn may_defer(&self, line: &[u8]) -> bool {
+        may_defer(line)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn args(v: &[&str]) -> Vec<OsString> {
+        v.iter().map(OsString::from).collect()
+    }
+
+    #[test]
+    fn tells_claude_code_processes() {
+        let native = Path::new("/home/me/.local/share/claude/versions/2.1.39");
+        assert!(is_claude(Some(native), &args(&["claude"])));
+        assert!(is_claude(Some(native), &args(&["2.1.39"])));
+        assert!(is_claude(
+            Some(Path::new("/usr/bin/node")),
+            &args(&["node", "/usr/local/bin/claude", "--resume"])
+        ));
+        assert!(is_claude(
+            Some(Path::new("/usr/bin/node")),
+            &args(&[
+                "node",
+                "/usr/lib/node_modules/@anthropic-ai/claude-code/cli.js"
+            ])
+        ));
+        assert!(!is_claude(
+            Some(Path::new("/usr/bin/node")),
+            &args(&["node", "server.js"])
+        ));
+        // Only the program and its script count, not a later argument.
+        assert!(!is_claude(
+            Some(Path::new("/usr/bin/vim")),
+            &args(&["vim", "notes", "claude"])
+        ));
+        assert!(!is_claude(
+            Some(Path::new("/usr/bin/claude-monitor")),
+            &args(&["claude-monitor"])
+        ));
+    }
+}

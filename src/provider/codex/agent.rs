@@ -1,0 +1,123 @@
+//! Codex's descriptor: where its rollouts live and how they are told, its restart
+//! points, and who writes a live session.
+
+use super::CodexProjector;
+use crate::model::ProviderKind;
+use crate::provider::Projector;
+use crate::provider::agent::{Agent, EnvDir, Writer, env_or_home, has_ext};
+use crate::provider::audit::{self, Audit, JsonFlavor};
+use crate::provider::restart::{Restart, Restarts, finders};
+use memchr::memmem::Finder;
+use std::path::{Path, PathBuf};
+use std::sync::LazyLock;
+
+pub struct Codex;
+
+impl Agent for Codex {
+    fn kind(&self) -> ProviderKind {
+        ProviderKind::Codex
+    }
+
+    fn id(&self) -> &'static str {
+        "codex"
+    }
+
+    fn display_name(&self) -> &'static str {
+        "Codex"
+    }
+
+    /// `$CODEX_HOME/sessions` or `~/.codex/sessions`.
+    fn default_roots(&self, env: EnvDir<'_>) -> Vec<PathBuf> {
+        env_or_home(env, "CODEX_HOME", ".codex", "sessions")
+    }
+
+    fn claims_path(&self, path: &Path) -> bool {
+        let s = path.to_string_lossy();
+        let rollout = path
+            .file_name()
+            .is_some_and(|n| n.to_string_lossy().starts_with("rollout-"));
+        has_ext(path, ".jsonl") && (s.contains("/.codex/") || (rollout && s.contains("/sessions/")))
+    }
+
+    /// A rollout's folder and records are named more loosely than Claude Code's.
+    fn detect_early(&self) -> bool {
+        true
+    }
+
+    fn first_record_raw(&self, line: &[u8]) -> bool {
+        let has = |needle: &[u8]| memchr::memmem::find(line, needle).is_some();
+        has(b"\"payload\"")
+            && (has(b"\"session_meta\"")
+                || has(b"\"event_msg\"")
+                || has(b"\"response_item\"")
+                || has(b"\"turn_context\""))
+    }
+
+    fn projector(&self, path: &Path) -> Box<dyn Projector> {
+        Box::new(CodexProjector::new(path))
+    }
+
+    fn restarts(&self) -> Option<&'static dyn Restarts> {
+        Some(&CodexRestarts)
+    }
+
+    /// Codex keeps its rollout open while the session lives.
+    fn writer(&self) -> Option<Writer> {
+        Some(Writer::HoldsOpen)
+    }
+
+    fn auditor(&self, path: &Path) -> Box<dyn Audit> {
+        audit::json_audit(JsonFlavor::Codex, path)
+    }
+}
+
+struct CodexRestarts;
+
+impl Restarts for CodexRestarts {
+    fn hazards(&self, _path: &Path) -> &'static [(&'static [u8], &'static str)] {
+        // A second header would change the session id from that line on.
+        &[(b"\"session_meta\"", "second_session_meta")]
+    }
+
+    fn answer_needle(&self) -> &'static Finder<'static> {
+        static ASSISTANT: LazyLock<Finder<'static>> =
+            LazyLock::new(|| Finder::new(b"\"role\":\"assistant\""));
+        &ASSISTANT
+    }
+
+    fn end_needles(&self) -> &'static [Finder<'static>] {
+        static ENDS: LazyLock<Vec<Finder<'static>>> = LazyLock::new(|| {
+            finders(&[
+                b"\"task_complete\"",
+                b"\"turn_complete\"",
+                b"\"turn_aborted\"",
+                b"\"type\":\"error\"",
+                b"\"rate_limit_reached_type\":\"",
+            ])
+        });
+        &ENDS
+    }
+
+    fn names_turn(&self, line: &[u8]) -> Option<String> {
+        static TURN_ID: LazyLock<Finder<'static>> = LazyLock::new(|| Finder::new(b"\"turn_id\""));
+        // Most lines name none: look before building the field's needle.
+        TURN_ID.find(line)?;
+        crate::provider::raw_str_field(line, "turn_id", false).map(str::to_owned)
+    }
+
+    fn turn_needle(&self, turn: &str) -> Vec<u8> {
+        format!("\"turn_id\":\"{turn}\"").into_bytes()
+    }
+
+    fn before_parse(&self, line: &[u8]) -> Option<Restart> {
+        static NEEDLES: LazyLock<Vec<Finder<'static>>> = LazyLock::new(|| {
+            finders(&[b"\"task_started\"", b"\"turn_started\"", b"\"turn_id\":\""])
+        });
+        let has = |i: usize| NEEDLES[i].find(line).is_some();
+        if !has(0) && !has(1) {
+            return Some(Restart::No);
+        }
+        // Without its own id, a turn is named by its ordinal in the file.
+        (!has(2)).then_some(Restart::Unsafe("turn_ordinal"))
+    }
+}

@@ -1,0 +1,67 @@
+//! Cursor's descriptor: where its agent transcripts live and how they are told.
+
+use super::{CursorProjector, is_transcript};
+use crate::model::ProviderKind;
+use crate::provider::Projector;
+use crate::provider::agent::{Agent, EnvDir, FirstRecord, has_ext};
+use crate::provider::audit::{self, Audit, JsonFlavor};
+use std::path::{Path, PathBuf};
+
+pub struct Cursor;
+
+impl Agent for Cursor {
+    fn kind(&self) -> ProviderKind {
+        ProviderKind::Cursor
+    }
+
+    fn id(&self) -> &'static str {
+        "cursor"
+    }
+
+    fn display_name(&self) -> &'static str {
+        "Cursor"
+    }
+
+    /// `~/.cursor/projects` (only its `agent-transcripts` folders are read).
+    fn default_roots(&self, env: EnvDir<'_>) -> Vec<PathBuf> {
+        env("HOME")
+            .map(|h| h.join(".cursor").join("projects"))
+            .into_iter()
+            .collect()
+    }
+
+    /// The default root is `~/.cursor/projects`, whose other folders hold no transcripts.
+    fn is_candidate(&self, path: &Path) -> bool {
+        has_ext(path, ".jsonl") && is_transcript(path)
+    }
+
+    fn claims_path(&self, path: &Path) -> bool {
+        has_ext(path, ".jsonl") && path.to_string_lossy().contains("/agent-transcripts/")
+    }
+
+    /// `{role, message}` records, or a `turn_ended` one, with no time and no id.
+    fn first_record_parsed(&self, t: &FirstRecord<'_>) -> bool {
+        let ty = t.ty.as_deref();
+        (t.role.is_some() && t.message.is_some() && ty.is_none()
+            || ty == Some("turn_ended") && t.status.is_some())
+            && t.timestamp.is_none()
+            && t.uuid.is_none()
+    }
+
+    fn projector(&self, path: &Path) -> Box<dyn Projector> {
+        Box::new(CursorProjector::new(path))
+    }
+
+    fn records_have_time(&self) -> bool {
+        false
+    }
+
+    /// Cursor keeps sessions under `projects/<slug>/` as Claude Code does.
+    fn project_marker(&self) -> Option<&'static str> {
+        Some("projects")
+    }
+
+    fn auditor(&self, path: &Path) -> Box<dyn Audit> {
+        audit::json_audit(JsonFlavor::Cursor, path)
+    }
+}

@@ -1,0 +1,52 @@
+//! SGME's descriptor: its L0 Markdown files are told by their path alone.
+
+use super::{SgmeProjector, is_l0_file};
+use crate::model::ProviderKind;
+use crate::provider::Projector;
+use crate::provider::agent::{Agent, has_ext};
+use crate::provider::audit::{self, Audit};
+use std::path::Path;
+
+pub struct Sgme;
+
+impl Agent for Sgme {
+    fn kind(&self) -> ProviderKind {
+        ProviderKind::Sgme
+    }
+
+    fn id(&self) -> &'static str {
+        "sgme"
+    }
+
+    fn display_name(&self) -> &'static str {
+        "SGME"
+    }
+
+    /// `raw/{sessions,uploads,external}/*.md`; `archive/**/*.md.zst` never matches.
+    fn is_candidate(&self, path: &Path) -> bool {
+        is_l0_file(path)
+    }
+
+    /// SGME L0: `raw/{sessions,uploads,external}/{file_id}.md`.
+    fn claims_path(&self, path: &Path) -> bool {
+        let raw = path
+            .parent()
+            .and_then(Path::parent)
+            .and_then(Path::file_name)
+            .is_some_and(|n| n == "raw");
+        has_ext(path, ".md") && raw && is_l0_file(path)
+    }
+
+    fn projector(&self, path: &Path) -> Box<dyn Projector> {
+        Box::new(SgmeProjector::new(path))
+    }
+
+    /// Markdown lines are text, not records.
+    fn glues_records(&self) -> bool {
+        false
+    }
+
+    fn auditor(&self, path: &Path) -> Box<dyn Audit> {
+        audit::sgme_audit(path)
+    }
+}
