@@ -12,7 +12,7 @@ use std::path::{Path, PathBuf};
 
 /// Every agent, in the order of their `ProviderKind` variants: the order default roots
 /// are listed in and the order detection asks them in (after [`Agent::detect_early`]).
-pub static ALL: [&'static dyn Agent; 7] = [
+pub static ALL: &[&dyn Agent] = &[
     &claude::Claude,
     &codex::Codex,
     &norma::Norma,
