@@ -32,7 +32,8 @@ BATON_LOG=debug) to change the filter. `baton man SUBCOMMAND` prints its man pag
 
 Exit codes: 0 ok, 1 check found problems, 2 usage or config error, 3 cannot read a
 path or the daemon is not running, 4 cannot write output, 5 another `baton run` holds
-the state directory, 6 the state directory cannot be used.";
+the state directory, 6 the state directory cannot be used, 7 no systemd user manager is
+reachable (`baton service`), 8 systemctl failed (`baton service`).";
 
 #[derive(Debug, Parser)]
 #[command(name = "baton", version, about = ABOUT, long_about = ABOUT, after_help = AFTER)]
@@ -76,14 +77,17 @@ pub enum Command {
         #[arg(long, value_name = "FILE")]
         config: Option<PathBuf>,
     },
-    /// Print the systemd user unit.
+    /// Print the systemd user unit, its ExecStart naming this binary.
     ///
-    /// Install it with:
-    ///
-    ///   baton unit > ~/.config/systemd/user/baton.service
-    ///   systemctl --user daemon-reload && systemctl --user enable --now baton
-    #[command(verbatim_doc_comment)]
+    /// `baton service install` writes it and enables it.
     Unit,
+    /// Install, remove or check baton as a systemd user service.
+    ///
+    /// `install` writes ~/.config/systemd/user/baton.service (ExecStart naming this
+    /// binary; nothing when the Debian package's unit is there) and runs `systemctl --user
+    /// daemon-reload` and `enable --now baton`. Without a user manager (a container, SSH
+    /// without lingering) it says so: `loginctl enable-linger $USER` is the fix.
+    Service(crate::service_cmd::ServiceArgs),
     /// Print a shell completion script (bash, zsh, fish, elvish, powershell).
     ///
     /// For example: baton completions bash > ~/.local/share/bash-completion/completions/baton

@@ -26,6 +26,7 @@ pub mod provider;
 pub mod reduce;
 pub mod replay;
 pub mod scan_view;
+pub mod service_cmd;
 pub mod shutdown;
 pub mod sink;
 pub mod socket;

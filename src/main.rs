@@ -22,7 +22,26 @@ fn main() -> ExitCode {
         Command::Run(_) => "info",
         _ => "warn",
     });
-    match run(cli) {
+    let systemd = match cli.command {
+        // `unit` and `service` have their own errors and exit codes (`baton service --help`).
+        Command::Unit => baton::service_cmd::print_unit(&mut io::stdout()).map(|()| 0),
+        Command::Service(args) => baton::service_cmd::main(&args, &mut io::stdout()),
+        command => return finish(run(command)),
+    };
+    match systemd {
+        Ok(code) => ExitCode::from(code),
+        Err(baton::service_cmd::Error::Output(io)) if io.kind() == io::ErrorKind::BrokenPipe => {
+            ExitCode::SUCCESS
+        }
+        Err(e) => {
+            eprintln!("baton: {e}");
+            ExitCode::from(e.exit_code())
+        }
+    }
+}
+
+fn finish(result: Result<(), Error>) -> ExitCode {
+    match result {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
             if let Error::Output(io) = &e
@@ -47,8 +66,8 @@ fn options(p: &PipelineArgs) -> Options {
     }
 }
 
-fn run(cli: Cli) -> Result<(), Error> {
-    match cli.command {
+fn run(command: Command) -> Result<(), Error> {
+    match command {
         Command::Replay(args) => {
             let files = replay::collect(&args.paths, args.pipeline.provider)?;
             let stdout = io::stdout();
@@ -82,7 +101,7 @@ fn run(cli: Cli) -> Result<(), Error> {
             let cfg = config::Config::load(config.as_deref())?;
             write!(io::stdout().lock(), "{}", cfg.to_toml()).map_err(Error::Output)
         }
-        Command::Unit => baton::unit::write(&mut io::stdout().lock()).map_err(Error::Output),
+        Command::Unit | Command::Service(_) => Ok(()), // run by main
         Command::Completions { shell } => {
             baton::completions::completions(shell, &mut io::stdout().lock()).map_err(Error::Output)
         }
