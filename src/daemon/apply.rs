@@ -9,11 +9,11 @@
 //! read's `history_before`, hands the token back and marks the file for the next delta.
 //! It never opens a file itself.
 
-use super::files::{Files, Look, Mode};
+use super::files::{Files, Look};
 use super::first::Admit;
 use super::history::{self, Deferred, Outcome};
 use super::persist::Pending;
-use super::read::{Step, last_commit};
+use super::read::{Mode, Step, last_commit};
 use crate::clock::Now;
 use crate::model::Event;
 use crate::reduce::{Reducer, Src};
@@ -202,7 +202,7 @@ impl Reduce {
     /// read, then the file finished as a new one.
     fn apply_found(&mut self, files: &mut Files, f: &history::Found, got: Outcome) {
         files.beat();
-        let now = files.clock.now();
+        let now = files.now();
         let path = f.path.as_path();
         if !files.contains(path) {
             // Gone during the walk.
@@ -269,7 +269,7 @@ impl Reduce {
             self.look(files, &path, Mode::Live);
         }
         self.tidy(files);
-        let now = files.clock.now();
+        let now = files.now();
         self.live_cutoff(files, now);
         super::liveness::sweep(
             files.limits().liveness_after_ms,

@@ -14,9 +14,8 @@
 //! context in the same saved form ("cold"), so waking it up costs what was appended,
 //! not the whole file.
 
-pub(super) use super::read::Mode;
-use super::read::{Commit, Read, Step};
-pub(super) use super::tracked::Tracked;
+use super::read::{Commit, Mode, Read, Step};
+use super::tracked::Tracked;
 use crate::clock::{Clock, Now};
 use crate::feed::FileFeed;
 use crate::logging::RateLimit;
@@ -156,6 +155,10 @@ impl Files {
 
     pub fn set_heartbeat(&mut self, beat: Arc<AtomicU64>) {
         self.heartbeat = beat;
+    }
+
+    pub fn now(&self) -> Now {
+        self.clock.now()
     }
 
     pub fn contains(&self, path: &Path) -> bool {
