@@ -3,11 +3,12 @@
 //! the files on disk.
 //!
 //! Owns no state of its own: these are the file table's methods that close handles,
-//! send projectors cold and rebuild the live set. It never reads a transcript.
+//! send projectors cold and rebuild the live set. It never reads a transcript, and
+//! hands the sessions of files gone idle back as [`Step::Park`] for the core.
 
-use super::files::{Files, HISTORY_WARM, MAX_OPEN, mono_i};
+use super::files::{Files, HISTORY_WARM, MAX_OPEN, mono_i, path_arc};
+use super::read::Step;
 use crate::clock::Now;
-use std::collections::HashSet;
 use std::path::Path;
 
 /// Handles of files idle this long are closed (reopened on change).
@@ -23,7 +24,6 @@ impl Files {
                 t.go_cold();
             }
         }
-        self.reducer.compact();
         // Tail-first reads are a start-up burst: a live file is read on from its offset.
         crate::tail::scratch::release(crate::tail::scratch::Use::Count);
         crate::tail::scratch::release(crate::tail::scratch::Use::Back);
@@ -51,29 +51,22 @@ impl Files {
         self.handles.put(path.to_path_buf(), ());
     }
 
-    /// Rebuilds the live set and closes what went idle.
-    pub fn tidy(&mut self) {
+    /// Rebuilds the live set and closes what went idle. `open`: whether a file has a
+    /// turn still open (such a file stays live).
+    pub fn tidy(&mut self, open: impl FnMut(&Path) -> bool) -> Vec<Step> {
         let now = self.clock.now();
-        self.rebuild_live(now);
-        self.enforce_caps(now);
-    }
-
-    fn rebuild_live(&mut self, now: Now) {
-        let mut open: Option<HashSet<&str>> = None;
-        let reducer = &self.reducer;
         self.live.rebuild(
             mono_i(now),
             self.table.iter().map(|(p, t)| (p, t.last_change)),
-            |path| {
-                open.get_or_insert_with(|| reducer.open_paths().map(|p| &**p).collect())
-                    .contains(path.to_string_lossy().as_ref())
-            },
+            open,
         );
+        self.enforce_caps(now)
     }
 
     /// Closes idle handles and drops idle projectors, within the caps.
-    pub(super) fn enforce_caps(&mut self, now: Now) {
+    pub(super) fn enforce_caps(&mut self, now: Now) -> Vec<Step> {
         let cold = self.cold_ms();
+        let mut steps = Vec::new();
         let mut open = Vec::new();
         let mut warm = Vec::new();
         let mono = now;
@@ -87,7 +80,7 @@ impl Files {
             if idle > cold {
                 // Idle that long, its sessions need no memory of their own until it
                 // changes (a no-op for a file already parked, or one time can change).
-                self.reducer.park_path(&path.to_string_lossy(), mono);
+                steps.push(Step::Park(path_arc(path), mono));
             }
             if t.tail.is_open() && idle > HANDLE_IDLE_MS {
                 t.tail.close();
@@ -116,5 +109,6 @@ impl Files {
                 }
             }
         }
+        steps
     }
 }

@@ -1,18 +1,21 @@
 //! The loop: hints in, batches of events out, shutdown. The one owner thread.
 //!
 //! It owns the watched tree ([`Tree`]: roots, directories, watches), the tracked-file
-//! table ([`Files`]: tail states, projectors, the reducer, the live set) and the core's
-//! side of durable state ([`Deltas`]), and is the only thread that touches any of them.
-//! Each wake-up takes every queued hint, has the tree and the file table look, flushes
-//! the events that came out, fires due settle timers, then sends the delta of what
-//! changed behind those events. It never stats, lists or reads a path itself, and never
-//! builds a checkpoint: those belong to the tree, the file table and `persist`. The one
-//! piece of glue here is [`Looker`], through which the tree hands what it finds to the
-//! file table.
+//! table ([`Files`]: tail states, projectors, the live set), the reducer with what it
+//! produces ([`Reduce`]: events, the pending delta) and the core's side of durable
+//! state ([`Deltas`]), and is the only thread that touches any of them. Each wake-up
+//! takes every queued hint, has the tree and the file table look, applies what they
+//! read to the reducer, flushes the events that came out, fires due settle timers, then
+//! sends the delta of what changed behind those events. It never stats, lists or reads
+//! a path itself, and never builds a checkpoint: those belong to the tree, the file
+//! table and `persist`.
 
 use super::Settings;
-use super::files::{Files, Limits, Mode};
+use super::apply::{Looker, Reduce};
+use super::files::{Files, Limits};
+use super::outbox::Outbox;
 use super::persist::{self, Deltas};
+use super::read::Mode;
 use super::sink::Out;
 use crate::clock::{Clock, format_rfc3339, wall_now};
 use crate::error::Error;
@@ -23,12 +26,9 @@ use crate::shutdown::Shutdown;
 use crate::state::{self, Loaded, Status};
 use crate::watch::native::Native;
 use crate::watch::tree::Tree;
-use crate::watch::tree::Visit;
 use crate::watch::{Hint, HintRx, HintTx, WatcherMode};
 use crossbeam_channel::select;
 use std::collections::HashMap;
-use std::collections::HashSet;
-use std::fs;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -42,63 +42,12 @@ const VIEWS_EVERY: Duration = Duration::from_millis(100);
 /// Most hints handled in one batch before events are flushed.
 const MAX_BATCH: usize = 8192;
 
-/// The way out to the sink task: events and deltas, in order.
-pub(super) struct Outbox {
-    events: mpsc::Sender<Out>,
-    /// The sink task is gone (the daemon is stopping).
-    pub gone: bool,
-    /// How often the sink's queue was full.
-    waits: u64,
-    heartbeat: Arc<AtomicU64>,
-}
-
-impl Outbox {
-    pub fn beat(&self) {
-        self.heartbeat.fetch_add(1, Ordering::Relaxed);
-    }
-
-    /// Waits for room in the sink's queue rather than drop anything: the stream is the
-    /// product, and durable state must never run ahead of it.
-    pub fn send(&mut self, msg: Out) {
-        let msg = match self.events.try_send(msg) {
-            Ok(()) => return,
-            Err(mpsc::error::TrySendError::Closed(_)) => {
-                self.gone = true;
-                return;
-            }
-            Err(mpsc::error::TrySendError::Full(msg)) => msg,
-        };
-        self.waits += 1;
-        if self.waits.is_power_of_two() {
-            tracing::warn!(
-                waits = self.waits,
-                "Event sink is not keeping up; waiting for it."
-            );
-        }
-        // Waiting on the sink is not being hung: keep the watchdog fed meanwhile.
-        let mut msg = msg;
-        let mut pause = Duration::from_micros(100);
-        loop {
-            match self.events.try_send(msg) {
-                Ok(()) => return,
-                Err(mpsc::error::TrySendError::Closed(_)) => {
-                    self.gone = true;
-                    return;
-                }
-                Err(mpsc::error::TrySendError::Full(m)) => msg = m,
-            }
-            self.beat();
-            std::thread::sleep(pause);
-            pause = (pause * 2).min(Duration::from_millis(10));
-        }
-    }
-}
-
 pub struct Core {
     state_dir: PathBuf,
     clock: Clock,
     tree: Tree,
     files: Files,
+    reduce: Reduce,
     deltas: Deltas,
     outbox: Outbox,
     hints: HintRx,
@@ -157,21 +106,18 @@ impl Core {
             hang_core_on: settings.hang_core_on.clone(),
             history_threads: settings.history_threads,
         };
-        let mut files = Files::new(limits, clock, reducer, restored.resume, restored.since);
-        files.pending.decided = restored.decided;
-        let heartbeat = Arc::clone(&files.heartbeat);
+        let files = Files::new(limits, clock);
+        let mut reduce = Reduce::new(reducer, restored.resume, restored.since);
+        reduce.pending.decided = restored.decided;
+        let heartbeat = files.heartbeat();
         Ok(Core {
             state_dir: settings.state_dir.clone(),
             clock,
             tree: Tree::new(&settings.roots, native),
             files,
+            reduce,
             deltas: Deltas::new(restored.preloaded, loaded.progress),
-            outbox: Outbox {
-                events,
-                gone: false,
-                waits: 0,
-                heartbeat,
-            },
+            outbox: Outbox::new(events, heartbeat),
             hints,
             status: loaded.status,
             sweeps: 0,
@@ -186,15 +132,15 @@ impl Core {
 
     /// Sends the sessions that changed to `tx` after each batch (coalesced).
     pub fn with_views(mut self, tx: crate::views::ChangeTx) -> Self {
-        self.files.reducer.track_changes();
+        self.reduce.reducer.track_changes();
         self.views = Some(tx);
         self
     }
 
     /// Bumps `beat` as the core makes progress, waking up at least every `every`.
     pub fn with_heartbeat(mut self, beat: Arc<AtomicU64>, every: Duration) -> Self {
-        self.files.heartbeat = Arc::clone(&beat);
-        self.outbox.heartbeat = beat;
+        self.files.set_heartbeat(Arc::clone(&beat));
+        self.outbox.set_heartbeat(beat);
         self.beat_every = every;
         self
     }
@@ -208,7 +154,7 @@ impl Core {
     /// Polling is needed while a file is live or a directory has no native watch.
     fn update_poll_gate(&self) {
         if let Some(tx) = &self.poll_gate {
-            let wanted = !self.files.live.is_empty() || self.tree.needs_poll();
+            let wanted = !self.files.none_live() || self.tree.needs_poll();
             tx.send_if_modified(|w| std::mem::replace(w, wanted) != wanted);
         }
     }
@@ -216,17 +162,17 @@ impl Core {
     /// Reads history, emits `daemon_ready`, then handles hints until told to stop.
     pub fn run(mut self, stop: &Shutdown) -> Result<(), Error> {
         let started = Instant::now();
-        self.files.reducer.set_history_before(Some(i64::MAX));
+        self.reduce.begin_history(&self.files);
         let mut v = Looker {
             files: &mut self.files,
+            reduce: &mut self.reduce,
             mode: Mode::History,
             stop: Some(stop),
             stopped: false,
         };
-        super::history::begin(v.files);
         self.tree.add_roots(true, &mut v);
         let walk_ms = started.elapsed().as_millis();
-        if !v.stopped && !super::history::finish(v.files, v.stop) {
+        if !v.stopped && !v.reduce.finish_history(v.files, v.stop) {
             v.stopped = true;
         }
         if v.stopped {
@@ -234,29 +180,30 @@ impl Core {
         }
         // On a restart, what the files gained while we were down (within the catch-up
         // window) comes out after daemon_ready; on a first run history is silent.
-        let caught_up = match self.files.resume.take() {
+        let r = &mut self.reduce;
+        let caught_up = match r.resume.take() {
             Some(gone) => {
                 // Checkpoints of files no longer there.
-                self.files
-                    .pending
+                r.pending
                     .removed
                     .extend(gone.into_keys().map(|p| p.to_string_lossy().into_owned()));
-                std::mem::take(&mut self.files.out)
+                std::mem::take(&mut r.out)
             }
             None => {
-                self.files.out.clear();
+                r.out.clear();
                 Vec::new()
             }
         };
-        self.files.end_history();
-        self.files.tidy();
+        r.end_history(&mut self.files);
+        r.tidy(&mut self.files);
+        let c = self.files.counters();
         tracing::info!(
-            files = self.files.table.len(),
+            files = self.files.len(),
             dirs = self.tree.dir_count(),
-            sessions = self.files.reducer.session_count(),
-            resumed = self.files.counters.resumed,
-            reread = self.files.counters.reread,
-            bytes = self.files.counters.history_bytes,
+            sessions = self.reduce.reducer.session_count(),
+            resumed = c.resumed,
+            reread = c.reread,
+            bytes = c.history_bytes,
             walk_ms,
             ms = started.elapsed().as_millis(),
             "History read; going live."
@@ -278,10 +225,10 @@ impl Core {
                     ),
                     &self.run_id,
                 );
-                self.files.out.push(ev);
+                self.reduce.out.push(ev);
             }
         }
-        self.files.out.extend(caught_up);
+        self.reduce.out.extend(caught_up);
         self.ready = true;
         self.flush();
         self.save();
@@ -291,7 +238,7 @@ impl Core {
         while !self.outbox.gone {
             self.outbox.beat();
             let settle = self
-                .files
+                .reduce
                 .reducer
                 .next_deadline()
                 .map(|d| self.clock.instant(d))
@@ -345,11 +292,6 @@ impl Core {
         if self.hints.take_rescan() {
             sweep = true;
         }
-        let now = self.clock.now();
-        let catch_up = self.files.catch_up();
-        self.files
-            .reducer
-            .set_history_before(Some(now.wall.saturating_sub(catch_up)));
         for (path, maybe_dir) in paths {
             self.look(&path, maybe_dir);
         }
@@ -363,7 +305,7 @@ impl Core {
         // in this batch are due a settle period from now).
         if Instant::now() >= deadline {
             let now = self.clock.now();
-            self.files.reducer.tick(now, &mut self.files.out);
+            self.reduce.tick(&self.files, now);
         }
         self.flush();
         self.publish_views(false);
@@ -374,33 +316,38 @@ impl Core {
     /// other path is the tree's to make sense of.
     fn look(&mut self, path: &Path, maybe_dir: bool) {
         if self.files.contains(path) {
-            self.files.look_file(path, Mode::Live);
+            self.reduce.look(&mut self.files, path, Mode::Live);
             return;
         }
-        self.tree
-            .look(path, maybe_dir, &mut Looker::live(&mut self.files));
+        self.tree.look(
+            path,
+            maybe_dir,
+            &mut Looker::live(&mut self.files, &mut self.reduce),
+        );
     }
 
     /// Stats the live files, and the directories no native watch covers.
     fn poll(&mut self) {
-        self.files.poll();
-        self.tree.poll(&mut Looker::live(&mut self.files));
+        self.reduce.poll(&mut self.files);
+        self.tree
+            .poll(&mut Looker::live(&mut self.files, &mut self.reduce));
     }
 
     /// The slow safety net: missing roots, every directory's mtime, every file's stat.
     /// Then rebuilds the live set and closes what went idle.
     fn sweep(&mut self) {
         self.sweeps += 1;
-        self.tree.sweep(&mut Looker::live(&mut self.files));
-        self.files.sweep();
+        self.tree
+            .sweep(&mut Looker::live(&mut self.files, &mut self.reduce));
+        self.reduce.sweep(&mut self.files);
     }
 
     fn flush(&mut self) {
-        self.files.record_decided();
-        if self.files.out.is_empty() {
+        self.reduce.record_decided(&self.files);
+        if self.reduce.out.is_empty() {
             return;
         }
-        let mut batch = std::mem::take(&mut self.files.out);
+        let mut batch = std::mem::take(&mut self.reduce.out);
         self.deltas.drop_decided(&mut batch);
         if batch.is_empty() {
             return;
@@ -410,7 +357,7 @@ impl Core {
             if let Some(p) = &ev.path
                 && self.files.contains(Path::new(p))
             {
-                self.files.pending.mark(Path::new(p));
+                self.reduce.pending.mark(Path::new(p));
             }
         }
         self.outbox.send(Out::Batch(batch));
@@ -420,7 +367,15 @@ impl Core {
 
     fn save(&mut self) {
         let now = self.clock.now();
-        self.deltas.save(&mut self.files, &mut self.outbox, now);
+        self.reduce.record_decided(&self.files);
+        let r = &mut self.reduce;
+        self.deltas.save(
+            &self.files,
+            &r.reducer,
+            &mut r.pending,
+            &mut self.outbox,
+            now,
+        );
     }
 
     /// Sends the views of the sessions changed since the last time, unless that was less
@@ -429,11 +384,11 @@ impl Core {
     fn publish_views(&mut self, force: bool) {
         if self.views.is_none()
             || (!force && self.views_due().is_none_or(|t| t > Instant::now()))
-            || !self.files.reducer.has_changes()
+            || !self.reduce.reducer.has_changes()
         {
             return;
         }
-        let changes = self.files.reducer.take_changes();
+        let changes = self.reduce.reducer.take_changes();
         if let Some(tx) = &self.views
             && tx.send(changes).is_err()
         {
@@ -445,7 +400,7 @@ impl Core {
 
     /// When pending views are due.
     fn views_due(&self) -> Option<Instant> {
-        if self.views.is_none() || !self.files.reducer.has_changes() {
+        if self.views.is_none() || !self.reduce.reducer.has_changes() {
             return None;
         }
         Some(self.views_at.map_or_else(Instant::now, |t| t + VIEWS_EVERY))
@@ -458,7 +413,7 @@ impl Core {
             kind.as_str().as_bytes(),
             self.run_id.as_bytes(),
         ]);
-        self.files
+        self.reduce
             .out
             .push(Event::lifecycle(kind, format_rfc3339(now), id));
     }
@@ -466,9 +421,9 @@ impl Core {
     fn stopping(mut self) -> Result<(), Error> {
         if self.ready {
             let now = self.clock.now();
-            self.files.reducer.tick(now, &mut self.files.out);
+            self.reduce.tick(&self.files, now);
         } else {
-            self.files.out.clear();
+            self.reduce.out.clear();
         }
         self.lifecycle(EventKind::DaemonStopping);
         self.flush();
@@ -476,9 +431,9 @@ impl Core {
         if self.ready {
             self.save();
         }
-        let c = &self.files.counters;
+        let c = self.files.counters();
         tracing::info!(
-            files = self.files.table.len(),
+            files = self.files.len(),
             sweeps = self.sweeps,
             rederived = ?c.rederived,
             deleted = c.deleted,
@@ -486,87 +441,10 @@ impl Core {
             hint_overflows = self.hints.stats.overflow.load(Ordering::Relaxed),
             watcher_rescans = self.hints.stats.rescans.load(Ordering::Relaxed),
             native_events_dropped_by_test_hook = self.hints.stats.dropped_by_hook.load(Ordering::Relaxed),
-            sink_waits = self.outbox.waits,
+            sink_waits = self.outbox.waits(),
             read_errors = c.read_errors,
             "Stopped."
         );
         Ok(())
-    }
-}
-
-/// The file table as the watched tree's visitor: what a walk lists is tracked, read
-/// and, once gone, let go.
-pub(super) struct Looker<'a> {
-    pub files: &'a mut Files,
-    pub mode: Mode,
-    /// Checked between directories during a walk (the start-up walk can be long).
-    pub stop: Option<&'a Shutdown>,
-    pub stopped: bool,
-}
-
-impl<'a> Looker<'a> {
-    /// A visitor for live changes (no stop check: live walks are short).
-    pub fn live(files: &'a mut Files) -> Self {
-        Looker {
-            files,
-            mode: Mode::Live,
-            stop: None,
-            stopped: false,
-        }
-    }
-}
-
-impl Visit for Looker<'_> {
-    fn stopped(&mut self) -> bool {
-        if !self.stopped && self.stop.is_some_and(Shutdown::is_stopped) {
-            self.stopped = true;
-        }
-        self.stopped
-    }
-
-    fn listed(&mut self, path: &Path, meta: &fs::Metadata) {
-        let files = &mut *self.files;
-        files.beat();
-        if !files.table.contains_key(path) {
-            files.track_new(path, meta, self.mode);
-        }
-        if self.mode == Mode::History {
-            // What the history readers finished meanwhile, so they need not wait for
-            // the walk to end.
-            super::history::pump(files);
-        }
-        if self.mode == Mode::History && files.resume.is_none() {
-            files.out.clear();
-        }
-    }
-
-    fn look(&mut self, path: &Path) {
-        self.files.look_file(path, self.mode);
-    }
-
-    fn unlisted(&mut self, dir: &Path, seen: &HashSet<PathBuf>) {
-        let gone: Vec<PathBuf> = self
-            .files
-            .table
-            .keys()
-            .filter(|p| p.parent() == Some(dir) && !seen.contains(*p))
-            .cloned()
-            .collect();
-        for p in gone {
-            self.files.look_file(&p, Mode::Live);
-        }
-    }
-
-    fn gone(&mut self, dir: &Path) {
-        let gone: Vec<PathBuf> = self
-            .files
-            .table
-            .keys()
-            .filter(|p| p.starts_with(dir))
-            .cloned()
-            .collect();
-        for p in gone {
-            self.files.look_file(&p, Mode::Live);
-        }
     }
 }

@@ -1,32 +1,28 @@
 //! The tracked-file table: every transcript the daemon follows, with its tail state and
 //! its projector (warm) or the projector's saved context (cold).
 //!
-//! Owns: the table, the reducer the reads feed, the events they produce (until the loop
-//! flushes them), the live set, and what the next state delta carries; the caps on open
-//! handles, warm projectors and the live set are its methods in `caps.rs`. It turns "look at this path" into a stat, then reads on
+//! Owns: the table, the live set, and the caps on open handles and warm projectors
+//! (its methods in `caps.rs`). It turns "look at this path" into a stat, then reads on
 //! from the committed position, or re-derives the file from its first byte when it was
-//! truncated, replaced or rewritten. It never lists a directory or adds a watch (the
-//! watched tree does, and reports here through [`Visit`]) and never sends anything: the
-//! loop flushes `out` and the pending delta.
+//! truncated, replaced or rewritten. A look returns what it read as owned
+//! observations ([`Step`]) with a tail-commit token; the core reduces them and hands the
+//! token back ([`Files::commit`]). It never touches the reducer, never lists a directory
+//! or adds a watch (the watched tree does), and never sends anything.
 //!
 //! On a restart a file only appended to since its checkpoint is read on from the
-//! checkpoint, never from its first byte. A file idle for long keeps its context in
-//! the same saved form ("cold"), so waking it up costs what was appended, not the whole
-//! file.
+//! checkpoint, never from its first byte (`resume.rs`). A file idle for long keeps its
+//! context in the same saved form ("cold"), so waking it up costs what was appended,
+//! not the whole file.
 
-use super::persist::Pending;
-pub(super) use super::tracked::Tracked;
+use super::read::{Commit, Mode, Read, Step};
+use super::tracked::Tracked;
 use crate::clock::{Clock, Now};
 use crate::feed::FileFeed;
 use crate::logging::RateLimit;
-use crate::model::Event;
-use crate::reduce::Reducer;
-use crate::state;
 use crate::tail::{Change, Stat, TailState};
 use crate::watch::Root;
-use crate::watch::discover::classify;
-use crate::watch::tree::{Live, root_provider};
-use std::collections::HashMap;
+use crate::watch::tree::Live;
+use std::collections::{HashMap, HashSet};
 use std::fs;
 use std::io::{self, Seek, SeekFrom};
 use std::path::{Path, PathBuf};
@@ -44,13 +40,6 @@ pub(super) const MAX_WARM: usize = 64;
 /// At most this many files present at start keep their projector (the most recently
 /// changed); others warm up on their first change, with one re-read.
 pub(super) const HISTORY_WARM: usize = 16;
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(super) enum Mode {
-    /// Files present at start: state only, no events.
-    History,
-    Live,
-}
 
 /// Why a file is re-read from its first byte.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -105,35 +94,31 @@ pub(super) fn mono_i(now: Now) -> i64 {
     i64::try_from(now.mono).unwrap_or(i64::MAX)
 }
 
-fn path_str(path: &Path) -> std::borrow::Cow<'_, str> {
-    path.to_string_lossy()
+pub(super) fn path_arc(path: &Path) -> Arc<str> {
+    Arc::from(path.to_string_lossy().as_ref())
+}
+
+/// What a look at a path found.
+pub(super) enum Look {
+    Steps(Vec<Step>),
+    /// Not tracked yet: the core decides how it is first read ([`Files::admit`]).
+    New(fs::Metadata),
 }
 
 pub(super) struct Files {
     /// Boxed: the map keeps room for more entries than it holds, and an empty slot should
     /// cost a pointer, not a whole entry.
-    pub table: HashMap<PathBuf, Box<Tracked>>,
-    pub reducer: Reducer,
-    /// Events produced by reads, until the loop flushes them.
-    pub out: Vec<Event>,
+    pub(super) table: HashMap<PathBuf, Box<Tracked>>,
     /// Files stat'ed on every poll.
-    pub live: Live,
-    /// What the next state delta carries.
-    pub pending: Pending,
-    pub counters: Counters,
-    /// Checkpoints of the last run, while the files present at start are read; `None`
-    /// on a first run (or after the state was lost): history is silent then.
-    /// Raw `file` lines, parsed when their file is found.
-    pub resume: Option<HashMap<PathBuf, Box<str>>>,
-    /// When the first run began: records older than that are history.
-    pub since: i64,
+    pub(super) live: Live,
+    pub(super) counters: Counters,
     /// While history is read: the files that kept their projector, to cap them early.
     pub(super) history_warm: Vec<(i64, PathBuf)>,
     /// Candidates that are no transcript (unknown provider, compaction helpers), with
     /// the size they had when looked at: looked at again only if it changes while small.
-    ignored: HashMap<PathBuf, u64>,
-    pub limits: Limits,
-    pub clock: Clock,
+    pub(super) ignored: HashMap<PathBuf, u64>,
+    pub(super) limits: Limits,
+    pub(super) clock: Clock,
     /// Files whose handle may be open, least recently used first: every open handle is
     /// in it (entries whose handle was closed since are dropped as they come up), so
     /// its length bounds the open handles at every moment.
@@ -141,29 +126,15 @@ pub(super) struct Files {
     /// Re-reads of a file truncated again and again log once a minute.
     log: RateLimit,
     /// Bumped as the table makes progress, so the watchdog pings only while it does.
-    pub heartbeat: Arc<AtomicU64>,
-    /// While a first run's history is walked: the files found, read after the walk
-    /// ([`super::history`]); `None` reads each file as it is found.
-    pub(super) deferred: Option<super::history::Deferred>,
+    heartbeat: Arc<AtomicU64>,
 }
 
 impl Files {
-    pub fn new(
-        limits: Limits,
-        clock: Clock,
-        reducer: Reducer,
-        resume: Option<HashMap<PathBuf, Box<str>>>,
-        since: i64,
-    ) -> Self {
+    pub fn new(limits: Limits, clock: Clock) -> Self {
         Files {
             table: HashMap::new(),
-            reducer,
-            out: Vec::new(),
             live: Live::default(),
-            pending: Pending::default(),
             counters: Counters::default(),
-            resume,
-            since,
             history_warm: Vec::new(),
             ignored: HashMap::new(),
             limits,
@@ -171,7 +142,6 @@ impl Files {
             handles: lru::LruCache::unbounded(),
             log: RateLimit::new(std::time::Duration::from_secs(60)),
             heartbeat: Arc::new(AtomicU64::new(0)),
-            deferred: None,
         }
     }
 
@@ -179,8 +149,59 @@ impl Files {
         self.heartbeat.fetch_add(1, Ordering::Relaxed);
     }
 
+    pub fn heartbeat(&self) -> Arc<AtomicU64> {
+        Arc::clone(&self.heartbeat)
+    }
+
+    pub fn set_heartbeat(&mut self, beat: Arc<AtomicU64>) {
+        self.heartbeat = beat;
+    }
+
+    pub fn now(&self) -> Now {
+        self.clock.now()
+    }
+
     pub fn contains(&self, path: &Path) -> bool {
         self.table.contains_key(path)
+    }
+
+    pub fn len(&self) -> usize {
+        self.table.len()
+    }
+
+    pub fn counters(&self) -> &Counters {
+        &self.counters
+    }
+
+    pub fn limits(&self) -> &Limits {
+        &self.limits
+    }
+
+    /// No file needs polling.
+    pub fn none_live(&self) -> bool {
+        self.live.is_empty()
+    }
+
+    pub fn tracked(&self, path: &Path) -> Option<&Tracked> {
+        self.table.get(path).map(|t| &**t)
+    }
+
+    /// The tracked files `dir` holds directly that are not in `seen`.
+    pub fn unlisted_in(&self, dir: &Path, seen: &HashSet<PathBuf>) -> Vec<PathBuf> {
+        self.table
+            .keys()
+            .filter(|p| p.parent() == Some(dir) && !seen.contains(*p))
+            .cloned()
+            .collect()
+    }
+
+    /// The tracked files anywhere under `dir`.
+    pub fn under(&self, dir: &Path) -> Vec<PathBuf> {
+        self.table
+            .keys()
+            .filter(|p| p.starts_with(dir))
+            .cloned()
+            .collect()
     }
 
     pub fn catch_up(&self) -> i64 {
@@ -191,14 +212,10 @@ impl Files {
         COLD_MS.max(self.catch_up().saturating_add(60_000))
     }
 
-    /// Keeps the ids the reducer decided for the next delta (the ledger's).
-    pub fn record_decided(&mut self) {
-        let catch_up = self.catch_up();
-        self.pending.record_decided(&mut self.reducer, catch_up);
-    }
-
-    /// Stats a transcript path and brings its state up to date.
-    pub fn look_file(&mut self, path: &Path, mode: Mode) {
+    /// Stats a transcript path and brings its state up to date. `first_read_later`: its
+    /// first read is still to come (a history reader has it), and sees whatever changed
+    /// until then.
+    pub fn look_file(&mut self, path: &Path, mode: Mode, first_read_later: bool) -> Look {
         self.beat();
         if self
             .limits
@@ -213,178 +230,64 @@ impl Files {
         }
         let meta = match fs::metadata(path) {
             Ok(m) if m.is_file() => m,
-            Ok(_) => return self.remove_file(path),
-            Err(e) if e.kind() == io::ErrorKind::NotFound => return self.remove_file(path),
+            Ok(_) => return Look::Steps(self.remove_file(path, mode)),
+            Err(e) if e.kind() == io::ErrorKind::NotFound => {
+                return Look::Steps(self.remove_file(path, mode));
+            }
             Err(e) => {
                 self.counters.read_errors += 1;
                 tracing::debug!(path = %path.display(), error = %e, "Cannot stat transcript.");
-                return;
+                return Look::Steps(Vec::new());
             }
         };
-        if self.deferred.as_ref().is_some_and(|d| d.contains(path)) {
-            // Its first read is still to come, and sees whatever changed until then.
-            return;
+        if first_read_later {
+            return Look::Steps(Vec::new());
         }
         let stat = Stat::of(&meta);
         let Some(t) = self.table.get_mut(path) else {
-            return self.track_new(path, &meta, mode);
+            return Look::New(meta);
         };
-        match t.tail.compare(&stat) {
-            Change::Same => {}
+        Look::Steps(match t.tail.compare(&stat) {
+            Change::Same => Vec::new(),
             Change::Replaced => {
                 // Bytes written to the old file before it was replaced still count.
-                self.drain(path);
-                self.rederive(path, Rederive::Replaced, mode);
+                let mut steps = self.drain(path, mode);
+                steps.extend(self.rederive(path, Rederive::Replaced, mode, None));
+                steps
             }
-            Change::Truncated => self.rederive(path, Rederive::Truncated, mode),
+            Change::Truncated => self.rederive(path, Rederive::Truncated, mode, None),
             // Same size and mtime, yet written to: only the content can say what changed.
-            Change::Touched => self.rederive(path, Rederive::Rewritten, mode),
+            Change::Touched => self.rederive(path, Rederive::Rewritten, mode, None),
             Change::Changed => {
                 if !t.warm_up(path, self.limits.max_line) {
-                    return self.rederive(path, Rederive::Reactivated, mode);
+                    return Look::Steps(self.rederive(path, Rederive::Reactivated, mode, None));
                 }
                 self.make_room(path);
                 let Some(t) = self.table.get_mut(path) else {
-                    return;
+                    return Look::Steps(Vec::new());
                 };
                 match t.tail.marker_matches(path) {
-                    Ok(true) => self.read_on(path, mode),
-                    Ok(false) => self.rederive(path, Rederive::Rewritten, mode),
-                    Err(e) if e.kind() == io::ErrorKind::NotFound => self.remove_file(path),
-                    Err(e) => self.read_error(path, &e),
-                }
-            }
-        }
-    }
-
-    pub(super) fn track_new(&mut self, path: &Path, meta: &fs::Metadata, mode: Mode) {
-        let size = meta.len();
-        if let Some(&seen_at) = self.ignored.get(path)
-            && (seen_at == u64::MAX || seen_at == size || seen_at >= 64 * 1024)
-        {
-            return;
-        }
-        let Some(root_provider) = root_provider(&self.limits.roots, path) else {
-            return;
-        };
-        let Some(provider) = classify(path, root_provider) else {
-            self.ignored.insert(path.to_path_buf(), size);
-            return;
-        };
-        let feed = FileFeed::new(path, provider, self.limits.max_line);
-        if !feed.is_conversation() {
-            self.ignored.insert(path.to_path_buf(), u64::MAX);
-            return;
-        }
-        self.ignored.remove(path);
-        let now = self.clock.now();
-        let mtime_ms = Stat::of(meta).mtime_ms();
-        let last_change = if mode == Mode::History {
-            // Before the start: as long ago as the file's modification time says.
-            mono_i(now).saturating_sub(now.wall.saturating_sub(mtime_ms).max(0))
-        } else {
-            mono_i(now)
-        };
-        self.table.insert(
-            path.to_path_buf(),
-            Box::new(Tracked {
-                provider,
-                tail: TailState::new(Stat::of(meta).id),
-                feed: Some(Box::new(feed)),
-                cold: None,
-                last_change,
-                warned_at: i64::MIN,
-                skew_ms: 0,
-            }),
-        );
-        if mode == Mode::History
-            && let Some(later) = self.deferred.as_mut()
-        {
-            // A first run's history: read on worker threads once the walk is done.
-            later.push(path, provider, Stat::of(meta).id, mtime_ms);
-            if let Some(t) = self.table.get_mut(path) {
-                t.feed = None;
-            }
-            return;
-        }
-        match self.resume.as_mut().map(|r| r.remove(path)) {
-            Some(line) if mode == Mode::History => {
-                let cp = line.and_then(|l| match serde_json::from_str(&l) {
-                    Ok(state::store::Line::File(cp)) => Some(cp),
-                    _ => None,
-                });
-                self.read_resumed(path, meta, cp);
-            }
-            _ => self.read_first(path, mode),
-        }
-        self.finish_new(path, mtime_ms, now, mode);
-    }
-
-    /// A new file's first read; in history, from where its last turn can be read.
-    pub(super) fn read_first(&mut self, path: &Path, mode: Mode) {
-        if mode == Mode::History {
-            self.start_tail_first(path);
-        }
-        self.read_on(path, mode);
-        if mode == Mode::History
-            && let Some(t) = self.table.get(path)
-        {
-            self.counters.history_bytes += t.tail.offset();
-        }
-    }
-
-    /// What follows a new file's first read: settle what history left pending, keep the
-    /// decided ids, and (history) close its handle and send it cold unless recent.
-    pub(super) fn finish_new(&mut self, path: &Path, mtime_ms: i64, now: Now, mode: Mode) {
-        if mode == Mode::History {
-            // A pending answer whose file has been still for a settle period is already
-            // complete: `status` at start agrees with `scan`.
-            let idle = now.wall.saturating_sub(mtime_ms);
-            let live = now.wall.saturating_sub(self.catch_up()).max(self.since);
-            let p = path_str(path);
-            self.reducer.settle_idle(&p, idle, live, now, &mut self.out);
-        }
-        // History decides many ids, most too old for the ledger: sift them per file.
-        self.record_decided();
-        let cold = self.cold_ms();
-        if mode == Mode::History
-            && let Some(t) = self.table.get_mut(path)
-        {
-            // History can be thousands of files: no handle stays open, and only the most
-            // recently changed keep their projector.
-            t.tail.close();
-            if mono_i(now) - t.last_change > cold {
-                t.go_cold();
-                self.reducer.park_path(&path_str(path), now);
-            } else {
-                self.history_warm.push((t.last_change, path.to_path_buf()));
-                if self.history_warm.len() > 2 * HISTORY_WARM {
-                    self.history_warm.sort_by_key(|w| std::cmp::Reverse(w.0));
-                    for (_, p) in self.history_warm.drain(HISTORY_WARM..) {
-                        if let Some(t) = self.table.get_mut(&p) {
-                            t.go_cold();
-                        }
+                    Ok(true) => self.read_upto(path, mode, None, None),
+                    Ok(false) => self.rederive(path, Rederive::Rewritten, mode, None),
+                    Err(e) if e.kind() == io::ErrorKind::NotFound => self.remove_file(path, mode),
+                    Err(e) => {
+                        self.read_error(path, &e);
+                        Vec::new()
                     }
                 }
             }
-        } else if self.table.len() > MAX_OPEN {
-            self.enforce_caps(now);
-        }
-    }
-
-    /// A first history read needs a file's state, not its events (history is silent):
-    /// start it at its tail-first restart point instead of its first byte.
-    fn start_tail_first(&mut self, path: &Path) {
-        if let Some(t) = self.table.get_mut(path)
-            && let Some(feed) = crate::tail_first::open_feed(path, t.provider, self.limits.max_line)
-        {
-            t.feed = Some(Box::new(feed));
-        }
+        })
     }
 
     /// Forgets the file's sessions and reads it again from its first byte. Events it
     /// already produced are in the seen-set, so only what is new comes out.
-    fn rederive(&mut self, path: &Path, why: Rederive, mode: Mode) {
+    fn rederive(
+        &mut self,
+        path: &Path,
+        why: Rederive,
+        mode: Mode,
+        history_before: Option<i64>,
+    ) -> Vec<Step> {
         *self.counters.rederived.entry(why.as_str()).or_default() += 1;
         let level_info = why != Rederive::Reactivated;
         // A file truncated over and over (copytruncate) logs once a minute, with a count.
@@ -399,13 +302,12 @@ impl Files {
             tracing::debug!(path = %path.display(), reason = why.as_str(), "Re-reading transcript from its start.");
         }
         let Some(t) = self.table.get_mut(path) else {
-            return;
+            return Vec::new();
         };
         let id = match fs::metadata(path) {
             Ok(m) if m.is_file() => Stat::of(&m).id,
-            _ => return self.remove_file(path),
+            _ => return self.remove_file(path, mode),
         };
-        self.reducer.forget_path(&path_str(path));
         t.cold = None;
         t.feed = Some(Box::new(FileFeed::new(
             path,
@@ -413,73 +315,112 @@ impl Files {
             self.limits.max_line,
         )));
         t.tail = TailState::new(id);
-        self.read_on(path, mode);
+        let mut steps = vec![Step::Forget(path_arc(path))];
+        steps.extend(self.read_upto(path, mode, None, history_before));
+        steps
     }
 
-    /// Reads from the committed position to the end of the file.
-    pub(super) fn read_on(&mut self, path: &Path, mode: Mode) {
-        self.read_upto(path, mode, None);
-    }
-
-    /// Reads from the committed position to the end of the file, or to `limit`.
-    pub(super) fn read_upto(&mut self, path: &Path, mode: Mode, limit: Option<u64>) {
+    /// Reads from the committed position to the end of the file, or to `limit`. Records
+    /// older than `history_before` are history; by default, live, those older than the
+    /// catch-up window on the writer's clock, and in history all of them.
+    pub(super) fn read_upto(
+        &mut self,
+        path: &Path,
+        mode: Mode,
+        limit: Option<u64>,
+        history_before: Option<i64>,
+    ) -> Vec<Step> {
         let now = self.clock.now();
         self.make_room(path);
+        let catch_up = self.catch_up();
         let Some(t) = self.table.get_mut(path) else {
-            return;
+            return Vec::new();
         };
         if !t.warm_up(path, self.limits.max_line) {
-            return self.rederive(path, Rederive::Reactivated, mode);
+            return self.rederive(path, Rederive::Reactivated, mode, history_before);
         }
         let Some(feed) = t.feed.as_mut() else {
-            return;
+            return Vec::new();
         };
         let file = match t.tail.handle(path) {
             Ok(Some(f)) => f,
-            Ok(None) => return self.rederive(path, Rederive::Replaced, mode),
-            Err(e) if e.kind() == io::ErrorKind::NotFound => return self.remove_file(path),
-            Err(e) => return self.read_error(path, &e),
+            Ok(None) => return self.rederive(path, Rederive::Replaced, mode, history_before),
+            Err(e) if e.kind() == io::ErrorKind::NotFound => return self.remove_file(path, mode),
+            Err(e) => {
+                self.read_error(path, &e);
+                return Vec::new();
+            }
         };
-        let reducer = &mut self.reducer;
-        let catch_up = i64::try_from(self.limits.catch_up_ms).unwrap_or(i64::MAX);
-        if mode == Mode::Live {
+        let history_before = history_before.unwrap_or(match mode {
             // The bytes changed now: what is recent is judged on the writer's clock.
-            let writer_now = now.wall.saturating_sub(t.skew_ms);
-            reducer.set_history_before(Some(writer_now.saturating_sub(catch_up)));
-        }
-        let out = &mut self.out;
-        let pos = feed.reader().pos();
-        let mut newest = None;
-        let mut apply = |src: &crate::reduce::Src, obs: crate::provider::Obs| {
-            newest = newest.max(obs.record_ts);
-            reducer.apply(src, obs, now, out);
-        };
-        let res = file.seek(SeekFrom::Start(pos)).and_then(|_| match limit {
-            Some(end) => feed.read_to_end(
-                &mut io::Read::take(&mut *file, end.saturating_sub(pos)),
-                &mut apply,
-            ),
-            None => feed.read_to_end(file, &mut apply),
+            Mode::Live => now.wall.saturating_sub(t.skew_ms).saturating_sub(catch_up),
+            Mode::History => i64::MAX,
         });
-        if mode == Mode::Live {
-            reducer.set_history_before(Some(now.wall.saturating_sub(catch_up)));
-        }
+        let pos = feed.reader().pos();
+        let mut obs = Vec::new();
+        let collect = |src: &crate::reduce::Src, o| obs.push((src.line, o));
+        let res = file
+            .seek(SeekFrom::Start(pos))
+            .and_then(|_| match limit {
+                Some(end) => feed.read_to_end(
+                    &mut io::Read::take(&mut *file, end.saturating_sub(pos)),
+                    collect,
+                ),
+                None => feed.read_to_end(file, collect),
+            })
+            .map(|_| ());
+        let newest = Read::newest(&obs);
+        vec![Step::Read(Box::new(Read {
+            provider: feed.provider,
+            path: feed.path.clone(),
+            obs,
+            now,
+            history_before,
+            quiet: false,
+            commit: Some(Commit {
+                path: path.to_path_buf(),
+                res,
+                newest,
+                mode,
+                now,
+                tail: None,
+                count_from: None,
+            }),
+        }))]
+    }
+
+    /// Commits the tail of a read whose observations are reduced; true if the file's
+    /// checkpoint moved.
+    pub(super) fn commit(&mut self, c: Commit) -> bool {
+        let Some(t) = self.table.get_mut(&c.path) else {
+            return false;
+        };
         let before = (t.tail.offset(), t.tail.id());
-        let res = res.and_then(|_| t.tail.commit(feed.reader()));
-        if let Some(newest) = newest {
+        if let Some(tail) = c.tail {
+            t.tail = tail;
+        }
+        let res = c.res.and_then(|()| match t.feed.as_ref() {
+            Some(feed) => t.tail.commit(feed.reader()),
+            None => Ok(()),
+        });
+        if let Some(newest) = c.newest {
             t.skew_ms = t.skew(newest);
         }
-        if (t.tail.offset(), t.tail.id()) != before {
-            self.pending.mark(path);
-        }
-        if mode == Mode::Live {
-            t.last_change = mono_i(now);
-            self.live.insert(path);
+        let moved = (t.tail.offset(), t.tail.id()) != before;
+        if c.mode == Mode::Live {
+            t.last_change = mono_i(c.now);
+            self.live.insert(&c.path);
         }
         if let Err(e) = res {
             t.tail.close();
-            self.read_error(path, &e);
+            self.read_error(&c.path, &e);
         }
+        if let Some(start) = c.count_from
+            && let Some(t) = self.table.get(&c.path)
+        {
+            self.counters.history_bytes += t.tail.offset().saturating_sub(start);
+        }
+        moved
     }
 
     /// Counts a read error; warns at most once a minute per file (an unreadable live
@@ -499,47 +440,55 @@ impl Files {
     }
 
     /// Reads what is left through the open handle (the path may already be gone).
-    fn drain(&mut self, path: &Path) {
+    fn drain(&mut self, path: &Path, mode: Mode) -> Vec<Step> {
         let now = self.clock.now();
+        let catch_up = self.catch_up();
         let Some(t) = self.table.get_mut(path) else {
-            return;
+            return Vec::new();
         };
         let (Some(feed), Some(file)) = (t.feed.as_mut(), t.tail.open_handle()) else {
-            return;
+            return Vec::new();
         };
-        let reducer = &mut self.reducer;
-        let out = &mut self.out;
+        let mut obs = Vec::new();
         let _ = file
             .seek(SeekFrom::Start(feed.reader().pos()))
-            .and_then(|_| feed.read_to_end(file, |src, obs| reducer.apply(src, obs, now, out)));
+            .and_then(|_| feed.read_to_end(file, |src, o| obs.push((src.line, o))));
+        vec![Step::Read(Box::new(Read {
+            provider: feed.provider,
+            path: feed.path.clone(),
+            obs,
+            now,
+            history_before: match mode {
+                Mode::Live => now.wall.saturating_sub(catch_up),
+                Mode::History => i64::MAX,
+            },
+            quiet: false,
+            commit: None,
+        }))]
     }
 
     /// The file is gone: read what the open handle still holds, then let it go.
-    fn remove_file(&mut self, path: &Path) {
+    fn remove_file(&mut self, path: &Path, mode: Mode) -> Vec<Step> {
         if !self.table.contains_key(path) {
             self.ignored.remove(path);
-            return;
+            return Vec::new();
         }
-        self.drain(path);
+        let mut steps = self.drain(path, mode);
         self.table.remove(path);
         self.live.remove(path);
-        self.reducer.forget_path(&path_str(path));
         self.counters.deleted += 1;
-        self.pending.dirty.remove(path);
-        self.pending.removed.push(path_str(path).into_owned());
         tracing::debug!(path = %path.display(), "Transcript gone.");
+        steps.push(Step::Gone(path.to_path_buf()));
+        steps
     }
 
-    /// Stats the live files.
-    pub fn poll(&mut self) {
-        for path in self.live.due() {
-            self.look_file(&path, Mode::Live);
-        }
+    /// The live files due a stat.
+    pub fn due(&mut self) -> Vec<PathBuf> {
+        self.live.due()
     }
 
-    /// The slow safety net's share: every file's stat, then the live set rebuilt and
-    /// what went idle closed.
-    pub fn sweep(&mut self) {
+    /// The slow safety net's share: the files whose stat says they changed.
+    pub fn changed(&self) -> Vec<PathBuf> {
         let mut changed = Vec::new();
         for (path, t) in &self.table {
             let same = fs::metadata(path)
@@ -548,16 +497,6 @@ impl Files {
                 changed.push(path.clone());
             }
         }
-        for path in changed {
-            self.look_file(&path, Mode::Live);
-        }
-        self.tidy();
-        let now = self.clock.now();
-        super::liveness::sweep(
-            self.limits.liveness_after_ms,
-            &mut self.reducer,
-            now,
-            &mut self.out,
-        );
+        changed
     }
 }

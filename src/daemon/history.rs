@@ -8,19 +8,21 @@
 //! [`READ_MAX`] bytes), and frames and projects the lines into observations; it touches
 //! neither the reducer nor the file table, and closes its handles before handing the
 //! result back. At most [`READ_AHEAD`] files a worker are in flight. The core thread
-//! then reduces the observations, commits the tail state and finishes the file as
-//! [`Files::track_new`] does. A file that changed identity, vanished or could not be
-//! opened in between is read on the core thread as it would have been at its discovery.
+//! then hands each result to the file table, reduces the observations, commits the tail
+//! state with the same token as any read, and finishes the file as a new one. A file
+//! that changed identity, vanished or could not be opened in between is read on the
+//! core thread as it would have been at its discovery.
+//!
+//! It knows nothing of the file table or the reducer: it takes paths in and gives
+//! projectors, tails and observations back.
 //!
 //! Files resumed from a checkpoint (a restart) are read as they are found: their events
 //! come out after `daemon_ready`, in the walk's order.
 
-use super::files::{Files, Mode};
 use crate::feed::FileFeed;
 use crate::model::ProviderKind;
 use crate::pool;
 use crate::provider::Obs;
-use crate::reduce::Src;
 use crate::tail::{FileId, TailState};
 use crossbeam_channel::{Receiver, Sender};
 use std::collections::{HashMap, HashSet, VecDeque};
@@ -38,17 +40,14 @@ const READ_AHEAD: usize = 4;
 /// memory as observations.
 const READ_MAX: u64 = 8 * 1024 * 1024;
 
-/// `skew_ms` while a read that learns it has not.
-const UNSET: i64 = i64::MIN;
-
 /// A file found by the walk, not read yet.
 #[derive(Clone)]
-struct Found {
-    path: PathBuf,
-    provider: ProviderKind,
+pub(super) struct Found {
+    pub path: PathBuf,
+    pub provider: ProviderKind,
     /// Its identity when found: a file that has another by its read was replaced.
     id: FileId,
-    mtime_ms: i64,
+    pub mtime_ms: i64,
 }
 
 /// The files found by the walk and not applied yet, in the order found, and the workers
@@ -133,6 +132,26 @@ impl Deferred {
         self.paths.contains(path)
     }
 
+    /// The next file found and its result, once read: waits for it only if `block`.
+    /// Hand its token back with [`Deferred::release`] once it is applied.
+    pub fn take(&mut self, block: bool) -> Option<(Found, Outcome)> {
+        let got = self.next_result(block)?;
+        let f = self.queue.pop_front()?;
+        self.paths.remove(&f.path);
+        self.next += 1;
+        Some((f, got))
+    }
+
+    /// A file is applied: the workers may read one more ahead.
+    pub fn release(&self) {
+        let _ = self.tokens.try_send(());
+    }
+
+    /// The walk is done: no more files come.
+    pub fn close(&mut self) {
+        self.jobs = None;
+    }
+
     /// The next file's result: waits for it only if `block`.
     fn next_result(&mut self, block: bool) -> Option<Outcome> {
         while let Ok((i, got)) = self.results.try_recv() {
@@ -196,71 +215,34 @@ fn work(
 }
 
 /// What a worker made of one file.
-enum Outcome {
+pub(super) enum Outcome {
     Read(Box<Got>),
     /// Not the file found, gone, or unreadable: the core thread reads it as before.
     Redo,
 }
 
 /// One file read from its restart point.
-struct Got {
-    feed: FileFeed,
+pub(super) struct Got {
+    pub feed: FileFeed,
     /// Committed to where the read stopped; its handle closed.
-    tail: TailState,
-    obs: Vec<(u64, Obs)>,
+    pub tail: TailState,
+    pub obs: Vec<(u64, Obs)>,
     /// The read stopped at [`READ_MAX`]: there may be more.
-    more: bool,
-    res: io::Result<()>,
+    pub more: bool,
+    pub res: io::Result<()>,
 }
 
 /// Before the start-up walk: on a first run (no checkpoints) the files it finds are read
-/// by worker threads, unless one thread is asked for.
-pub(super) fn begin(files: &mut Files) {
-    if files.resume.is_some() || files.limits.history_threads == 1 {
-        return;
+/// by worker threads, unless one thread is asked for (`threads`: 0 is one per core).
+pub(super) fn begin(first_run: bool, threads: usize, max_line: usize) -> Option<Deferred> {
+    if !first_run || threads == 1 {
+        return None;
     }
-    let threads = match files.limits.history_threads {
+    let threads = match threads {
         0 => pool::threads_for(usize::MAX),
         n => n,
     };
-    files.deferred = Deferred::start(threads, files.limits.max_line);
-}
-
-/// During the walk: applies the files read so far, in order, without waiting.
-pub(super) fn pump(files: &mut Files) {
-    let Some(mut later) = files.deferred.take() else {
-        return;
-    };
-    while let Some(got) = later.next_result(false) {
-        apply_next(files, &mut later, got);
-    }
-    files.deferred = Some(later);
-}
-
-/// After the walk: applies the rest as it is read. False if `stop` said stop first
-/// (what was applied so far stays, as a stop during the walk leaves it).
-pub(super) fn finish(files: &mut Files, stop: Option<&crate::shutdown::Shutdown>) -> bool {
-    let Some(mut later) = files.deferred.take() else {
-        return true;
-    };
-    later.jobs = None;
-    while let Some(got) = later.next_result(true) {
-        if stop.is_some_and(crate::shutdown::Shutdown::is_stopped) {
-            return false;
-        }
-        apply_next(files, &mut later, got);
-    }
-    true
-}
-
-fn apply_next(files: &mut Files, later: &mut Deferred, got: Outcome) {
-    let Some(f) = later.queue.pop_front() else {
-        return;
-    };
-    later.paths.remove(&f.path);
-    later.next += 1;
-    apply(files, &f, got);
-    let _ = later.tokens.try_send(());
+    Deferred::start(threads, max_line)
 }
 
 /// The worker's part: no reducer, no file table, no handle kept.
@@ -293,79 +275,4 @@ fn read(f: &Found, max_line: usize) -> Outcome {
         more,
         res,
     }))
-}
-
-/// The core thread's part, in the walk's order: what `track_new` and `read_upto` do
-/// after the bytes are read.
-fn apply(files: &mut Files, f: &Found, got: Outcome) {
-    files.beat();
-    let now = files.clock.now();
-    let path = f.path.as_path();
-    let Some(t) = files.table.get_mut(path) else {
-        // Gone during the walk.
-        return;
-    };
-    match got {
-        Outcome::Redo => {
-            t.feed = Some(Box::new(FileFeed::new(
-                path,
-                f.provider,
-                files.limits.max_line,
-            )));
-            files.read_first(path, Mode::History);
-        }
-        Outcome::Read(r) => {
-            let Got {
-                feed,
-                tail,
-                obs,
-                more,
-                res,
-            } = *r;
-            let before = (t.tail.offset(), t.tail.id());
-            let src_path = feed.path.clone();
-            t.tail = tail;
-            t.feed = Some(Box::new(feed));
-            let mut newest = None;
-            for (line, o) in obs {
-                newest = newest.max(o.record_ts);
-                let src = Src {
-                    provider: f.provider,
-                    path: src_path.clone(),
-                    line,
-                };
-                files.reducer.apply(&src, o, now, &mut files.out);
-            }
-            if let Some(newest) = newest {
-                t.skew_ms = t.skew(newest);
-            }
-            if (t.tail.offset(), t.tail.id()) != before {
-                files.pending.mark(path);
-            }
-            match res {
-                Err(e) => files.read_error(path, &e),
-                Ok(()) if more => {
-                    // The rest as `read_on` reads it; the skew is learnt from the newest
-                    // record of both reads, as one read would.
-                    t.skew_ms = UNSET;
-                    files.read_on(path, Mode::History);
-                    if let Some(t) = files.table.get_mut(path) {
-                        let rest = (t.skew_ms != UNSET).then_some(t.skew_ms);
-                        let first = newest.map(|n| t.skew(n));
-                        t.skew_ms = match (rest, first) {
-                            (Some(a), Some(b)) => a.min(b),
-                            (a, b) => a.or(b).unwrap_or(0),
-                        };
-                    }
-                }
-                Ok(()) => {}
-            }
-            if let Some(t) = files.table.get(path) {
-                files.counters.history_bytes += t.tail.offset();
-            }
-        }
-    }
-    files.finish_new(path, f.mtime_ms, now, Mode::History);
-    // History is silent on a first run.
-    files.out.clear();
 }

@@ -18,12 +18,17 @@
 //! runtime, and its one timer (the earliest settle deadline, on the monotonic clock)
 //! is just the select's timeout.
 
+mod apply;
 mod caps;
 mod core;
 mod files;
+mod first;
 mod history;
 pub mod liveness;
+mod outbox;
 mod persist;
+mod read;
+mod resume;
 mod service;
 mod sink;
 mod stage;

@@ -3,26 +3,24 @@
 //! writer.
 //!
 //! Owns: the ids decided by earlier runs (never emitted again), the count of deltas in
-//! flight, the building of checkpoints and deltas, and taking a file back from its
-//! checkpoint at a restart (read on from it when the file was only appended to). The set of what changed since
-//! the last delta ([`Pending`]) is filled by the file table as it reads, and drained
-//! here. It never reads a transcript, never writes a state file (the state writer
-//! thread does, behind the events the delta follows) and never emits an event.
+//! flight, and the building of checkpoints and deltas. The set of what changed since
+//! the last delta ([`Pending`]) is filled by the core as it applies reads, and drained
+//! here. It never reads a transcript (taking a file back from its checkpoint is the
+//! file table's, in `resume.rs`), never writes a state file (the state writer thread
+//! does, behind the events the delta follows) and never emits an event.
 //!
 //! A delta queues behind the events already sent, so durable state never runs ahead of
 //! the event stream.
 
-use super::core::Outbox;
-use super::files::{Files, Mode, Tracked};
+use super::files::Files;
+use super::outbox::Outbox;
 use super::sink::Out;
+use super::tracked::Tracked;
 use crate::clock::{Now, wall_now};
-use crate::feed::FileFeed;
 use crate::model::Event;
 use crate::reduce::Reducer;
 use crate::state::{self, Checkpoint, Decision, Delta, Loaded, Resume};
-use crate::tail::{Stat, TailState};
 use std::collections::{HashMap, HashSet};
-use std::fs;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
@@ -63,7 +61,7 @@ impl Pending {
     }
 }
 
-/// What the last run left, taken apart for the file table and the loop.
+/// What the last run left, taken apart for the core.
 pub(super) struct Restored {
     /// Raw `file` lines by path, parsed when their file is found; `None` on a first run
     /// (or after the state was lost): history is silent then.
@@ -136,9 +134,14 @@ impl Deltas {
     /// files (after the first run's history read that is every file). It queues behind
     /// the events already sent, so the state writer gets it only once they are
     /// delivered.
-    pub fn save(&mut self, files: &mut Files, outbox: &mut Outbox, now: Now) {
-        files.record_decided();
-        let pending = &mut files.pending;
+    pub fn save(
+        &mut self,
+        files: &Files,
+        reducer: &Reducer,
+        pending: &mut Pending,
+        outbox: &mut Outbox,
+        now: Now,
+    ) {
         if pending.dirty.is_empty() && pending.removed.is_empty() && pending.decided.is_empty() {
             return;
         }
@@ -153,12 +156,7 @@ impl Deltas {
         for chunk in dirty.chunks(SAVE_CHUNK) {
             let files = chunk
                 .iter()
-                .filter_map(|p| {
-                    files
-                        .table
-                        .get(p)
-                        .map(|t| checkpoint(p, t, &files.reducer, now))
-                })
+                .filter_map(|p| files.tracked(p).map(|t| checkpoint(p, t, reducer, now)))
                 .collect();
             let mut delta = Delta {
                 files,
@@ -219,88 +217,5 @@ fn checkpoint(path: &Path, t: &Tracked, reducer: &Reducer, now: Now) -> Checkpoi
             projector,
             sessions: reducer.save_path(&path_s, now),
         }),
-    }
-}
-
-/// Taking a file back from its checkpoint, at a restart.
-impl Files {
-    /// A file present at a restart. Known and only appended to since its checkpoint:
-    /// silent up to the checkpoint, live after it. Rewritten while we were down, or
-    /// new since the last run: live from its first byte. Live means within the
-    /// catch-up window and not already in the ledger.
-    pub(super) fn read_resumed(
-        &mut self,
-        path: &Path,
-        meta: &fs::Metadata,
-        cp: Option<Checkpoint>,
-    ) {
-        let now = self.clock.now();
-        let mut live_before = now.wall.saturating_sub(self.catch_up());
-        let appended = cp.filter(|cp| {
-            let stat = Stat::of(meta);
-            let id = crate::tail::FileId {
-                dev: cp.dev,
-                ino: cp.ino,
-            };
-            stat.id == id
-                && stat.size >= cp.offset
-                && TailState::resumed(id, cp.offset, cp.line, cp.marker)
-                    .marker_matches(path)
-                    .unwrap_or(false)
-        });
-        let start = match appended {
-            Some(cp) if self.resume_at(path, &cp, now) => {
-                self.counters.resumed += 1;
-                cp.offset
-            }
-            Some(cp) => {
-                // No reading context saved (an older state file): re-read up to the
-                // checkpoint, silently.
-                self.counters.reread += 1;
-                let keep = self.out.len();
-                self.reducer.set_history_before(Some(i64::MAX));
-                self.read_upto(path, Mode::History, Some(cp.offset));
-                self.out.truncate(keep);
-                0
-            }
-            None => {
-                // Records from before the first run began stay history, even in a file
-                // with no checkpoint (a first run that crashed before saving it).
-                live_before = live_before.max(self.since);
-                self.counters.reread += 1;
-                tracing::debug!(path = %path.display(), "Changed or new while baton was down: read from its start.");
-                0
-            }
-        };
-        self.reducer.set_history_before(Some(live_before));
-        self.read_upto(path, Mode::History, None);
-        self.reducer.set_history_before(Some(i64::MAX));
-        if let Some(t) = self.table.get(path) {
-            self.counters.history_bytes += t.tail.offset().saturating_sub(start);
-        }
-    }
-
-    /// Continues `path` from its checkpoint with the saved projector context and
-    /// sessions; false if they cannot be taken back.
-    fn resume_at(&mut self, path: &Path, cp: &Checkpoint, now: Now) -> bool {
-        let Some(t) = self.table.get_mut(path) else {
-            return false;
-        };
-        let Some(r) = cp.resume.as_ref().filter(|r| r.provider == t.provider) else {
-            return false;
-        };
-        let at = (cp.offset, cp.line);
-        let Some(feed) =
-            FileFeed::restore(path, t.provider, self.limits.max_line, at, &r.projector)
-        else {
-            return false;
-        };
-        let id = t.tail.id();
-        t.tail = TailState::resumed(id, cp.offset, cp.line, cp.marker);
-        self.reducer
-            .restore_path(&feed.path, r.sessions.clone(), now);
-        t.feed = Some(Box::new(feed));
-        t.cold = None;
-        true
     }
 }

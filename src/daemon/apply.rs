@@ -1,0 +1,369 @@
+//! The core's reducing side: what the file table reads is applied here, to the one
+//! reducer, in the order it was read.
+//!
+//! Owns: the reducer, the events it produced (until the loop flushes them), what the
+//! next state delta carries ([`Pending`]), the checkpoints of the last run while the
+//! files present at start are read, and a first run's history readers. Every read,
+//! live or history, comes the same way: [`Files`] returns [`Step`]s (owned
+//! observations, then a tail-commit token), [`Reduce::apply`] reduces them with the
+//! read's `history_before`, hands the token back and marks the file for the next delta.
+//! It never opens a file itself.
+
+use super::files::{Files, Look};
+use super::first::Admit;
+use super::history::{self, Deferred, Outcome};
+use super::persist::Pending;
+use super::read::{Mode, Step, last_commit};
+use crate::clock::Now;
+use crate::model::Event;
+use crate::reduce::{Reducer, Src};
+use crate::shutdown::Shutdown;
+use crate::state;
+use crate::watch::tree::Visit;
+use std::collections::{HashMap, HashSet};
+use std::fs;
+use std::path::{Path, PathBuf};
+
+pub(super) struct Reduce {
+    pub reducer: Reducer,
+    /// Events produced by reads, until the loop flushes them.
+    pub out: Vec<Event>,
+    /// What the next state delta carries.
+    pub pending: Pending,
+    /// Checkpoints of the last run, while the files present at start are read; `None`
+    /// on a first run (or after the state was lost): history is silent then.
+    /// Raw `file` lines, parsed when their file is found.
+    pub resume: Option<HashMap<PathBuf, Box<str>>>,
+    /// When the first run began: records older than that are history.
+    since: i64,
+    /// While a first run's history is walked: the files found, read after the walk
+    /// ([`super::history`]); `None` reads each file as it is found.
+    deferred: Option<Deferred>,
+}
+
+impl Reduce {
+    pub fn new(reducer: Reducer, resume: Option<HashMap<PathBuf, Box<str>>>, since: i64) -> Self {
+        Reduce {
+            reducer,
+            out: Vec::new(),
+            pending: Pending::default(),
+            resume,
+            since,
+            deferred: None,
+        }
+    }
+
+    /// Keeps the ids the reducer decided for the next delta (the ledger's).
+    pub fn record_decided(&mut self, files: &Files) {
+        self.pending
+            .record_decided(&mut self.reducer, files.catch_up());
+    }
+
+    /// Applies what a look found, in order.
+    pub fn apply(&mut self, files: &mut Files, steps: Vec<Step>) {
+        for step in steps {
+            match step {
+                Step::Read(read) => {
+                    self.reducer.set_history_before(Some(read.history_before));
+                    let keep = self.out.len();
+                    let mut src = Src {
+                        provider: read.provider,
+                        path: read.path,
+                        line: 0,
+                    };
+                    for (line, obs) in read.obs {
+                        src.line = line;
+                        self.reducer.apply(&src, obs, read.now, &mut self.out);
+                    }
+                    if read.quiet {
+                        self.out.truncate(keep);
+                    }
+                    if let Some(c) = read.commit {
+                        let path = c.path.clone();
+                        if files.commit(c) {
+                            self.pending.mark(&path);
+                        }
+                    }
+                }
+                Step::Forget(path) => self.reducer.forget_path(&path),
+                Step::Gone(path) => {
+                    let p = path.to_string_lossy().into_owned();
+                    self.reducer.forget_path(&p);
+                    self.pending.dirty.remove(&path);
+                    self.pending.removed.push(p);
+                }
+                Step::Park(path, now) => {
+                    self.reducer.park_path(&path, now);
+                }
+                Step::Restore(path, sessions, now) => {
+                    self.reducer.restore_path(&path, sessions, now);
+                }
+            }
+        }
+    }
+
+    /// Stats a path and brings its state up to date.
+    pub fn look(&mut self, files: &mut Files, path: &Path, mode: Mode) {
+        let later = self.deferred.as_ref().is_some_and(|d| d.contains(path));
+        match files.look_file(path, mode, later) {
+            Look::Steps(steps) => self.apply(files, steps),
+            Look::New(meta) => self.track_new(files, path, &meta, mode),
+        }
+    }
+
+    /// A file not tracked yet: taken in, first read, finished.
+    fn track_new(&mut self, files: &mut Files, path: &Path, meta: &fs::Metadata, mode: Mode) {
+        let (mtime_ms, now) = match files.admit(path, meta, mode, self.deferred.is_some()) {
+            Admit::Skip => return,
+            Admit::Deferred {
+                provider,
+                id,
+                mtime_ms,
+            } => {
+                // A first run's history: read on worker threads once the walk is done.
+                if let Some(later) = self.deferred.as_mut() {
+                    later.push(path, provider, id, mtime_ms);
+                }
+                return;
+            }
+            Admit::Read { mtime_ms, now } => (mtime_ms, now),
+        };
+        let steps = match self.resume.as_mut().map(|r| r.remove(path)) {
+            Some(line) if mode == Mode::History => {
+                let cp = line.and_then(|l| match serde_json::from_str(&l) {
+                    Ok(state::store::Line::File(cp)) => Some(cp),
+                    _ => None,
+                });
+                files.read_resumed(path, meta, cp, self.since)
+            }
+            _ => files.read_first(path, mode),
+        };
+        self.apply(files, steps);
+        self.finish_new(files, path, mtime_ms, now, mode);
+    }
+
+    /// What follows a new file's first read: settle what history left pending, keep the
+    /// decided ids, and let the file table close and cap it.
+    fn finish_new(&mut self, files: &mut Files, path: &Path, mtime_ms: i64, now: Now, mode: Mode) {
+        if mode == Mode::History {
+            // A pending answer whose file has been still for a settle period is already
+            // complete: `status` at start agrees with `scan`.
+            let idle = now.wall.saturating_sub(mtime_ms);
+            let live = now.wall.saturating_sub(files.catch_up()).max(self.since);
+            let p = path.to_string_lossy();
+            self.reducer.settle_idle(&p, idle, live, now, &mut self.out);
+        }
+        // History decides many ids, most too old for the ledger: sift them per file.
+        self.record_decided(files);
+        let steps = files.finish_new(path, now, mode);
+        self.apply(files, steps);
+    }
+
+    /// Before the start-up walk: a first run's history readers start.
+    pub fn begin_history(&mut self, files: &Files) {
+        let limits = files.limits();
+        self.deferred = history::begin(
+            self.resume.is_none(),
+            limits.history_threads,
+            limits.max_line,
+        );
+    }
+
+    /// During the walk: applies the files read so far, in order, without waiting.
+    fn pump(&mut self, files: &mut Files) {
+        let Some(mut later) = self.deferred.take() else {
+            return;
+        };
+        while let Some((f, got)) = later.take(false) {
+            self.apply_found(files, &f, got);
+            later.release();
+        }
+        self.deferred = Some(later);
+    }
+
+    /// After the walk: applies the rest as it is read. False if `stop` said stop first
+    /// (what was applied so far stays, as a stop during the walk leaves it).
+    pub fn finish_history(&mut self, files: &mut Files, stop: Option<&Shutdown>) -> bool {
+        let Some(mut later) = self.deferred.take() else {
+            return true;
+        };
+        later.close();
+        while let Some((f, got)) = later.take(true) {
+            if stop.is_some_and(Shutdown::is_stopped) {
+                return false;
+            }
+            self.apply_found(files, &f, got);
+            later.release();
+        }
+        true
+    }
+
+    /// A history reader's result, in the walk's order: reduced and committed like any
+    /// read, then the file finished as a new one.
+    fn apply_found(&mut self, files: &mut Files, f: &history::Found, got: Outcome) {
+        files.beat();
+        let now = files.now();
+        let path = f.path.as_path();
+        if !files.contains(path) {
+            // Gone during the walk.
+            return;
+        }
+        match got {
+            Outcome::Redo => {
+                files.restart_feed(path, f.provider);
+                let steps = files.read_first(path, Mode::History);
+                self.apply(files, steps);
+            }
+            Outcome::Read(r) => {
+                let history::Got {
+                    feed,
+                    tail,
+                    obs,
+                    more,
+                    res,
+                } = *r;
+                let more = more && res.is_ok();
+                let Some(mut read) = files.adopt(path, feed, tail, obs, res, now) else {
+                    return;
+                };
+                let newest = read.commit.as_ref().and_then(|c| c.newest);
+                if more && let Some(c) = read.commit.as_mut() {
+                    // Counted once the rest is read.
+                    c.count_from = None;
+                }
+                self.apply(files, vec![Step::Read(Box::new(read))]);
+                if more {
+                    // The rest as a live read reads it; the skew is learnt from the newest
+                    // record of both reads, as one read would.
+                    let mut rest = files.read_upto(path, Mode::History, None, None);
+                    if let Some(c) = last_commit(&mut rest) {
+                        c.newest = c.newest.max(newest);
+                        c.count_from = Some(0);
+                    }
+                    self.apply(files, rest);
+                }
+            }
+        }
+        self.finish_new(files, path, f.mtime_ms, now, Mode::History);
+        // History is silent on a first run.
+        self.out.clear();
+    }
+
+    /// After the history read: only the most recently changed files keep a projector.
+    pub fn end_history(&mut self, files: &mut Files) {
+        files.end_history();
+        self.reducer.compact();
+    }
+
+    /// Stats the live files.
+    pub fn poll(&mut self, files: &mut Files) {
+        for path in files.due() {
+            self.look(files, &path, Mode::Live);
+        }
+    }
+
+    /// The slow safety net's share: every file's stat, then the live set rebuilt, what
+    /// went idle closed, and quiet working sessions checked for a live writer.
+    pub fn sweep(&mut self, files: &mut Files) {
+        for path in files.changed() {
+            self.look(files, &path, Mode::Live);
+        }
+        self.tidy(files);
+        let now = files.now();
+        self.live_cutoff(files, now);
+        super::liveness::sweep(
+            files.limits().liveness_after_ms,
+            &mut self.reducer,
+            now,
+            &mut self.out,
+        );
+    }
+
+    /// Rebuilds the live set (a file with a turn still open stays live) and closes what
+    /// went idle.
+    pub fn tidy(&mut self, files: &mut Files) {
+        let mut open: Option<HashSet<&str>> = None;
+        let reducer = &self.reducer;
+        let steps = files.tidy(|path| {
+            open.get_or_insert_with(|| reducer.open_paths().map(|p| &**p).collect())
+                .contains(path.to_string_lossy().as_ref())
+        });
+        self.apply(files, steps);
+    }
+
+    /// Fires the settle timers due by `now`.
+    pub fn tick(&mut self, files: &Files, now: Now) {
+        self.live_cutoff(files, now);
+        self.reducer.tick(now, &mut self.out);
+    }
+
+    /// Outside a read, live: records older than the catch-up window are history.
+    pub fn live_cutoff(&mut self, files: &Files, now: Now) {
+        self.reducer
+            .set_history_before(Some(now.wall.saturating_sub(files.catch_up())));
+    }
+}
+
+/// The file table and the reducer as the watched tree's visitor: what a walk lists is
+/// tracked, read and, once gone, let go.
+pub(super) struct Looker<'a> {
+    pub files: &'a mut Files,
+    pub reduce: &'a mut Reduce,
+    pub mode: Mode,
+    /// Checked between directories during a walk (the start-up walk can be long).
+    pub stop: Option<&'a Shutdown>,
+    pub stopped: bool,
+}
+
+impl<'a> Looker<'a> {
+    /// A visitor for live changes (no stop check: live walks are short).
+    pub fn live(files: &'a mut Files, reduce: &'a mut Reduce) -> Self {
+        Looker {
+            files,
+            reduce,
+            mode: Mode::Live,
+            stop: None,
+            stopped: false,
+        }
+    }
+}
+
+impl Visit for Looker<'_> {
+    fn stopped(&mut self) -> bool {
+        if !self.stopped && self.stop.is_some_and(Shutdown::is_stopped) {
+            self.stopped = true;
+        }
+        self.stopped
+    }
+
+    fn listed(&mut self, path: &Path, meta: &fs::Metadata) {
+        self.files.beat();
+        if !self.files.contains(path) {
+            self.reduce.track_new(self.files, path, meta, self.mode);
+        }
+        if self.mode == Mode::History {
+            // What the history readers finished meanwhile, so they need not wait for
+            // the walk to end.
+            self.reduce.pump(self.files);
+        }
+        if self.mode == Mode::History && self.reduce.resume.is_none() {
+            self.reduce.out.clear();
+        }
+    }
+
+    fn look(&mut self, path: &Path) {
+        self.reduce.look(self.files, path, self.mode);
+    }
+
+    fn unlisted(&mut self, dir: &Path, seen: &HashSet<PathBuf>) {
+        for p in self.files.unlisted_in(dir, seen) {
+            self.reduce.look(self.files, &p, Mode::Live);
+        }
+    }
+
+    fn gone(&mut self, dir: &Path) {
+        for p in self.files.under(dir) {
+            self.reduce.look(self.files, &p, Mode::Live);
+        }
+    }
+}
