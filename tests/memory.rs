@@ -23,11 +23,16 @@ fn rss(pid: u32) -> (u64, u64) {
     (field("VmHWM:"), field("VmRSS:"))
 }
 
+/// The tests here measure one daemon's RSS each: run one at a time, so neither starves
+/// the other's daemon on a small machine.
+static ONE_AT_A_TIME: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
 const FILES: usize = 64;
 const LINE: usize = 5 * 1024 * 1024;
 
 #[test]
 fn large_lines_in_many_files_do_not_pin_memory() {
+    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
     if !std::path::Path::new("/proc/self/status").exists() {
         println!("NOTICE: no /proc; memory test skipped.");
         return;
@@ -104,4 +109,63 @@ fn large_lines_in_many_files_do_not_pin_memory() {
     for t in &turns {
         assert_eq!(common::count(&events, "turn_completed", t), 1);
     }
+}
+
+/// One append far larger than a read chunk (8 MiB), of many small records, is reduced a
+/// chunk at a time: what a read holds before it reaches the reducer stays bounded, and
+/// the turn still ends exactly once.
+#[test]
+fn one_huge_append_is_read_a_chunk_at_a_time() {
+    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    if !std::path::Path::new("/proc/self/status").exists() {
+        println!("NOTICE: no /proc; memory test skipped.");
+        return;
+    }
+    let mut d = Daemon::tree().start(&[]);
+    let pid = d.pid();
+    let dir = d.claude().join("proj");
+    fs::create_dir_all(&dir).unwrap();
+    let c = Claude::new();
+    let (warm, _) = c.turn("hello", "small");
+    append(&c.path_in(&dir), warm.as_bytes());
+    d.wait_count("the first turn", 1, |e| e["event"] == "turn_completed");
+    std::thread::sleep(std::time::Duration::from_millis(300));
+    let reset = fs::write(format!("/proc/{pid}/clear_refs"), "5").is_ok();
+    let (peak0, rss0) = rss(pid);
+    let baseline = if reset { rss0 } else { peak0.max(rss0) };
+
+    // 48 MiB of streamed assistant text in one write: each record is an observation.
+    let (prompt, turn) = c.prompt("write a lot");
+    let mut bulk = prompt;
+    let text = "y".repeat(260);
+    while bulk.len() < 48 * 1024 * 1024 {
+        let line = serde_json::json!({
+            "type": "assistant", "uuid": format!("p-{}", bulk.len()), "sessionId": c.session,
+            "timestamp": "2026-11-29T10:00:00.000Z",
+            "message": {"role": "assistant", "model": "claude-test",
+                        "content": [{"type": "text", "text": text}], "stop_reason": null}
+        });
+        bulk.push_str(&format!("{line}\n"));
+    }
+    bulk.push_str(&c.answer("done at last"));
+    append(&c.path_in(&dir), bulk.as_bytes());
+    d.wait_count("the big turn", 2, |e| e["event"] == "turn_completed");
+    std::thread::sleep(std::time::Duration::from_millis(300));
+    let (peak, _) = rss(pid);
+    let mib = |b: u64| b as f64 / (1024.0 * 1024.0);
+    let bound = baseline + 32 * 1024 * 1024;
+    println!(
+        "baseline {:.1} MiB, peak {:.1} MiB, bound {:.1} MiB",
+        mib(baseline),
+        mib(peak),
+        mib(bound)
+    );
+    assert!(
+        peak <= bound,
+        "peak RSS {:.1} MiB over baseline + 32 MiB ({:.1} MiB) for a 48 MiB append",
+        mib(peak),
+        mib(bound)
+    );
+    let events = d.stop();
+    assert_eq!(common::count(&events, "turn_completed", &turn), 1);
 }

@@ -20,7 +20,7 @@ use crate::reduce::{Reducer, Src};
 use crate::shutdown::Shutdown;
 use crate::state;
 use crate::watch::tree::Visit;
-use std::collections::{HashMap, HashSet};
+use std::collections::{HashMap, HashSet, VecDeque};
 use std::fs;
 use std::path::{Path, PathBuf};
 
@@ -61,7 +61,8 @@ impl Reduce {
 
     /// Applies what a look found, in order.
     pub fn apply(&mut self, files: &mut Files, steps: Vec<Step>) {
-        for step in steps {
+        let mut steps: VecDeque<Step> = steps.into();
+        while let Some(step) = steps.pop_front() {
             match step {
                 Step::Read(read) => {
                     self.reducer.set_history_before(Some(read.history_before));
@@ -78,10 +79,29 @@ impl Reduce {
                     if read.quiet {
                         self.out.truncate(keep);
                     }
-                    if let Some(c) = read.commit {
-                        let path = c.path.clone();
-                        if files.commit(c) {
-                            self.pending.mark(&path);
+                    let Some(c) = read.commit else {
+                        continue;
+                    };
+                    let path = c.path.clone();
+                    let (newest, counted) = (c.newest, c.count_from.is_some());
+                    if files.commit(c) {
+                        self.pending.mark(&path);
+                    }
+                    if let Some(more) = read.more {
+                        // The same read, on from where this chunk was committed: it goes
+                        // first, before any step that followed it.
+                        let from = files.offset(&path);
+                        let mut next =
+                            files.read_upto(&path, more.mode, None, Some(read.history_before));
+                        if let Some(c) = last_commit(&mut next) {
+                            c.newest = c.newest.max(newest);
+                            c.count_from = if counted { from } else { None };
+                        }
+                        for mut s in next.into_iter().rev() {
+                            if let Step::Read(r) = &mut s {
+                                r.quiet |= read.quiet;
+                            }
+                            steps.push_front(s);
                         }
                     }
                 }

@@ -14,7 +14,7 @@
 //! context in the same saved form ("cold"), so waking it up costs what was appended,
 //! not the whole file.
 
-use super::read::{Commit, Mode, Read, Step};
+use super::read::{Commit, Mode, More, READ_CHUNK, Read, Step};
 use super::tracked::Tracked;
 use crate::clock::{Clock, Now};
 use crate::feed::FileFeed;
@@ -357,18 +357,23 @@ impl Files {
             Mode::History => i64::MAX,
         });
         let pos = feed.reader().pos();
+        // Only an open-ended read is cut into chunks: one up to a checkpoint is followed
+        // by another read of the same file in the same look, which must start there.
+        let cap = pos.saturating_add(READ_CHUNK);
+        let end = limit.unwrap_or(cap);
         let mut obs = Vec::new();
         let collect = |src: &crate::reduce::Src, o| obs.push((src.line, o));
         let res = file
             .seek(SeekFrom::Start(pos))
-            .and_then(|_| match limit {
-                Some(end) => feed.read_to_end(
+            .and_then(|_| {
+                feed.read_to_end(
                     &mut io::Read::take(&mut *file, end.saturating_sub(pos)),
                     collect,
-                ),
-                None => feed.read_to_end(file, collect),
+                )
             })
             .map(|_| ());
+        let more =
+            (res.is_ok() && limit.is_none() && feed.reader().pos() >= cap).then_some(More { mode });
         let newest = Read::newest(&obs);
         vec![Step::Read(Box::new(Read {
             provider: feed.provider,
@@ -386,7 +391,13 @@ impl Files {
                 tail: None,
                 count_from: None,
             }),
+            more,
         }))]
+    }
+
+    /// Where the committed tail of `path` stands (bytes).
+    pub(super) fn offset(&self, path: &Path) -> Option<u64> {
+        self.table.get(path).map(|t| t.tail.offset())
     }
 
     /// Commits the tail of a read whose observations are reduced; true if the file's
@@ -464,6 +475,7 @@ impl Files {
             },
             quiet: false,
             commit: None,
+            more: None,
         }))]
     }
 

@@ -183,6 +183,7 @@ impl Files {
                 tail: Some(tail),
                 count_from: Some(0),
             }),
+            more: None,
         })
     }
 

@@ -48,6 +48,18 @@ pub(super) struct Read {
     pub quiet: bool,
     /// `None` for what an open handle still held after its file went away.
     pub commit: Option<Commit>,
+    /// The read stopped at [`READ_CHUNK`]: once this is reduced and committed, the core
+    /// reads on from there, so a large append is held a chunk at a time, never whole.
+    pub more: Option<More>,
+}
+
+/// The most bytes one read takes in before its observations are reduced.
+pub(super) const READ_CHUNK: u64 = 8 * 1024 * 1024;
+
+/// Where a chunked read goes on: the same mode and history cut as its first chunk.
+#[derive(Debug, Clone, Copy)]
+pub(super) struct More {
+    pub mode: Mode,
 }
 
 /// The tail-commit token: hand it back to the file table once the observations before
