@@ -14,7 +14,7 @@
 //! - **A socket file removed** while the daemon runs (or its directory: the runtime
 //!   directory goes at logout) is made again at the next check, every `sweep`.
 
-use super::{Hub, end_line, status_line};
+use super::{Hub, Since, end_line, status_line};
 use crate::clock::wall_now;
 use crate::error::Error;
 use crate::shutdown::Shutdown;
@@ -61,7 +61,13 @@ pub struct Server {
     shutdown: Shutdown,
     /// The socket file's identity as first bound.
     bound: (u64, u64),
+    /// Followers still being served (shared with the loop).
+    followers: Arc<AtomicUsize>,
 }
+
+/// At a stop, how long followers get to write the events already queued for them (the
+/// daemon's last ones), so `tail --follow` resumes across a restart with no gap.
+const FLUSH_WITHIN: Duration = Duration::from_secs(1);
 
 /// Creates `dir` (and parents) and makes it 0700.
 fn private_dir(dir: &Path) -> io::Result<()> {
@@ -107,6 +113,7 @@ impl Server {
             tracing::info!(path = %path.display(), "Removed a stale socket.");
         }
         let (listener, bound) = bind(path).map_err(|e| ctx("cannot listen", e))?;
+        let followers = Arc::new(AtomicUsize::new(0));
         let mut l = Loop {
             path: path.to_path_buf(),
             listener,
@@ -119,7 +126,7 @@ impl Server {
             },
             pending: Vec::new(),
             watched: Vec::new(),
-            followers: Arc::new(AtomicUsize::new(0)),
+            followers: Arc::clone(&followers),
             requests: Arc::new(AtomicUsize::new(0)),
             next_id: 0,
             next_check: Instant::now() + opts.sweep,
@@ -139,6 +146,7 @@ impl Server {
             hub,
             shutdown,
             bound,
+            followers,
         })
     }
 
@@ -151,6 +159,10 @@ impl Server {
             _ => self.bound,
         };
         self.hub.close();
+        let until = Instant::now() + FLUSH_WITHIN;
+        while self.followers.load(Ordering::Acquire) > 0 && Instant::now() < until {
+            thread::sleep(Duration::from_millis(5));
+        }
         if std::fs::symlink_metadata(&self.path).is_ok_and(|m| (m.dev(), m.ino()) == ours) {
             let _ = std::fs::remove_file(&self.path);
         }
@@ -183,6 +195,7 @@ impl Drop for Slot {
 struct Request {
     cmd: String,
     since_ms: Option<u64>,
+    since_id: Option<String>,
 }
 
 struct Loop {
@@ -356,7 +369,10 @@ impl Loop {
         };
         match req.cmd.as_str() {
             "status" => self.status(stream),
-            "tail" => self.follow(stream, req.since_ms),
+            "tail" => self.follow(
+                stream,
+                Since::from_request(req.since_ms, req.since_id, wall_now()),
+            ),
             other => {
                 let msg = serde_json::json!({
                     "error": format!("unknown command `{other}` (status, tail)")
@@ -392,7 +408,7 @@ impl Loop {
         }
     }
 
-    fn follow(&mut self, stream: UnixStream, since_ms: Option<u64>) {
+    fn follow(&mut self, stream: UnixStream, since: Since) {
         let cap = self.opts.max_followers;
         if self.followers.load(Ordering::Acquire) >= cap {
             reply(
@@ -411,11 +427,9 @@ impl Loop {
         };
         let id = self.next_id;
         self.next_id += 1;
-        let since =
-            since_ms.map(|ms| wall_now().saturating_sub(i64::try_from(ms).unwrap_or(i64::MAX)));
         // Subscribed here, before the thread starts, so that a hang-up seen from now on
         // always finds it.
-        let (backlog, rx, slow) = self.hub.subscribe(id, since);
+        let (backlog, rx, slow) = self.hub.subscribe(id, &since);
         self.followers.fetch_add(1, Ordering::AcqRel);
         let slot = Slot(Arc::clone(&self.followers));
         let spawned = thread::Builder::new()
