@@ -61,13 +61,7 @@ pub struct Server {
     shutdown: Shutdown,
     /// The socket file's identity as first bound.
     bound: (u64, u64),
-    /// Followers still being served (shared with the loop).
-    followers: Arc<AtomicUsize>,
 }
-
-/// At a stop, how long followers get to write the events already queued for them (the
-/// daemon's last ones), so `tail --follow` resumes across a restart with no gap.
-const FLUSH_WITHIN: Duration = Duration::from_secs(1);
 
 /// Creates `dir` (and parents) and makes it 0700.
 fn private_dir(dir: &Path) -> io::Result<()> {
@@ -113,7 +107,6 @@ impl Server {
             tracing::info!(path = %path.display(), "Removed a stale socket.");
         }
         let (listener, bound) = bind(path).map_err(|e| ctx("cannot listen", e))?;
-        let followers = Arc::new(AtomicUsize::new(0));
         let mut l = Loop {
             path: path.to_path_buf(),
             listener,
@@ -126,7 +119,7 @@ impl Server {
             },
             pending: Vec::new(),
             watched: Vec::new(),
-            followers: Arc::clone(&followers),
+            followers: Arc::new(AtomicUsize::new(0)),
             requests: Arc::new(AtomicUsize::new(0)),
             next_id: 0,
             next_check: Instant::now() + opts.sweep,
@@ -146,7 +139,6 @@ impl Server {
             hub,
             shutdown,
             bound,
-            followers,
         })
     }
 
@@ -159,10 +151,6 @@ impl Server {
             _ => self.bound,
         };
         self.hub.close();
-        let until = Instant::now() + FLUSH_WITHIN;
-        while self.followers.load(Ordering::Acquire) > 0 && Instant::now() < until {
-            thread::sleep(Duration::from_millis(5));
-        }
         if std::fs::symlink_metadata(&self.path).is_ok_and(|m| (m.dev(), m.ino()) == ours) {
             let _ = std::fs::remove_file(&self.path);
         }
