@@ -43,8 +43,15 @@ pub fn watch(socket: Option<PathBuf>) -> Result<(), Error> {
         .name("baton-feed".to_owned())
         .spawn(move || feed(socket, &tx))
         .map_err(|e| Error::Output(io::Error::other(format!("cannot start a thread: {e}"))))?;
-    // Installs a panic hook that restores the terminal first.
-    let mut term = ratatui::try_init().map_err(Error::Output)?;
+    // Installs a panic hook that restores the terminal first. A set-up that failed half
+    // way (raw mode on, no alternate screen) is undone too.
+    let mut term = match ratatui::try_init() {
+        Ok(t) => t,
+        Err(e) => {
+            ratatui::restore();
+            return Err(Error::Output(e));
+        }
+    };
     let result = run(&mut term, &rx);
     ratatui::restore();
     result
