@@ -13,9 +13,10 @@ use std::time::{Duration, Instant};
 /// How long the screen may take to show an event (a correctness bound, not a measure).
 const SHOWN_WITHIN: Duration = Duration::from_secs(5);
 
-/// A tmux server of this test's own (`-L`), killed when dropped.
+/// A tmux server of this test's own (its socket in the test's temporary tree, so
+/// nothing is left behind), killed when dropped.
 struct Tmux {
-    name: String,
+    socket: PathBuf,
 }
 
 impl Tmux {
@@ -26,15 +27,17 @@ impl Tmux {
             .is_ok_and(|o| o.status.success())
     }
 
-    fn new(tag: &str) -> Tmux {
+    fn new(dir: &Path) -> Tmux {
         Tmux {
-            name: format!("baton-{tag}-{}", std::process::id()),
+            socket: dir.join("tmux.sock"),
         }
     }
 
     fn run(&self, args: &[&str]) -> Output {
         Command::new("tmux")
-            .args(["-L", &self.name, "-f", "/dev/null"])
+            .arg("-S")
+            .arg(&self.socket)
+            .args(["-f", "/dev/null"])
             .args(args)
             .output()
             .unwrap()
@@ -134,7 +137,7 @@ fn the_live_view_follows_a_turn_filters_and_quits_cleanly() {
         e["event"] == "turn_started" && e["turn"] == turn
     });
 
-    let t = Tmux::new("live");
+    let t = Tmux::new(d.dir.path());
     let rc = d.dir.path().join("watch.rc");
     start_watch(&t, &d, &rc);
     let s = t.wait_screen("the working session", DEADLINE, |s| {
@@ -186,7 +189,7 @@ fn the_live_view_says_when_the_daemon_is_gone_and_comes_back_with_it() {
         return;
     }
     let mut d = Daemon::tree().start(&[]);
-    let t = Tmux::new("restart");
+    let t = Tmux::new(d.dir.path());
     let rc = d.dir.path().join("watch.rc");
     start_watch(&t, &d, &rc);
     t.wait_screen("the live header", DEADLINE, |s| s.contains("· live"));
