@@ -18,6 +18,8 @@ const AFTER: &str = "Examples:
 
   baton status                       what the running daemon knows, now
   baton tail --since 10m             recent events, then live ones
+  baton tail --json --follow         the stream, across daemon restarts
+  baton status --watch               a live table (/ filter, a all, q quit)
 
 Default roots (read by `run`, `scan` and `check` without a PATH; each once it exists):
   ~/.claude/projects         Claude Code ($CLAUDE_CONFIG_DIR/projects)
@@ -69,7 +71,8 @@ pub enum Command {
     /// since when, last message.
     Status(StatusArgs),
     /// Follow the running daemon's events live: one line each, or JSON Lines with
-    /// --json. --since replays recent events first.
+    /// --json. --since (or --since-id) replays recent events first; --follow keeps going
+    /// across daemon restarts.
     Tail(TailArgs),
     /// Print the effective configuration (config file plus defaults) as commented TOML.
     Config {
@@ -154,6 +157,12 @@ pub struct StatusArgs {
     /// One JSON object per session instead of a table.
     #[arg(long)]
     pub json: bool,
+    /// A full-screen table that follows the daemon live (keys: / filter, a all, q quit).
+    #[arg(long, conflicts_with = "json")]
+    pub watch: bool,
+    /// The daemon's socket (default: $XDG_RUNTIME_DIR/baton/baton.sock).
+    #[arg(long, value_name = "PATH")]
+    pub socket: Option<PathBuf>,
 }
 
 #[derive(Debug, Args)]
@@ -165,6 +174,17 @@ pub struct TailArgs {
     /// holds (its last 1024 events).
     #[arg(long, value_name = "DUR", value_parser = parse_duration)]
     pub since: Option<u64>,
+    /// Start after the event with this id (its `id` field), if the daemon still holds
+    /// it; otherwise from every event it holds, minus those printed already.
+    #[arg(long, value_name = "ID", conflicts_with = "since")]
+    pub since_id: Option<String>,
+    /// Keep following when the daemon stops or is not up yet: reconnect (backing off
+    /// from 100 ms to 2 s) and resume after the last event printed, with no repeats.
+    #[arg(long, short = 'f')]
+    pub follow: bool,
+    /// The daemon's socket (default: $XDG_RUNTIME_DIR/baton/baton.sock).
+    #[arg(long, value_name = "PATH")]
+    pub socket: Option<PathBuf>,
 }
 
 fn parse_duration(s: &str) -> Result<u64, String> {

@@ -204,48 +204,80 @@ pub fn human_line(v: &Value) -> Option<String> {
     Some(line)
 }
 
-/// Follows the daemon's events until it stops (or drops this client for being slow).
-pub fn tail(
-    socket: Option<&Path>,
-    json: bool,
-    since_ms: Option<u64>,
-    out: &mut impl Write,
-) -> Result<(), Error> {
-    let mut stream = connect(socket)?;
-    let mut req = serde_json::json!({"cmd": "tail"});
-    if let Some(ms) = since_ms {
-        req["since_ms"] = ms.into();
-    }
-    request(&mut stream, &req)?;
-    for line in BufReader::new(stream).lines() {
-        let line = line.map_err(socket_err)?;
-        let Ok(v) = serde_json::from_str::<Value>(&line) else {
-            continue;
+/// What `baton tail` follows, and how.
+#[derive(Debug, Default, Clone)]
+pub struct TailOptions {
+    /// JSON Lines instead of one line per event for a person.
+    pub json: bool,
+    /// Replay the events of this last while first.
+    pub since_ms: Option<u64>,
+    /// Start after this event id (wins over `since_ms`).
+    pub since_id: Option<String>,
+    /// Keep going across daemon restarts (and before it is up).
+    pub follow: bool,
+}
+
+/// Follows the daemon's events until it stops (or drops this client for being slow);
+/// with `follow`, reconnects and resumes after the last event printed instead.
+pub fn tail(socket: Option<&Path>, opts: &TailOptions, out: &mut impl Write) -> Result<(), Error> {
+    use crate::live::follow::{End, Follower, Line};
+    // Following from before the daemon is up: what it emits once there is ours too.
+    let since_ms = opts.since_ms.or(opts.follow.then_some(0));
+    let mut f = Follower::new(
+        socket.map(Path::to_path_buf),
+        since_ms,
+        opts.since_id.clone(),
+    );
+    // Said once per outage, not per attempt.
+    let mut down = false;
+    loop {
+        let why = match f.connect() {
+            Ok(reader) => {
+                let end = f.pump(reader, |line| {
+                    match line {
+                        Line::Event(raw, v) => {
+                            if opts.json {
+                                writeln!(out, "{raw}").map_err(Error::Output)?;
+                            } else if let Some(h) = human_line(v) {
+                                writeln!(out, "{h}").map_err(Error::Output)?;
+                            }
+                            out.flush().map_err(Error::Output)?;
+                        }
+                        Line::Notice(n) => eprintln!("baton: the daemon says: {n}"),
+                    }
+                    down = false;
+                    Ok(())
+                })?;
+                match end {
+                    End::Closed if !opts.follow => {
+                        eprintln!("baton: the daemon stopped.");
+                        return Ok(());
+                    }
+                    End::Closed => "the daemon stopped".to_owned(),
+                    End::Refused(n) if !opts.follow => {
+                        let why = n.trim_start_matches("refused: ");
+                        return Err(Error::Refused(format!(
+                            "the daemon refused to add this client: {why}; that many `baton \
+                             tail` clients follow it already (`max_followers` in its config); \
+                             try again later"
+                        )));
+                    }
+                    End::Refused(n) => format!("the daemon {n}"),
+                    End::Dropped(n) if !opts.follow => {
+                        return Err(Error::Output(io::Error::other(format!(
+                            "the daemon {n}; run `baton tail` again"
+                        ))));
+                    }
+                    End::Dropped(n) => format!("the daemon {n}"),
+                }
+            }
+            Err(e @ Error::NotRunning { .. }) if opts.follow => e.to_string(),
+            Err(e) => return Err(e),
         };
-        if let Some(n) = v["notice"].as_str()
-            && v["refused"] == true
-        {
-            let why = one_line(n.trim_start_matches("refused: "), 200);
-            return Err(Error::Refused(format!(
-                "the daemon refused to add this client: {why}; that many `baton tail` clients \
-                 follow it already (`max_followers` in its config); try again later"
-            )));
+        if !down {
+            down = true;
+            eprintln!("baton: {why}; reconnecting (resuming after the last event printed).");
         }
-        if let Some(n) = v["notice"].as_str() {
-            return Err(Error::Output(io::Error::other(format!(
-                "the daemon {n}; run `baton tail` again"
-            ))));
-        }
-        if let Some(e) = v["error"].as_str() {
-            return Err(Error::Usage(format!("the daemon says: {e}")));
-        }
-        if json {
-            writeln!(out, "{line}").map_err(Error::Output)?;
-        } else if let Some(h) = human_line(&v) {
-            writeln!(out, "{h}").map_err(Error::Output)?;
-        }
-        out.flush().map_err(Error::Output)?;
+        std::thread::sleep(f.next_backoff());
     }
-    eprintln!("baton: the daemon stopped.");
-    Ok(())
 }

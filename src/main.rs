@@ -85,17 +85,21 @@ fn run(command: Command) -> Result<(), Error> {
             Ok(())
         }
         Command::Status(args) => {
-            let socket = config::socket_path();
+            let socket = args.socket.or_else(config::socket_path);
+            if args.watch {
+                return baton::live::watch(socket);
+            }
             baton::client::status(socket.as_deref(), args.json, &mut io::stdout().lock())
         }
         Command::Tail(args) => {
-            let socket = config::socket_path();
-            baton::client::tail(
-                socket.as_deref(),
-                args.json,
-                args.since,
-                &mut io::stdout().lock(),
-            )
+            let socket = args.socket.or_else(config::socket_path);
+            let opts = baton::client::TailOptions {
+                json: args.json,
+                since_ms: args.since,
+                since_id: args.since_id,
+                follow: args.follow,
+            };
+            baton::client::tail(socket.as_deref(), &opts, &mut io::stdout().lock())
         }
         Command::Config { config } => {
             let cfg = config::Config::load(config.as_deref())?;

@@ -6,7 +6,13 @@
 //!   the event stream cannot be written, the end line also has
 //!   `"stream":{"state":"blocked",…}`.
 //! - `{"cmd":"tail","since_ms":N}` → the events of the last N ms still in the ring
-//!   buffer, then live events until either side closes. A client whose queue fills
+//!   buffer, then live events until either side closes.
+//! - `{"cmd":"tail","since_id":ID}` → the ring's events after the event ID, then live
+//!   ones. An ID the ring does not hold (it came from an earlier daemon, or has aged out)
+//!   gets the whole ring after `{"notice":"since_id …","since_id_missing":true,"gap":G}`,
+//!   where `gap` says whether the ring has let events go since this daemon started (so
+//!   some after ID may be missing). A client that keeps the ids it printed drops what it
+//!   already has (`baton tail --follow` does). A client whose queue fills
 //!   (it reads too slowly) gets `{"notice":"dropped: …"}` if it can still take it, and is
 //!   disconnected. Past the follower cap, a `tail` gets
 //!   `{"notice":"refused: too many followers (N)","refused":true}` and is closed.
@@ -29,7 +35,7 @@ use std::collections::VecDeque;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 
-/// Recent events kept for `tail --since`.
+/// Recent events kept for `tail --since` and `--since-id`.
 pub const RING: usize = 1024;
 /// Events waiting for one client before it counts as too slow and is dropped. The
 /// queue holds shared lines, so its cost is pointers; it is sized above the ring and
@@ -46,11 +52,81 @@ struct Client {
     slow: Arc<AtomicBool>,
 }
 
+/// One event in the ring.
+struct Held {
+    /// Wall time it was published (for `since_ms`).
+    at: i64,
+    id: Box<str>,
+    line: Arc<str>,
+}
+
 #[derive(Default)]
 struct Inner {
-    ring: VecDeque<(i64, Arc<str>)>,
+    ring: VecDeque<Held>,
+    /// Events pushed out of the full ring since this daemon started.
+    evicted: u64,
     clients: Vec<Client>,
     dropped_slow: u64,
+}
+
+/// Where a `tail` client starts.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Since {
+    /// Live events only.
+    Now,
+    /// The ring's events published at or after this wall time (ms).
+    Time(i64),
+    /// The ring's events after this event id.
+    Id(String),
+}
+
+impl Since {
+    /// From a request's `since_id` (which wins) and `since_ms`.
+    pub fn from_request(since_ms: Option<u64>, since_id: Option<String>, now: i64) -> Since {
+        match (since_id, since_ms) {
+            (Some(id), _) => Since::Id(id),
+            (None, Some(ms)) => {
+                Since::Time(now.saturating_sub(i64::try_from(ms).unwrap_or(i64::MAX)))
+            }
+            (None, None) => Since::Now,
+        }
+    }
+}
+
+/// The ring's lines for a client starting at `since`, with a notice line first when the
+/// id asked for is not held.
+fn backlog(inner: &Inner, since: &Since) -> Vec<Arc<str>> {
+    let ring = &inner.ring;
+    match since {
+        Since::Now => Vec::new(),
+        Since::Time(t) => ring
+            .iter()
+            .filter(|h| h.at >= *t)
+            .map(|h| Arc::clone(&h.line))
+            .collect(),
+        Since::Id(id) => match ring.iter().rposition(|h| *h.id == **id) {
+            Some(i) => ring
+                .iter()
+                .skip(i + 1)
+                .map(|h| Arc::clone(&h.line))
+                .collect(),
+            None => {
+                let gap = inner.evicted > 0;
+                let notice = serde_json::json!({
+                    "notice": format!(
+                        "since_id not held: sending all {} events this daemon holds{}",
+                        ring.len(),
+                        if gap { "; older ones are gone, so some may be missing" } else { "" }
+                    ),
+                    "since_id_missing": true,
+                    "gap": gap,
+                });
+                std::iter::once(Arc::from(notice.to_string()))
+                    .chain(ring.iter().map(|h| Arc::clone(&h.line)))
+                    .collect()
+            }
+        },
+    }
 }
 
 /// Shared between the event sink (which publishes) and the client threads.
@@ -89,8 +165,13 @@ impl Hub {
         let mut g = self.lock();
         if g.ring.len() == RING {
             g.ring.pop_front();
+            g.evicted += 1;
         }
-        g.ring.push_back((wall_now(), Arc::clone(&line)));
+        g.ring.push_back(Held {
+            at: wall_now(),
+            id: ev.id.as_str().into(),
+            line: Arc::clone(&line),
+        });
         let mut dropped = 0;
         g.clients
             .retain(|c| match c.tx.try_send(Arc::clone(&line)) {
@@ -111,25 +192,17 @@ impl Hub {
         }
     }
 
-    /// Registers a tail client: the ring's events since `since` (wall ms), and a queue
-    /// for what follows — taken under one lock, so nothing is missed or repeated.
+    /// Registers a tail client: the ring's events from `since`, and a queue for what
+    /// follows — taken under one lock, so nothing is missed or repeated.
     fn subscribe(
         &self,
         id: u64,
-        since: Option<i64>,
+        since: &Since,
     ) -> (Vec<Arc<str>>, Receiver<Arc<str>>, Arc<AtomicBool>) {
         let (tx, rx) = crossbeam_channel::bounded(self.queue);
         let slow = Arc::new(AtomicBool::new(false));
         let mut g = self.lock();
-        let backlog = match since {
-            Some(t) => g
-                .ring
-                .iter()
-                .filter(|(at, _)| *at >= t)
-                .map(|(_, l)| Arc::clone(l))
-                .collect(),
-            None => Vec::new(),
-        };
+        let backlog = backlog(&g, since);
         g.clients.push(Client {
             id,
             tx,
@@ -193,5 +266,66 @@ fn end_line(sessions: usize, stream: Option<&crate::sink::jsonl::Blocked>) -> St
     match stream {
         None => format!("{{\"end\":true,\"sessions\":{sessions}}}"),
         Some(b) => serde_json::json!({"end": true, "sessions": sessions, "stream": b}).to_string(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+
+    fn ring(ids: &[&str], evicted: u64) -> Inner {
+        Inner {
+            ring: ids
+                .iter()
+                .enumerate()
+                .map(|(i, id)| Held {
+                    at: i as i64 * 10,
+                    id: (*id).into(),
+                    line: Arc::from(format!("{{\"id\":\"{id}\"}}")),
+                })
+                .collect(),
+            evicted,
+            ..Inner::default()
+        }
+    }
+
+    fn lines(v: &[Arc<str>]) -> Vec<String> {
+        v.iter().map(|l| l.to_string()).collect()
+    }
+
+    #[test]
+    fn since_id_sends_what_follows_it() {
+        let g = ring(&["a", "b", "c"], 0);
+        assert_eq!(
+            lines(&backlog(&g, &Since::Id("a".into()))),
+            ["{\"id\":\"b\"}", "{\"id\":\"c\"}"]
+        );
+        assert!(backlog(&g, &Since::Id("c".into())).is_empty());
+        assert!(backlog(&g, &Since::Now).is_empty());
+        assert_eq!(backlog(&g, &Since::Time(10)).len(), 2);
+    }
+
+    #[test]
+    fn an_id_not_held_gets_the_whole_ring_and_says_whether_some_may_be_gone() {
+        for evicted in [0, 3] {
+            let g = ring(&["a", "b"], evicted);
+            let got = lines(&backlog(&g, &Since::Id("old".into())));
+            assert_eq!(got.len(), 3);
+            let notice: serde_json::Value = serde_json::from_str(&got[0]).unwrap();
+            assert_eq!(notice["since_id_missing"], true);
+            assert_eq!(notice["gap"], evicted > 0);
+            assert_eq!(got[1..], ["{\"id\":\"a\"}", "{\"id\":\"b\"}"]);
+        }
+    }
+
+    #[test]
+    fn since_id_wins_over_since_ms() {
+        assert_eq!(
+            Since::from_request(Some(5), Some("x".into()), 100),
+            Since::Id("x".into())
+        );
+        assert_eq!(Since::from_request(Some(5), None, 100), Since::Time(95));
+        assert_eq!(Since::from_request(None, None, 100), Since::Now);
     }
 }

@@ -14,7 +14,7 @@
 //! - **A socket file removed** while the daemon runs (or its directory: the runtime
 //!   directory goes at logout) is made again at the next check, every `sweep`.
 
-use super::{Hub, end_line, status_line};
+use super::{Hub, Since, end_line, status_line};
 use crate::clock::wall_now;
 use crate::error::Error;
 use crate::shutdown::Shutdown;
@@ -183,6 +183,7 @@ impl Drop for Slot {
 struct Request {
     cmd: String,
     since_ms: Option<u64>,
+    since_id: Option<String>,
 }
 
 struct Loop {
@@ -356,7 +357,10 @@ impl Loop {
         };
         match req.cmd.as_str() {
             "status" => self.status(stream),
-            "tail" => self.follow(stream, req.since_ms),
+            "tail" => self.follow(
+                stream,
+                Since::from_request(req.since_ms, req.since_id, wall_now()),
+            ),
             other => {
                 let msg = serde_json::json!({
                     "error": format!("unknown command `{other}` (status, tail)")
@@ -392,7 +396,7 @@ impl Loop {
         }
     }
 
-    fn follow(&mut self, stream: UnixStream, since_ms: Option<u64>) {
+    fn follow(&mut self, stream: UnixStream, since: Since) {
         let cap = self.opts.max_followers;
         if self.followers.load(Ordering::Acquire) >= cap {
             reply(
@@ -411,11 +415,9 @@ impl Loop {
         };
         let id = self.next_id;
         self.next_id += 1;
-        let since =
-            since_ms.map(|ms| wall_now().saturating_sub(i64::try_from(ms).unwrap_or(i64::MAX)));
         // Subscribed here, before the thread starts, so that a hang-up seen from now on
         // always finds it.
-        let (backlog, rx, slow) = self.hub.subscribe(id, since);
+        let (backlog, rx, slow) = self.hub.subscribe(id, &since);
         self.followers.fetch_add(1, Ordering::AcqRel);
         let slot = Slot(Arc::clone(&self.followers));
         let spawned = thread::Builder::new()

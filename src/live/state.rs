@@ -1,0 +1,405 @@
+//! What the live view shows, as plain data: the daemon's `status` rows, kept up to date
+//! by its events, and what the person typed. No terminal here; `now` is an argument.
+//!
+//! The table is the person's: main conversations only (a session's subagents are counted
+//! on its row), sorted needs_input, failed, completed, working, interrupted, then newest
+//! first; sessions idle for over a week are one line unless `a` shows them all.
+
+use crate::clock::parse_rfc3339;
+use crate::model::ProviderKind;
+use crate::sink::agent_name;
+use serde_json::Value;
+use std::collections::HashMap;
+
+/// Sessions idle longer than this are folded into one line unless all are shown.
+pub const OLD_MS: i64 = 7 * 24 * 3_600_000;
+
+/// (provider, session, subagent).
+type Key = (String, String, Option<String>);
+
+/// One session (or subagent) as last known.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Session {
+    pub provider: String,
+    pub project: String,
+    pub state: String,
+    /// Wall ms of the last record, if known.
+    pub since: Option<i64>,
+    pub message: String,
+    pub background_tasks: u64,
+}
+
+/// Whether the view is fed.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Link {
+    Connecting,
+    Live,
+    /// Lost; the text says why. The view keeps what it had.
+    Down(String),
+}
+
+/// A key, as the view understands it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Input {
+    Char(char),
+    Enter,
+    Esc,
+    Backspace,
+    CtrlC,
+}
+
+/// A row of the table, ready to draw.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Row {
+    pub state: String,
+    pub agent: &'static str,
+    pub project: String,
+    pub age: String,
+    pub message: String,
+}
+
+/// The table at one moment.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Table {
+    pub rows: Vec<Row>,
+    /// Sessions hidden for being older than [`OLD_MS`].
+    pub older: usize,
+    /// Sessions hidden by the filter.
+    pub filtered: usize,
+}
+
+#[derive(Debug)]
+pub struct View {
+    sessions: HashMap<Key, Session>,
+    /// The filter in force (case-insensitive, on state, agent, project and message).
+    pub filter: String,
+    /// While typing a filter: the text so far.
+    pub editing: Option<String>,
+    pub show_all: bool,
+    pub link: Link,
+}
+
+impl Default for View {
+    fn default() -> Self {
+        View {
+            sessions: HashMap::new(),
+            filter: String::new(),
+            editing: None,
+            show_all: false,
+            link: Link::Connecting,
+        }
+    }
+}
+
+fn text(v: &Value, k: &str) -> String {
+    v[k].as_str().unwrap_or_default().to_owned()
+}
+
+fn key_of(v: &Value) -> Option<Key> {
+    Some((
+        v["provider"].as_str()?.to_owned(),
+        v["session"].as_str()?.to_owned(),
+        v["agent"].as_str().map(str::to_owned),
+    ))
+}
+
+/// The session state an event leaves behind, for the kinds that move one.
+fn state_after(event: &str) -> Option<&'static str> {
+    Some(match event {
+        "turn_started" | "turn_resumed" | "needs_input_resolved" | "context_compacted" => "working",
+        "turn_completed" => "completed",
+        "turn_failed" => "failed",
+        "turn_interrupted" => "interrupted",
+        "needs_input" => "needs_input",
+        _ => return None,
+    })
+}
+
+fn rank(state: &str) -> u8 {
+    match state {
+        "needs_input" => 0,
+        "failed" => 1,
+        "completed" => 2,
+        "working" => 3,
+        "interrupted" => 4,
+        _ => 5,
+    }
+}
+
+/// One line of at most `max` characters.
+fn one_line(s: &str, max: usize) -> String {
+    // Line breaks become spaces before the control characters go.
+    let spaced = s.replace(['\n', '\r', '\t'], " ");
+    let clean = crate::text::strip_terminal(&spaced);
+    let flat = clean.split_whitespace().collect::<Vec<_>>().join(" ");
+    if flat.chars().count() <= max {
+        return flat;
+    }
+    let mut cut: String = flat.chars().take(max.saturating_sub(1)).collect();
+    cut.push('…');
+    cut
+}
+
+impl View {
+    /// Replaces what is known with a `status` answer (at each (re)connection).
+    pub fn set_status(&mut self, rows: &[Value]) {
+        self.sessions.clear();
+        for r in rows {
+            let Some(key) = key_of(r) else { continue };
+            let s = Session {
+                provider: text(r, "provider"),
+                project: text(r, "project"),
+                state: text(r, "state"),
+                since: r["since"].as_str().and_then(parse_rfc3339),
+                message: text(r, "message"),
+                background_tasks: r["background_tasks"].as_u64().unwrap_or(0),
+            };
+            self.sessions.insert(key, s);
+        }
+    }
+
+    /// Applies one event from the stream; true if the table may have changed.
+    pub fn apply(&mut self, ev: &Value) -> bool {
+        let Some(state) = ev["event"].as_str().and_then(state_after) else {
+            return false;
+        };
+        let Some(key) = key_of(ev) else {
+            return false;
+        };
+        let since = ev["record_ts"]
+            .as_str()
+            .or(ev["ts"].as_str())
+            .and_then(parse_rfc3339);
+        let s = self.sessions.entry(key).or_insert_with(|| Session {
+            provider: text(ev, "provider"),
+            project: String::new(),
+            state: String::new(),
+            since: None,
+            message: String::new(),
+            background_tasks: 0,
+        });
+        s.state = state.to_owned();
+        if since.is_some() {
+            s.since = since;
+        }
+        if let Some(p) = ev["project"].as_str() {
+            s.project = p.to_owned();
+        }
+        if let Some(m) = ev["message"].as_str() {
+            s.message = m.to_owned();
+        }
+        true
+    }
+
+    /// Handles a key; true when the person asked to quit.
+    pub fn key(&mut self, k: Input) -> bool {
+        if let Some(typed) = &mut self.editing {
+            match k {
+                Input::Enter => {
+                    self.filter = std::mem::take(typed);
+                    self.editing = None;
+                }
+                Input::Esc => self.editing = None,
+                Input::Backspace => {
+                    typed.pop();
+                }
+                Input::Char(c) if !c.is_control() && typed.chars().count() < 80 => typed.push(c),
+                Input::CtrlC => return true,
+                Input::Char(_) => {}
+            }
+            return false;
+        }
+        match k {
+            Input::Char('q') | Input::Esc | Input::CtrlC => return true,
+            Input::Char('/') => self.editing = Some(self.filter.clone()),
+            Input::Char('a') => self.show_all = !self.show_all,
+            _ => {}
+        }
+        false
+    }
+
+    /// The table as it stands at `now` (wall ms).
+    pub fn table(&self, now: i64) -> Table {
+        // Subagents still at work, per parent session.
+        let mut working: HashMap<(&str, &str), usize> = HashMap::new();
+        let mut has_main: HashMap<(&str, &str), bool> = HashMap::new();
+        for ((p, s, agent), v) in &self.sessions {
+            let main = has_main.entry((p, s)).or_default();
+            *main |= agent.is_none();
+            if agent.is_some() && v.state == "working" {
+                *working.entry((p, s)).or_default() += 1;
+            }
+        }
+        let needle = self.filter.to_lowercase();
+        let (mut older, mut filtered) = (0, 0);
+        let mut shown: Vec<(&Session, usize)> = Vec::new();
+        for ((p, s, agent), v) in &self.sessions {
+            // A subagent stands for its session only when the main conversation is unknown.
+            if agent.is_some() && has_main.get(&(p.as_str(), s.as_str())) == Some(&true) {
+                continue;
+            }
+            if !self.show_all && v.since.is_some_and(|t| now.saturating_sub(t) > OLD_MS) {
+                older += 1;
+                continue;
+            }
+            let subs = working.get(&(p.as_str(), s.as_str())).copied().unwrap_or(0);
+            if !needle.is_empty() && !matches(v, &needle) {
+                filtered += 1;
+                continue;
+            }
+            shown.push((v, subs));
+        }
+        shown.sort_by(|(a, _), (b, _)| {
+            rank(&a.state)
+                .cmp(&rank(&b.state))
+                .then(b.since.cmp(&a.since))
+                .then(a.project.cmp(&b.project))
+        });
+        let rows = shown
+            .into_iter()
+            .map(|(v, subs)| Row {
+                state: state_text(v, subs),
+                agent: agent_name(ProviderKind::parse(&v.provider)),
+                project: one_line(&v.project, 40),
+                age: v
+                    .since
+                    .map(|t| crate::clock::age(t, now))
+                    .unwrap_or_default(),
+                message: one_line(&v.message, 300),
+            })
+            .collect();
+        Table {
+            rows,
+            older,
+            filtered,
+        }
+    }
+}
+
+fn matches(v: &Session, needle: &str) -> bool {
+    let agent = agent_name(ProviderKind::parse(&v.provider));
+    [v.state.as_str(), agent, &v.project, &v.message]
+        .iter()
+        .any(|f| f.to_lowercase().contains(needle))
+}
+
+fn state_text(v: &Session, subagents: usize) -> String {
+    let mut s = crate::scan_view::state_text(&v.state, v.background_tasks);
+    match subagents {
+        0 => {}
+        1 => s.push_str(" +1 subagent working"),
+        n => s.push_str(&format!(" +{n} subagents working")),
+    }
+    s
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+    use serde_json::json;
+
+    const NOW: i64 = 1_800_000_000_000;
+
+    fn ts(ms: i64) -> String {
+        crate::clock::format_rfc3339(ms)
+    }
+
+    fn row(session: &str, agent: Option<&str>, state: &str, ago_ms: i64) -> Value {
+        json!({"provider": "claude", "session": session, "agent": agent,
+               "project": format!("p-{session}"), "state": state,
+               "since": ts(NOW - ago_ms), "message": format!("m {session}")})
+    }
+
+    fn states(t: &Table) -> Vec<String> {
+        t.rows
+            .iter()
+            .map(|r| format!("{} {}", r.state, r.project))
+            .collect()
+    }
+
+    #[test]
+    fn sorted_for_the_person_with_subagents_on_their_parent() {
+        let mut v = View::default();
+        v.set_status(&[
+            row("w", None, "working", 1_000),
+            row("c1", None, "completed", 5_000),
+            row("c2", None, "completed", 2_000),
+            row("n", None, "needs_input", 9_000),
+            row("i", None, "interrupted", 1_000),
+            row("f", None, "failed", 9_000),
+            row("w", Some("a1"), "working", 1_000),
+            row("w", Some("a2"), "working", 1_000),
+            row("w", Some("a3"), "completed", 1_000),
+            row("old", None, "completed", OLD_MS + 1),
+        ]);
+        let t = v.table(NOW);
+        assert_eq!(
+            states(&t),
+            [
+                "needs_input p-n",
+                "failed p-f",
+                "completed p-c2",
+                "completed p-c1",
+                "working +2 subagents working p-w",
+                "interrupted p-i",
+            ]
+        );
+        assert_eq!(t.older, 1);
+        assert_eq!(t.rows[0].agent, "Claude Code");
+        v.key(Input::Char('a'));
+        assert_eq!(v.table(NOW).rows.len(), 7);
+        assert_eq!(v.table(NOW).older, 0);
+    }
+
+    #[test]
+    fn events_move_a_row_and_add_new_sessions() {
+        let mut v = View::default();
+        v.set_status(&[row("s", None, "working", 60_000)]);
+        let done = json!({"event": "turn_completed", "provider": "claude", "session": "s",
+                          "agent": null, "ts": ts(NOW), "record_ts": ts(NOW - 1_000),
+                          "message": "all \u{1b}[31mdone\nnow", "project": "web"});
+        assert!(v.apply(&done));
+        let t = v.table(NOW);
+        assert_eq!(t.rows[0].state, "completed");
+        assert_eq!(t.rows[0].project, "web");
+        assert_eq!(t.rows[0].message, "all done now");
+        assert_eq!(t.rows[0].age, crate::clock::age(NOW - 1_000, NOW));
+        let other = json!({"event": "needs_input", "provider": "codex", "session": "x",
+                           "ts": ts(NOW)});
+        assert!(v.apply(&other));
+        assert_eq!(v.table(NOW).rows[0].agent, "Codex");
+        assert!(!v.apply(&json!({"event": "daemon_ready", "ts": ts(NOW)})));
+        assert!(!v.apply(&json!({"event": "anomaly", "provider": "claude", "session": "s"})));
+        assert_eq!(v.table(NOW).rows.len(), 2);
+    }
+
+    #[test]
+    fn filter_keys_and_quit() {
+        let mut v = View::default();
+        v.set_status(&[
+            row("alpha", None, "working", 1),
+            row("beta", None, "failed", 1),
+        ]);
+        assert!(!v.key(Input::Char('/')));
+        for c in "ALP".chars() {
+            v.key(Input::Char(c));
+        }
+        assert_eq!(v.table(NOW).rows.len(), 2, "not in force before Enter");
+        v.key(Input::Backspace);
+        v.key(Input::Char('p'));
+        assert!(!v.key(Input::Char('q')), "q is text while typing");
+        v.key(Input::Backspace);
+        v.key(Input::Enter);
+        assert_eq!(v.filter, "ALp");
+        let t = v.table(NOW);
+        assert_eq!(states(&t), ["working p-alpha"]);
+        assert_eq!(t.filtered, 1);
+        v.key(Input::Char('/'));
+        v.key(Input::Esc);
+        assert_eq!(v.filter, "ALp", "Esc leaves the filter as it was");
+        assert!(v.key(Input::Char('q')));
+        assert!(v.key(Input::Esc));
+        assert!(v.key(Input::CtrlC));
+    }
+}
