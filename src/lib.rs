@@ -21,6 +21,7 @@ pub mod error;
 pub mod feed;
 pub mod logging;
 pub mod model;
+pub mod people;
 pub mod pool;
 pub mod provider;
 pub mod reduce;

@@ -67,7 +67,13 @@ fn run(cli: Cli) -> Result<(), Error> {
         }
         Command::Status(args) => {
             let socket = config::socket_path();
-            baton::client::status(socket.as_deref(), args.json, &mut io::stdout().lock())
+            let table = baton::people::Table::from_args(&args.table);
+            baton::client::status(
+                socket.as_deref(),
+                args.json,
+                &table,
+                &mut io::stdout().lock(),
+            )
         }
         Command::Tail(args) => {
             let socket = config::socket_path();
@@ -114,21 +120,9 @@ fn run(cli: Cli) -> Result<(), Error> {
             if args.stats {
                 eprintln!("{}", stats.summary());
             }
+            let table = baton::people::Table::from_args(&args.table);
             let mut out = io::BufWriter::new(io::stdout().lock());
-            if args.json {
-                for v in &views {
-                    writeln!(out, "{}", scan_view::json_line(v)).map_err(Error::Output)?;
-                }
-            } else if views.is_empty() {
-                writeln!(out, "No sessions found.").map_err(Error::Output)?;
-            } else {
-                write!(
-                    out,
-                    "{}",
-                    scan_view::table(&views, baton::clock::wall_now())
-                )
-                .map_err(Error::Output)?;
-            }
+            scan_view::write(&views, args.json, &table, &mut out).map_err(Error::Output)?;
             out.flush().map_err(Error::Output)
         }
     }
