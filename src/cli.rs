@@ -136,7 +136,8 @@ pub struct ReplayArgs {
 pub struct ScanArgs {
     #[command(flatten)]
     pub pipeline: PipelineArgs,
-    /// One JSON object per session instead of a table.
+    /// One JSON object per session instead of a table (every row, subagents and old
+    /// sessions too; --state, --project and --agent still filter).
     #[arg(long)]
     pub json: bool,
     /// Read every file from its first byte instead of from its last turns (the state is
@@ -147,6 +148,8 @@ pub struct ScanArgs {
     /// whole and why, bytes parsed.
     #[arg(long)]
     pub stats: bool,
+    #[command(flatten)]
+    pub table: TableArgs,
     /// Transcript files or directories (default: the default roots; see `baton --help`).
     #[arg(value_name = "PATH")]
     pub paths: Vec<PathBuf>,
@@ -154,7 +157,8 @@ pub struct ScanArgs {
 
 #[derive(Debug, Args)]
 pub struct StatusArgs {
-    /// One JSON object per session instead of a table.
+    /// One JSON object per session instead of a table (every row, subagents and old
+    /// sessions too; --state, --project and --agent still filter).
     #[arg(long)]
     pub json: bool,
     /// A full-screen table that follows the daemon live (keys: / filter, a all, q quit).
@@ -163,6 +167,40 @@ pub struct StatusArgs {
     /// The daemon's socket (default: $XDG_RUNTIME_DIR/baton/baton.sock).
     #[arg(long, value_name = "PATH")]
     pub socket: Option<PathBuf>,
+    #[command(flatten)]
+    pub table: TableArgs,
+}
+
+/// What the `scan` and `status` tables show, and how.
+#[derive(Debug, Args)]
+pub struct TableArgs {
+    /// Only sessions in this state: needs_input, failed, completed, working,
+    /// interrupted, stale (repeat it, or give a comma list).
+    #[arg(long, value_name = "STATE", value_delimiter = ',', value_parser = crate::people::parse_state)]
+    pub state: Vec<String>,
+    /// Only sessions of this project (its name as shown, e.g. my-web-app or
+    /// src/my-web-app; any case).
+    #[arg(long, value_name = "NAME")]
+    pub project: Option<String>,
+    /// Only this agent's sessions: its id (claude, codex, cursor, copilot, pi, norma,
+    /// sgme) or its name (Claude Code, Copilot CLI, ...).
+    #[arg(long, value_name = "NAME", value_parser = crate::people::parse_agent)]
+    pub agent: Option<crate::model::ProviderKind>,
+    /// Also the sessions idle for more than 7 days (the table sums them up in one line).
+    #[arg(long)]
+    pub all: bool,
+    /// Colour the state column: auto (on a terminal, unless NO_COLOR is set), always
+    /// or never.
+    #[arg(long, value_name = "WHEN", value_enum, default_value_t = ColorChoice::Auto)]
+    pub color: ColorChoice,
+}
+
+/// `--color`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum ColorChoice {
+    Auto,
+    Always,
+    Never,
 }
 
 #[derive(Debug, Args)]

@@ -3,7 +3,7 @@
 use crate::clock::{parse_rfc3339, wall_now};
 use crate::error::Error;
 use crate::model::{Event, EventKind, ProviderKind};
-use crate::sink::{agent_name, title};
+use crate::sink::title;
 use crate::text::strip_terminal;
 use serde_json::Value;
 use std::io::{self, BufRead, BufReader, Write};
@@ -53,11 +53,20 @@ fn text<'a>(v: &'a Value, key: &str) -> &'a str {
     v[key].as_str().unwrap_or("")
 }
 
-/// Prints every session the daemon knows.
-pub fn status(socket: Option<&Path>, json: bool, out: &mut impl Write) -> Result<(), Error> {
+/// Prints every session the daemon knows: the person's table ([`crate::people`]), or
+/// with `json` every row as the daemon sent it (only `table.filter` applied).
+pub fn status(
+    socket: Option<&Path>,
+    json: bool,
+    table: &crate::people::Table,
+    out: &mut impl Write,
+) -> Result<(), Error> {
+    use crate::people::{self, Row, Waiting};
     let mut stream = connect(socket)?;
     request(&mut stream, &serde_json::json!({"cmd": "status"}))?;
     let mut rows = Vec::new();
+    // With `json`: each line as the daemon sent it, and its row if it is one.
+    let mut lines: Vec<(String, Option<Row>)> = Vec::new();
     let mut ended = None;
     for line in BufReader::new(stream).lines() {
         let line = line.map_err(socket_err)?;
@@ -69,10 +78,11 @@ pub fn status(socket: Option<&Path>, json: bool, out: &mut impl Write) -> Result
         if let Some(e) = v["error"].as_str() {
             return Err(Error::Usage(format!("the daemon says: {e}")));
         }
+        let row = Row::from_status(&v);
         if json {
-            writeln!(out, "{line}").map_err(Error::Output)?;
+            lines.push((line, row));
         } else {
-            rows.push(v);
+            rows.extend(row);
         }
     }
     let Some(end) = ended else {
@@ -81,57 +91,43 @@ pub fn status(socket: Option<&Path>, json: bool, out: &mut impl Write) -> Result
         )));
     };
     let blocked = blocked_line(&end["stream"]);
+    let home = std::env::var("HOME").ok();
+    let waiting = Waiting::from_end(&end, home.as_deref());
     if json {
-        // The rows stay a list of sessions; the warning goes beside them.
+        let found: Vec<Row> = lines.iter().filter_map(|(_, r)| r.clone()).collect();
+        let mut keep = people::matching(&found, &table.filter).into_iter();
+        for (line, row) in &lines {
+            // A line that is no session row is passed on as it came.
+            if row.is_none() || keep.next() == Some(true) {
+                writeln!(out, "{line}").map_err(Error::Output)?;
+            }
+        }
+        // The rows stay a list of sessions; the warnings go beside them.
+        for w in &waiting {
+            let provider = w.provider.as_deref().unwrap_or("any agent");
+            eprintln!("baton: waiting for {} ({provider})", one_line(&w.path, 200));
+        }
         if let Some(b) = &blocked {
             eprintln!("baton: {b}");
         }
         return out.flush().map_err(Error::Output);
     }
-    if rows.is_empty() {
-        writeln!(out, "No sessions yet.").map_err(Error::Output)?;
-        if let Some(b) = &blocked {
-            writeln!(out, "\n{b}").map_err(Error::Output)?;
-        }
-        return out.flush().map_err(Error::Output);
-    }
-    let w = |s: &str, n: usize| {
-        let c = one_line(s, n);
-        format!("{c:<n$}")
+    let none = rows.is_empty();
+    let mut view = people::view(rows, &table.filter, table.now);
+    view.waiting = waiting;
+    let text = people::render(&view, table.width, table.colour, table.now);
+    let head = if none {
+        Some("No sessions yet.")
+    } else {
+        (view.shown.is_empty() && view.older == 0).then_some("No sessions match.")
     };
-    writeln!(
-        out,
-        "{:<12} {:<11} {:<18} {:<10} {:<12} LAST MESSAGE",
-        "STATE", "AGENT", "PROJECT", "TURN", "AGE"
-    )
-    .map_err(Error::Output)?;
-    for r in &rows {
-        let provider = ProviderKind::parse(text(r, "provider"));
-        let mut project = text(r, "project").to_owned();
-        if let Some(a) = r["agent"].as_str() {
-            project = format!("{project}/{a}");
+    if let Some(h) = head {
+        writeln!(out, "{h}").map_err(Error::Output)?;
+        if !text.is_empty() {
+            writeln!(out).map_err(Error::Output)?;
         }
-        let since = r["since"]
-            .as_str()
-            .and_then(parse_rfc3339)
-            .map(ago)
-            .unwrap_or_default();
-        // Wider than its column when background tasks are named: never cut.
-        let state = crate::scan_view::state_text(
-            text(r, "state"),
-            r["background_tasks"].as_u64().unwrap_or(0),
-        );
-        let line = format!(
-            "{} {} {} {} {} {}",
-            w(&state, state.chars().count().max(12)),
-            w(agent_name(provider), 11),
-            w(&project, 18),
-            w(text(r, "turn"), 10),
-            w(&since, 12),
-            one_line(text(r, "message"), 70)
-        );
-        writeln!(out, "{}", line.trim_end()).map_err(Error::Output)?;
     }
+    write!(out, "{text}").map_err(Error::Output)?;
     if let Some(b) = &blocked {
         writeln!(out, "\n{b}").map_err(Error::Output)?;
     }

@@ -22,6 +22,7 @@ pub mod feed;
 pub mod live;
 pub mod logging;
 pub mod model;
+pub mod people;
 pub mod pool;
 pub mod provider;
 pub mod reduce;

@@ -89,7 +89,13 @@ fn run(command: Command) -> Result<(), Error> {
             if args.watch {
                 return baton::live::watch(socket);
             }
-            baton::client::status(socket.as_deref(), args.json, &mut io::stdout().lock())
+            let table = baton::people::Table::from_args(&args.table);
+            baton::client::status(
+                socket.as_deref(),
+                args.json,
+                &table,
+                &mut io::stdout().lock(),
+            )
         }
         Command::Tail(args) => {
             let socket = args.socket.or_else(config::socket_path);
@@ -137,21 +143,9 @@ fn run(command: Command) -> Result<(), Error> {
             if args.stats {
                 eprintln!("{}", stats.summary());
             }
+            let table = baton::people::Table::from_args(&args.table);
             let mut out = io::BufWriter::new(io::stdout().lock());
-            if args.json {
-                for v in &views {
-                    writeln!(out, "{}", scan_view::json_line(v)).map_err(Error::Output)?;
-                }
-            } else if views.is_empty() {
-                writeln!(out, "No sessions found.").map_err(Error::Output)?;
-            } else {
-                write!(
-                    out,
-                    "{}",
-                    scan_view::table(&views, baton::clock::wall_now())
-                )
-                .map_err(Error::Output)?;
-            }
+            scan_view::write(&views, args.json, &table, &mut out).map_err(Error::Output)?;
             out.flush().map_err(Error::Output)
         }
     }

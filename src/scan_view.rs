@@ -2,7 +2,6 @@
 
 use crate::clock::format_rfc3339;
 use crate::reduce::SessionView;
-use crate::text::strip_terminal;
 use serde::Serialize;
 
 #[derive(Serialize)]
@@ -26,16 +25,6 @@ fn is_zero(n: &u32) -> bool {
     *n == 0
 }
 
-/// A state as people read it: `completed (2 background tasks running)` while tasks the
-/// session launched have not reported back.
-pub fn state_text(state: &str, background_tasks: u64) -> String {
-    match background_tasks {
-        0 => state.to_owned(),
-        1 => format!("{state} (1 background task running)"),
-        n => format!("{state} ({n} background tasks running)"),
-    }
-}
-
 /// One JSON object (no newline).
 pub fn json_line(v: &SessionView) -> String {
     let row = Row {
@@ -55,64 +44,32 @@ pub fn json_line(v: &SessionView) -> String {
     serde_json::to_string(&row).unwrap_or_default()
 }
 
-fn cell(s: &str, width: usize) -> String {
-    let s = strip_terminal(s);
-    if s.chars().count() <= width {
-        format!("{s:<width$}")
-    } else {
-        let cut: String = s.chars().take(width.saturating_sub(1)).collect();
-        format!("{cut}…")
-    }
-}
-
-/// Each row's project name: the last component of its start directory, or the last two
-/// where another project in view has the same name.
-pub fn project_names(views: &[SessionView]) -> Vec<String> {
-    use std::collections::{HashMap, HashSet};
-    let short: Vec<String> = views
-        .iter()
-        .map(|v| crate::sink::view_project(v, 1))
-        .collect();
-    let mut dirs: HashMap<&str, HashSet<&str>> = HashMap::new();
-    for (v, name) in views.iter().zip(&short) {
-        if let Some(d) = v.start_dir.as_deref() {
-            dirs.entry(name)
-                .or_default()
-                .insert(d.trim_end_matches('/'));
+/// `scan`'s output: JSON Lines (the filter applied, nothing else left out) or the
+/// person's table ([`crate::people`]).
+pub fn write(
+    views: &[SessionView],
+    json: bool,
+    table: &crate::people::Table,
+    out: &mut impl std::io::Write,
+) -> std::io::Result<()> {
+    use crate::people::{self, Row};
+    if json {
+        let rows: Vec<Row> = views.iter().map(Row::from_view).collect();
+        for (v, keep) in views.iter().zip(people::matching(&rows, &table.filter)) {
+            if keep {
+                writeln!(out, "{}", json_line(v))?;
+            }
         }
+        return Ok(());
     }
-    views
-        .iter()
-        .zip(&short)
-        .map(|(v, name)| match dirs.get(name.as_str()) {
-            Some(set) if set.len() > 1 => crate::sink::view_project(v, 2),
-            _ => name.clone(),
-        })
-        .collect()
-}
-
-/// A readable table, one session a row; ages are counted to `now` (Unix ms).
-pub fn table(views: &[SessionView], now: i64) -> String {
-    let mut out = format!(
-        "{:<12} {:<11} {:<20} {:<13} {:<12} {:<12} {}\n",
-        "STATE", "AGENT", "PROJECT", "SESSION", "SUBAGENT", "AGE", "LAST MESSAGE"
-    );
-    let projects = project_names(views);
-    for (v, project) in views.iter().zip(&projects) {
-        let since = v
-            .record_ts
-            .map(|t| crate::clock::age(t, now))
-            .unwrap_or_default();
-        out.push_str(&format!(
-            "{:<12} {:<11} {} {} {} {:<12} {}\n",
-            state_text(v.state.as_str(), u64::from(v.background_tasks)),
-            crate::sink::agent_name(Some(v.key.provider)),
-            cell(project, 20),
-            cell(&v.key.session, 13),
-            cell(v.key.agent.as_deref().unwrap_or("-"), 12),
-            since,
-            cell(v.message.as_deref().unwrap_or(""), 60).trim_end(),
-        ));
+    if views.is_empty() {
+        return writeln!(out, "No sessions found.");
     }
-    out
+    let rows = views.iter().map(Row::from_view).collect();
+    let view = people::view(rows, &table.filter, table.now);
+    let text = people::render(&view, table.width, table.colour, table.now);
+    if text.is_empty() {
+        return writeln!(out, "No sessions match.");
+    }
+    write!(out, "{text}")
 }

@@ -57,7 +57,7 @@ fn scan_shows_the_clean_text() {
     let dir = tempfile::tempdir().unwrap();
     std::fs::write(dir.path().join("s.jsonl"), transcript()).unwrap();
     let out = Command::new(env!("CARGO_BIN_EXE_baton"))
-        .arg("scan")
+        .args(["scan", "--all"])
         .arg(dir.path())
         .output()
         .unwrap();

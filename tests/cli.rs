@@ -179,7 +179,12 @@ fn scan_json_reports_each_sessions_state() {
         assert!(rows[0].get(key).is_some(), "{key} missing");
     }
     // The table form is for people and strips terminal escapes.
-    let table = baton().arg("scan").arg(home.path()).output().unwrap();
+    // --all: the records are from 2026-03-01, older than the table's week.
+    let table = baton()
+        .args(["scan", "--all"])
+        .arg(home.path())
+        .output()
+        .unwrap();
     let text = String::from_utf8(table.stdout).unwrap();
     assert!(text.starts_with("STATE"), "{text}");
     assert!(text.contains("completed") && text.contains("working"));
@@ -197,7 +202,11 @@ fn scan_table_strips_terminal_escapes_from_transcript_text() {
         ]),
     )
     .unwrap();
-    let out = baton().arg("scan").arg(dir.path()).output().unwrap();
+    let out = baton()
+        .args(["scan", "--all"])
+        .arg(dir.path())
+        .output()
+        .unwrap();
     let text = String::from_utf8(out.stdout).unwrap();
     assert!(!text.contains('\u{1b}'), "{text:?}");
     assert!(text.contains("ok done"), "{text:?}");

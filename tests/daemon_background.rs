@@ -56,7 +56,7 @@ fn a_held_page_goes_out_when_the_hold_runs_out() {
         text = String::from_utf8_lossy(&status.stdout).into_owned();
         if text
             .lines()
-            .any(|l| l.starts_with("completed (1 background task running)"))
+            .any(|l| l.starts_with("completed ") && l.contains("+1 background task running"))
         {
             break;
         }
@@ -64,7 +64,7 @@ fn a_held_page_goes_out_when_the_hold_runs_out() {
     }
     assert!(
         text.lines()
-            .any(|l| l.starts_with("completed (1 background task running)")),
+            .any(|l| l.starts_with("completed ") && l.contains("+1 background task running")),
         "{text}"
     );
     // Held: the hook has not run yet.

@@ -153,37 +153,51 @@ fn scan_rows_and_table_name_projects_and_agents() {
     assert_eq!(project(CX_API), "api-server");
     assert_eq!(project(CX_WEB), "my-web-app");
 
-    let table = run(&["scan"], dir.path());
-    // Found by last message: the session column is cut.
+    // --all: the fixture's sessions are older than a week.
+    let table = run(&["scan", "--all"], dir.path());
     let row = |m: &str| {
         table
             .lines()
-            .find(|l| l.ends_with(m))
-            .unwrap_or_else(|| panic!("{m} not in {table}"))
-            .to_owned()
+            .map(cells)
+            .find(|c| c.last().is_some_and(|l| *l == m))
+            .unwrap_or_else(|| panic!("{m} not in {table}"))[..3]
+            .join("|")
     };
     // Two checkouts called my-web-app show their parent too; api-server is one
     // directory, so it stays short.
-    assert!(
-        row(" Web done.").starts_with("completed    Claude Code src/my-web-app "),
+    assert_eq!(
+        row("Web done."),
+        "completed|Claude Code|src/my-web-app",
         "{table}"
     );
-    assert!(
-        row("Fork done.").starts_with("completed    Codex       forks/my-web-app "),
+    assert_eq!(
+        row("Fork done."),
+        "completed|Codex|forks/my-web-app",
         "{table}"
     );
-    assert!(
-        row(" API done.").starts_with("completed    Claude Code api-server "),
+    assert_eq!(
+        row("API done."),
+        "completed|Claude Code|api-server",
         "{table}"
     );
-    assert!(
-        row("Codex API done.").starts_with("completed    Codex       api-server "),
+    assert_eq!(
+        row("Codex API done."),
+        "completed|Codex|api-server",
         "{table}"
     );
-    assert!(
-        row("CLI done.").starts_with("completed    Claude Code home-me-src-cli-tool "),
+    assert_eq!(
+        row("CLI done."),
+        "completed|Claude Code|home-me-src-cli-tool",
         "{table}"
     );
+}
+
+/// A table line's cells (columns are two spaces apart; cells hold single spaces).
+fn cells(line: &str) -> Vec<&str> {
+    line.split("  ")
+        .map(str::trim)
+        .filter(|c| !c.is_empty())
+        .collect()
 }
 
 #[test]
@@ -237,7 +251,7 @@ fn status_rows_and_table_name_the_project() {
     assert!(
         table
             .lines()
-            .any(|l| l.starts_with("completed    Claude Code my-web-app ")),
+            .any(|l| cells(l)[..3] == ["completed", "Claude Code", "my-web-app"]),
         "{table}"
     );
     d.stop();
@@ -273,18 +287,13 @@ fn scan_tables_show_ages_and_json_stays_utc() {
     let row = |m: &str| {
         table
             .lines()
-            .find(|l| l.ends_with(m))
-            .unwrap_or_else(|| panic!("{table}"))
-            .to_owned()
+            .map(cells)
+            .find(|c| c.last().is_some_and(|l| *l == m))
+            .unwrap_or_else(|| panic!("{table}"))[3..]
+            .join("|")
     };
-    assert!(
-        row("Web done.").contains(" 5 min ago    Web done."),
-        "{table}"
-    );
-    assert!(
-        row("API done.").contains(" 3 days ago   API done."),
-        "{table}"
-    );
+    assert_eq!(row("Web done."), "5 min ago|Web done.", "{table}");
+    assert_eq!(row("API done."), "3 days ago|API done.", "{table}");
     // Machines still get UTC.
     let json = run(&["scan", "--json"], dir.path());
     assert!(

@@ -415,6 +415,17 @@ pub async fn run(settings: Settings, shutdown: impl Future<Output = ()>) -> Resu
     let (views_tx, views) = crate::views::spawn(counts_tx)
         .map_err(|e| Error::Usage(format!("cannot start the status thread: {e}")))?;
     let hub = crate::socket::Hub::new(views, crate::socket::CLIENT_QUEUE);
+    // The roots the person named (the defaults appear as their agents are installed, and
+    // are never "waiting").
+    let defaults = crate::config::default_roots();
+    hub.set_named_roots(
+        settings
+            .roots
+            .iter()
+            .filter(|r| !defaults.contains(r))
+            .cloned()
+            .collect(),
+    );
     let server = match &settings.socket {
         Some(path) => {
             let opts = crate::socket::Options {

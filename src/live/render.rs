@@ -84,7 +84,7 @@ fn rows(t: &Table) -> TableWidget<'static> {
         .map(|r| {
             Row::new([
                 Cell::from(r.state.clone()).style(state_style(&r.state)),
-                Cell::from(r.agent),
+                Cell::from(r.agent.clone()),
                 Cell::from(r.project.clone()),
                 Cell::from(r.age.clone()),
                 Cell::from(r.message.clone()),

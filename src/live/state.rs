@@ -7,27 +7,14 @@
 
 use crate::clock::parse_rfc3339;
 use crate::model::ProviderKind;
-use crate::sink::agent_name;
+use crate::people;
 use serde_json::Value;
 use std::collections::HashMap;
 
-/// Sessions idle longer than this are folded into one line unless all are shown.
-pub const OLD_MS: i64 = 7 * 24 * 3_600_000;
+pub use people::OLD_MS;
 
 /// (provider, session, subagent).
 type Key = (String, String, Option<String>);
-
-/// One session (or subagent) as last known.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Session {
-    pub provider: String,
-    pub project: String,
-    pub state: String,
-    /// Wall ms of the last record, if known.
-    pub since: Option<i64>,
-    pub message: String,
-    pub background_tasks: u64,
-}
 
 /// Whether the view is fed.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -52,7 +39,7 @@ pub enum Input {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Row {
     pub state: String,
-    pub agent: &'static str,
+    pub agent: String,
     pub project: String,
     pub age: String,
     pub message: String,
@@ -70,7 +57,7 @@ pub struct Table {
 
 #[derive(Debug)]
 pub struct View {
-    sessions: HashMap<Key, Session>,
+    sessions: HashMap<Key, people::Row>,
     /// The filter in force (case-insensitive, on state, agent, project and message).
     pub filter: String,
     /// While typing a filter: the text so far.
@@ -115,46 +102,15 @@ fn state_after(event: &str) -> Option<&'static str> {
     })
 }
 
-fn rank(state: &str) -> u8 {
-    match state {
-        "needs_input" => 0,
-        "failed" => 1,
-        "completed" => 2,
-        "working" => 3,
-        "interrupted" => 4,
-        _ => 5,
-    }
-}
-
-/// One line of at most `max` characters.
-fn one_line(s: &str, max: usize) -> String {
-    // Line breaks become spaces before the control characters go.
-    let spaced = s.replace(['\n', '\r', '\t'], " ");
-    let clean = crate::text::strip_terminal(&spaced);
-    let flat = clean.split_whitespace().collect::<Vec<_>>().join(" ");
-    if flat.chars().count() <= max {
-        return flat;
-    }
-    let mut cut: String = flat.chars().take(max.saturating_sub(1)).collect();
-    cut.push('…');
-    cut
-}
-
 impl View {
     /// Replaces what is known with a `status` answer (at each (re)connection).
     pub fn set_status(&mut self, rows: &[Value]) {
         self.sessions.clear();
         for r in rows {
-            let Some(key) = key_of(r) else { continue };
-            let s = Session {
-                provider: text(r, "provider"),
-                project: text(r, "project"),
-                state: text(r, "state"),
-                since: r["since"].as_str().and_then(parse_rfc3339),
-                message: text(r, "message"),
-                background_tasks: r["background_tasks"].as_u64().unwrap_or(0),
+            let (Some(key), Some(row)) = (key_of(r), people::Row::from_status(r)) else {
+                continue;
             };
-            self.sessions.insert(key, s);
+            self.sessions.insert(key, row);
         }
     }
 
@@ -170,20 +126,26 @@ impl View {
             .as_str()
             .or(ev["ts"].as_str())
             .and_then(parse_rfc3339);
-        let s = self.sessions.entry(key).or_insert_with(|| Session {
-            provider: text(ev, "provider"),
-            project: String::new(),
+        let s = self.sessions.entry(key).or_insert_with(|| people::Row {
             state: String::new(),
-            since: None,
+            provider: ProviderKind::parse(&text(ev, "provider")),
+            session: text(ev, "session"),
+            subagent: ev["agent"].as_str().map(str::to_owned),
+            project: String::new(),
+            project_long: String::new(),
+            at: None,
             message: String::new(),
             background_tasks: 0,
         });
         s.state = state.to_owned();
         if since.is_some() {
-            s.since = since;
+            s.at = since;
         }
         if let Some(p) = ev["project"].as_str() {
             s.project = p.to_owned();
+            if s.project_long.is_empty() {
+                s.project_long = p.to_owned();
+            }
         }
         if let Some(m) = ev["message"].as_str() {
             s.message = m.to_owned();
@@ -218,79 +180,41 @@ impl View {
         false
     }
 
-    /// The table as it stands at `now` (wall ms).
+    /// The table as it stands at `now` (wall ms): the person's table of `status`
+    /// ([`people::view`]), then the typed filter on what its cells show.
     pub fn table(&self, now: i64) -> Table {
-        // Subagents still at work, per parent session.
-        let mut working: HashMap<(&str, &str), usize> = HashMap::new();
-        let mut has_main: HashMap<(&str, &str), bool> = HashMap::new();
-        for ((p, s, agent), v) in &self.sessions {
-            let main = has_main.entry((p, s)).or_default();
-            *main |= agent.is_none();
-            if agent.is_some() && v.state == "working" {
-                *working.entry((p, s)).or_default() += 1;
-            }
-        }
+        let filter = people::Filter {
+            all: self.show_all,
+            ..people::Filter::default()
+        };
+        let view = people::view(self.sessions.values().cloned().collect(), &filter, now);
         let needle = self.filter.to_lowercase();
-        let (mut older, mut filtered) = (0, 0);
-        let mut shown: Vec<(&Session, usize)> = Vec::new();
-        for ((p, s, agent), v) in &self.sessions {
-            // A subagent stands for its session only when the main conversation is unknown.
-            if agent.is_some() && has_main.get(&(p.as_str(), s.as_str())) == Some(&true) {
-                continue;
-            }
-            if !self.show_all && v.since.is_some_and(|t| now.saturating_sub(t) > OLD_MS) {
-                older += 1;
-                continue;
-            }
-            let subs = working.get(&(p.as_str(), s.as_str())).copied().unwrap_or(0);
-            if !needle.is_empty() && !matches(v, &needle) {
+        let mut filtered = 0;
+        let mut rows = Vec::new();
+        for shown in &view.shown {
+            let [state, agent, project, age, message] = people::cells(shown, now);
+            let hit = needle.is_empty()
+                || [&state, &agent, &project, &message]
+                    .iter()
+                    .any(|f| f.to_lowercase().contains(&needle));
+            if !hit {
                 filtered += 1;
                 continue;
             }
-            shown.push((v, subs));
+            rows.push(Row {
+                state,
+                agent,
+                project,
+                age,
+                message,
+            });
         }
-        shown.sort_by(|(a, _), (b, _)| {
-            rank(&a.state)
-                .cmp(&rank(&b.state))
-                .then(b.since.cmp(&a.since))
-                .then(a.project.cmp(&b.project))
-        });
-        let rows = shown
-            .into_iter()
-            .map(|(v, subs)| Row {
-                state: state_text(v, subs),
-                agent: agent_name(ProviderKind::parse(&v.provider)),
-                project: one_line(&v.project, 40),
-                age: v
-                    .since
-                    .map(|t| crate::clock::age(t, now))
-                    .unwrap_or_default(),
-                message: one_line(&v.message, 300),
-            })
-            .collect();
         Table {
             rows,
-            older,
+            older: view.older,
             filtered,
         }
     }
-}
-
-fn matches(v: &Session, needle: &str) -> bool {
-    let agent = agent_name(ProviderKind::parse(&v.provider));
-    [v.state.as_str(), agent, &v.project, &v.message]
-        .iter()
-        .any(|f| f.to_lowercase().contains(needle))
-}
-
-fn state_text(v: &Session, subagents: usize) -> String {
-    let mut s = crate::scan_view::state_text(&v.state, v.background_tasks);
-    match subagents {
-        0 => {}
-        1 => s.push_str(" +1 subagent working"),
-        n => s.push_str(&format!(" +{n} subagents working")),
-    }
-    s
 }
 
 #[cfg(test)]
@@ -341,12 +265,13 @@ mod tests {
                 "failed p-f",
                 "completed p-c2",
                 "completed p-c1",
-                "working +2 subagents working p-w",
+                "working p-w",
                 "interrupted p-i",
             ]
         );
         assert_eq!(t.older, 1);
         assert_eq!(t.rows[0].agent, "Claude Code");
+        assert!(t.rows[4].message.starts_with("+2 subagents working"));
         v.key(Input::Char('a'));
         assert_eq!(v.table(NOW).rows.len(), 7);
         assert_eq!(v.table(NOW).older, 0);

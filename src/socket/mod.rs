@@ -4,7 +4,8 @@
 //!
 //! - `{"cmd":"status"}` → one object per session, then `{"end":true,"sessions":N}`; while
 //!   the event stream cannot be written, the end line also has
-//!   `"stream":{"state":"blocked",…}`.
+//!   `"stream":{"state":"blocked",…}`; while a root named with `--watch` (or `watch` in
+//!   the config) does not exist, it has `"waiting":[{"provider":"claude","path":…}]`.
 //! - `{"cmd":"tail","since_ms":N}` → the events of the last N ms still in the ring
 //!   buffer, then live events until either side closes.
 //! - `{"cmd":"tail","since_id":ID}` → the ring's events after the event ID, then live
@@ -137,6 +138,9 @@ pub struct Hub {
     queue: usize,
     /// Whether the event stream is being written (for `status`).
     stream: Arc<StreamHealth>,
+    /// Roots the person named (`--watch`, `watch` in the config): `status` shows those
+    /// that do not exist as "waiting for …".
+    named_roots: std::sync::OnceLock<Vec<crate::watch::Root>>,
 }
 
 impl Hub {
@@ -146,7 +150,13 @@ impl Hub {
             views,
             queue: queue.max(1),
             stream: Arc::default(),
+            named_roots: std::sync::OnceLock::new(),
         })
+    }
+
+    /// Sets the roots the person named (once, at start; later calls are ignored).
+    pub fn set_named_roots(&self, roots: Vec<crate::watch::Root>) {
+        let _ = self.named_roots.set(roots);
     }
 
     /// Where the event writer says whether it is blocked.
@@ -231,6 +241,10 @@ struct StatusRow<'a> {
     agent: Option<&'a str>,
     /// From the transcript's path (see `sink::project_name`).
     project: String,
+    /// The last two components of the start directory, where they say more than
+    /// `project` (tables show them when two projects share a name).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    project_long: Option<String>,
     path: &'a str,
     state: &'a str,
     turn: Option<&'a str>,
@@ -244,11 +258,14 @@ struct StatusRow<'a> {
 }
 
 fn status_line(v: &SessionView) -> String {
+    let project = crate::sink::view_project(v, 1);
+    let long = crate::sink::view_project(v, 2);
     let row = StatusRow {
         provider: v.key.provider.as_str(),
         session: &v.key.session,
         agent: v.key.agent.as_deref(),
-        project: crate::sink::view_project(v, 1),
+        project_long: (long != project).then_some(long),
+        project,
         path: &v.path,
         state: v.state.as_str(),
         turn: v.turn.as_deref(),
@@ -261,12 +278,30 @@ fn status_line(v: &SessionView) -> String {
     serde_json::to_string(&row).unwrap_or_default()
 }
 
-/// The line that ends a `status` answer; it says so when the event stream is blocked.
-fn end_line(sessions: usize, stream: Option<&crate::sink::jsonl::Blocked>) -> String {
-    match stream {
-        None => format!("{{\"end\":true,\"sessions\":{sessions}}}"),
-        Some(b) => serde_json::json!({"end": true, "sessions": sessions, "stream": b}).to_string(),
+/// The line that ends a `status` answer; it says so when the event stream is blocked,
+/// and lists the named roots that do not exist (yet) as `waiting`.
+fn end_line(sessions: usize, hub: &Hub) -> String {
+    let mut end = serde_json::json!({"end": true, "sessions": sessions});
+    if let Some(b) = hub.stream.get() {
+        end["stream"] = serde_json::json!(b);
     }
+    let waiting: Vec<serde_json::Value> = hub
+        .named_roots
+        .get()
+        .into_iter()
+        .flatten()
+        .filter(|r| !r.path.exists())
+        .map(|r| {
+            serde_json::json!({
+                "provider": r.provider.map(crate::model::ProviderKind::as_str),
+                "path": r.path.to_string_lossy(),
+            })
+        })
+        .collect();
+    if !waiting.is_empty() {
+        end["waiting"] = waiting.into();
+    }
+    end.to_string()
 }
 
 #[cfg(test)]

@@ -520,7 +520,7 @@ fn answer_status(stream: &UnixStream, hub: &Hub) -> io::Result<()> {
     for v in views.iter() {
         writeln!(out, "{}", status_line(v))?;
     }
-    writeln!(out, "{}", end_line(views.len(), hub.stream.get().as_ref()))?;
+    writeln!(out, "{}", end_line(views.len(), hub))?;
     out.flush()
 }
 

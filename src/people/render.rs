@@ -1,0 +1,291 @@
+//! The person's table as text: columns sized to what they hold, the last message cut
+//! to the terminal's width, the state in colour on a terminal.
+
+use super::{Filter, STATES, Shown, View, rank};
+use crate::text::strip_terminal;
+use std::io::IsTerminal;
+
+/// Width when neither `COLUMNS` nor the terminal says.
+const DEFAULT_WIDTH: usize = 100;
+/// Longest project name before it is cut.
+const PROJECT_MAX: usize = 28;
+const GAP: &str = "  ";
+
+/// How a table is to be shown: resolved once from the flags and the environment.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Table {
+    pub filter: Filter,
+    pub colour: bool,
+    pub width: usize,
+    pub now: i64,
+}
+
+impl Table {
+    /// From `--state`/`--project`/`--agent`/`--all`/`--color`, the environment and
+    /// stdout.
+    pub fn from_args(args: &crate::cli::TableArgs) -> Table {
+        let no_color = std::env::var_os("NO_COLOR").is_some_and(|v| !v.is_empty());
+        Table {
+            filter: Filter {
+                states: args.state.clone(),
+                project: args.project.clone(),
+                agent: args.agent,
+                all: args.all,
+            },
+            colour: use_colour(args.color, std::io::stdout().is_terminal(), no_color),
+            width: width(),
+            now: now(),
+        }
+    }
+}
+
+/// `--color`: `always` and `never` as said; `auto` colours a terminal unless `NO_COLOR`
+/// is set (a flag is the person asking, so it wins over the environment).
+pub fn use_colour(choice: crate::cli::ColorChoice, terminal: bool, no_color: bool) -> bool {
+    match choice {
+        crate::cli::ColorChoice::Always => true,
+        crate::cli::ColorChoice::Never => false,
+        crate::cli::ColorChoice::Auto => terminal && !no_color,
+    }
+}
+
+/// Unix ms for ages: the wall clock, or `BATON_NOW_MS` — a hidden knob for golden
+/// tests, which need one "now" to compare a table against.
+pub fn now() -> i64 {
+    std::env::var("BATON_NOW_MS")
+        .ok()
+        .and_then(|s| s.trim().parse().ok())
+        .unwrap_or_else(crate::clock::wall_now)
+}
+
+/// Columns to fill: `COLUMNS`, else the width of the terminal on stdout, else 100.
+pub fn width() -> usize {
+    if let Some(n) = std::env::var("COLUMNS")
+        .ok()
+        .and_then(|s| s.trim().parse::<usize>().ok())
+        .filter(|n| *n > 0)
+    {
+        return n;
+    }
+    rustix::termios::tcgetwinsize(std::io::stdout())
+        .ok()
+        .map(|w| usize::from(w.ws_col))
+        .filter(|n| *n > 0)
+        .unwrap_or(DEFAULT_WIDTH)
+}
+
+/// The ANSI SGR parameters of a state's colour.
+pub fn state_sgr(state: &str) -> &'static str {
+    match state {
+        "needs_input" => "1;33",
+        "failed" => "1;31",
+        "completed" => "32",
+        "working" => "36",
+        "interrupted" => "35",
+        _ => "2",
+    }
+}
+
+/// Untrusted text on one line: escapes and control characters gone, whitespace runs
+/// made one space.
+fn flat(s: &str) -> String {
+    // Line breaks and tabs are control characters the sanitizer drops: make them spaces
+    // first, or "done\nnow" reads "donenow".
+    strip_terminal(&s.replace(['\n', '\r', '\t'], " "))
+        .split_whitespace()
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
+/// At most `max` characters, ending in `…` when cut.
+fn cut(s: &str, max: usize) -> String {
+    if s.chars().count() <= max {
+        return s.to_owned();
+    }
+    if max == 0 {
+        return String::new();
+    }
+    let mut out: String = s.chars().take(max - 1).collect();
+    out.push('…');
+    out
+}
+
+fn plural(n: usize, one: &str, many: &str) -> String {
+    format!("+{n} {}", if n == 1 { one } else { many })
+}
+
+/// What a row carries besides its own state: its subagents still working, waiting or
+/// failed (finished ones are folded in silently), and background tasks still running.
+/// E.g. `+2 subagents working, +1 background task running`.
+pub fn note(s: &Shown) -> String {
+    let mut counts = [0usize; STATES.len() + 1];
+    for sub in &s.subagents {
+        counts[rank(&sub.state)] += 1;
+    }
+    let mut parts = Vec::new();
+    for (state, &n) in STATES.iter().zip(&counts) {
+        let part = match (*state, n) {
+            (_, 0) | ("completed" | "interrupted", _) => continue,
+            ("needs_input", _) => plural(n, "subagent needs you", "subagents need you"),
+            (other, _) => format!("{} {other}", plural(n, "subagent", "subagents")),
+        };
+        parts.push(part);
+    }
+    match s.row.background_tasks {
+        0 => {}
+        1 => parts.push("+1 background task running".to_owned()),
+        n => parts.push(format!("+{n} background tasks running")),
+    }
+    parts.join(", ")
+}
+
+/// A row's cells, plain: state, agent, project, age, and the note and last message on
+/// one line (not cut).
+pub fn cells(s: &Shown, now: i64) -> [String; 5] {
+    let agent = crate::sink::agent_name(s.row.provider).to_owned();
+    let age = s
+        .row
+        .at
+        .map(|t| crate::clock::age(t, now))
+        .unwrap_or_default();
+    let message = flat(&s.row.message);
+    let mut note = note(s);
+    if let Some(id) = &s.row.subagent {
+        // A subagent whose parent is not in view: say whose row this is.
+        note = format!("subagent {}", flat(id));
+    }
+    let last = match (note.is_empty(), message.is_empty()) {
+        (true, _) => message,
+        (false, true) => note,
+        (false, false) => format!("{note} · {message}"),
+    };
+    [flat(&s.row.state), agent, flat(&s.project), age, last]
+}
+
+/// `s` left-aligned in `w` columns, coloured with `sgr` if any.
+fn pad(s: &str, w: usize, sgr: Option<&str>) -> String {
+    let fill = " ".repeat(w.saturating_sub(s.chars().count()));
+    match sgr {
+        Some(code) => format!("\x1b[{code}m{s}\x1b[0m{fill}"),
+        None => format!("{s}{fill}"),
+    }
+}
+
+/// The table: a header, one line per shown row cut to `width` columns, then
+/// `N older sessions: --all` and a `waiting for …` line per missing root. Empty when
+/// there is nothing at all to show.
+pub fn render(view: &View, width: usize, colour: bool, now: i64) -> String {
+    let mut out = String::new();
+    if !view.shown.is_empty() {
+        let rows: Vec<[String; 5]> = view.shown.iter().map(|s| cells(s, now)).collect();
+        let head = ["STATE", "AGENT", "PROJECT", "AGE", "LAST MESSAGE"].map(str::to_owned);
+        let mut w = [0usize; 4];
+        for r in rows.iter().chain([&head]) {
+            for (i, c) in r.iter().take(4).enumerate() {
+                w[i] = w[i].max(c.chars().count());
+            }
+        }
+        w[2] = w[2].min(PROJECT_MAX);
+        let used: usize = w.iter().sum::<usize>() + 4 * GAP.len();
+        let room = width.saturating_sub(used);
+        for (i, r) in std::iter::once(&head).chain(&rows).enumerate() {
+            let sgr = (colour && i > 0).then(|| state_sgr(&r[0]));
+            let line = [
+                pad(&r[0], w[0], sgr),
+                pad(&r[1], w[1], None),
+                pad(&cut(&r[2], w[2]), w[2], None),
+                pad(&r[3], w[3], None),
+                cut(&r[4], room),
+            ]
+            .join(GAP);
+            out.push_str(line.trim_end());
+            out.push('\n');
+        }
+    }
+    let mut tail = Vec::new();
+    if view.older > 0 {
+        let what = if view.older == 1 {
+            "older session"
+        } else {
+            "older sessions"
+        };
+        tail.push(format!("{} {what}: --all", view.older));
+    }
+    for wait in &view.waiting {
+        let provider = wait
+            .provider
+            .as_deref()
+            .map(|p| format!(" ({})", flat(p)))
+            .unwrap_or_default();
+        tail.push(cut(
+            &format!("waiting for {}{provider}", flat(&wait.path)),
+            width,
+        ));
+    }
+    if !tail.is_empty() && !out.is_empty() {
+        out.push('\n');
+    }
+    for t in tail {
+        out.push_str(&t);
+        out.push('\n');
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::Row;
+    use super::*;
+
+    fn shown(state: &str, subs: &[&str]) -> Shown {
+        let row = |state: &str, sub: Option<&str>| Row {
+            state: state.to_owned(),
+            provider: Some(crate::model::ProviderKind::Claude),
+            session: "s".to_owned(),
+            subagent: sub.map(str::to_owned),
+            project: "p".to_owned(),
+            project_long: "x/p".to_owned(),
+            at: Some(0),
+            message: "m".to_owned(),
+            background_tasks: 0,
+        };
+        Shown {
+            row: row(state, None),
+            project: "p".to_owned(),
+            subagents: subs.iter().map(|s| row(s, Some("a"))).collect(),
+        }
+    }
+
+    #[test]
+    fn notes_count_subagents_by_state_and_skip_finished_ones() {
+        assert_eq!(note(&shown("completed", &[])), "");
+        assert_eq!(
+            note(&shown("completed", &["working", "working", "completed"])),
+            "+2 subagents working"
+        );
+        assert_eq!(
+            note(&shown(
+                "working",
+                &["working", "needs_input", "interrupted"]
+            )),
+            "+1 subagent needs you, +1 subagent working"
+        );
+    }
+
+    #[test]
+    fn cut_keeps_short_text_and_marks_a_cut() {
+        assert_eq!(cut("abc", 3), "abc");
+        assert_eq!(cut("abcd", 3), "ab…");
+        assert_eq!(cut("abcd", 0), "");
+    }
+
+    #[test]
+    fn colour_follows_the_flag_then_the_terminal_and_no_color() {
+        use crate::cli::ColorChoice::{Always, Auto, Never};
+        assert!(use_colour(Always, false, true));
+        assert!(!use_colour(Never, true, false));
+        assert!(use_colour(Auto, true, false));
+        assert!(!use_colour(Auto, true, true));
+        assert!(!use_colour(Auto, false, false));
+    }
+}
