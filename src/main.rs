@@ -69,6 +69,19 @@ fn run(cli: Cli) -> Result<(), Error> {
             let socket = config::socket_path();
             baton::client::status(socket.as_deref(), args.json, &mut io::stdout().lock())
         }
+        Command::Mute(args) => {
+            let socket = config::socket_path();
+            baton::client::mute(
+                socket.as_deref(),
+                &args.target,
+                Some(args.for_ms),
+                &mut io::stdout().lock(),
+            )
+        }
+        Command::Unmute { target } => {
+            let socket = config::socket_path();
+            baton::client::mute(socket.as_deref(), &target, None, &mut io::stdout().lock())
+        }
         Command::Tail(args) => {
             let socket = config::socket_path();
             baton::client::tail(

@@ -21,7 +21,7 @@
 use crate::clock::Now;
 use crate::model::{Event, ProviderKind};
 use crate::reduce::{Quiet, Reducer};
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 use std::ffi::OsString;
 use std::fs;
 use std::os::unix::fs::MetadataExt;
@@ -48,6 +48,8 @@ pub struct Wanted {
 pub struct Found {
     pub open: HashSet<PathBuf>,
     pub claude_cwds: HashSet<PathBuf>,
+    /// The first process found for each file or directory, for acting on a click.
+    pub pids: HashMap<PathBuf, u32>,
 }
 
 /// Whether `exe` (the process's executable) and `argv` make a Claude Code process.
@@ -108,6 +110,7 @@ pub fn scan(proc: &Path, uid: u32, want: &Wanted) -> std::io::Result<Found> {
             && !found.claude_cwds.contains(&cwd)
             && is_claude(fs::read_link(dir.join("exe")).ok().as_deref(), &argv(&dir))
         {
+            found.pids.insert(cwd.clone(), pid_of(&name));
             found.claude_cwds.insert(cwd);
         }
         if want.open.len() > found.open.len()
@@ -118,6 +121,7 @@ pub fn scan(proc: &Path, uid: u32, want: &Wanted) -> std::io::Result<Found> {
                     && want.open.contains(&target)
                     && open_for_writing(&dir, &fd.file_name())
                 {
+                    found.pids.insert(target.clone(), pid_of(&name));
                     found.open.insert(target);
                 }
             }
@@ -151,9 +155,17 @@ enum Need {
 }
 
 fn need(q: &Quiet) -> Option<Need> {
-    match q.key.provider {
-        ProviderKind::Codex => fs::canonicalize(&*q.path).ok().map(Need::Open),
-        ProviderKind::Claude => q.cwd.as_ref().map(|c| Need::ClaudeIn(PathBuf::from(c))),
+    need_for(
+        q.key.provider,
+        Path::new(&*q.path),
+        q.cwd.as_deref().map(Path::new),
+    )
+}
+
+fn need_for(provider: ProviderKind, path: &Path, cwd: Option<&Path>) -> Option<Need> {
+    match provider {
+        ProviderKind::Codex => fs::canonicalize(path).ok().map(Need::Open),
+        ProviderKind::Claude => cwd.map(|c| Need::ClaudeIn(c.to_path_buf())),
         // No rule for these agents' processes yet: never judged.
         ProviderKind::Norma
         | ProviderKind::Sgme
@@ -215,6 +227,31 @@ pub fn check(
             reducer.writer_gone(&q.key, now, after_ms, out);
         }
     }
+}
+
+fn pid_of(name: &std::ffi::OsStr) -> u32 {
+    name.to_string_lossy().parse().unwrap_or(0)
+}
+
+/// The process writing the session at `path` (started in `cwd`) by the same rule the
+/// sweep judges it, among this user's processes; `None` when there is none or the
+/// provider has no rule. For acting on a click and telling whether it is in front.
+pub fn writer_pid(provider: ProviderKind, path: &Path, cwd: Option<&Path>) -> Option<u32> {
+    let uid = own_uid()?;
+    let need = need_for(provider, path, cwd)?;
+    let mut want = Wanted::default();
+    let key = match need {
+        Need::Open(p) => {
+            want.open.insert(p.clone());
+            p
+        }
+        Need::ClaudeIn(d) => {
+            want.claude_cwds.insert(d.clone());
+            d
+        }
+    };
+    let found = scan(Path::new(PROC), uid, &want).ok()?;
+    found.pids.get(&key).copied().filter(|p| *p > 0)
 }
 
 #[cfg(test)]

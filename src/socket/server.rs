@@ -14,7 +14,7 @@
 //! - **A socket file removed** while the daemon runs (or its directory: the runtime
 //!   directory goes at logout) is made again at the next check, every `sweep`.
 
-use super::{Hub, end_line, status_line};
+use super::{Hub, end_line, mute_reply, status_line};
 use crate::clock::wall_now;
 use crate::error::Error;
 use crate::shutdown::Shutdown;
@@ -183,6 +183,8 @@ impl Drop for Slot {
 struct Request {
     cmd: String,
     since_ms: Option<u64>,
+    target: Option<String>,
+    for_ms: Option<u64>,
 }
 
 struct Loop {
@@ -357,9 +359,13 @@ impl Loop {
         match req.cmd.as_str() {
             "status" => self.status(stream),
             "tail" => self.follow(stream, req.since_ms),
+            "mute" | "unmute" => {
+                let line = mute_reply(&self.hub.board, &req.cmd, req.target.as_deref(), req.for_ms);
+                reply(&stream, &line);
+            }
             other => {
                 let msg = serde_json::json!({
-                    "error": format!("unknown command `{other}` (status, tail)")
+                    "error": format!("unknown command `{other}` (status, tail, mute, unmute)")
                 });
                 reply(&stream, &msg.to_string());
             }
@@ -518,7 +524,11 @@ fn answer_status(stream: &UnixStream, hub: &Hub) -> io::Result<()> {
     for v in views.iter() {
         writeln!(out, "{}", status_line(v))?;
     }
-    writeln!(out, "{}", end_line(views.len(), hub.stream.get().as_ref()))?;
+    writeln!(
+        out,
+        "{}",
+        end_line(views.len(), hub.stream.get().as_ref(), &hub.board)
+    )?;
     out.flush()
 }
 
