@@ -132,9 +132,18 @@ fn click_goes_back_to_the_agent_and_a_focused_pane_stays_quiet() {
     // No cooldown: the test's turns come seconds apart.
     let cfg = d.config_home().join("baton").join("config.toml");
     std::fs::create_dir_all(cfg.parent().unwrap()).unwrap();
+    // on_click: a script of the test's that saves what it is told.
+    let script = d.dir.path().join("on-click");
+    let clicked = d.dir.path().join("clicked.env");
+    std::fs::write(&script, "#!/bin/sh\nenv | grep '^BATON_' > \"$1\"\n").unwrap();
+    std::fs::set_permissions(&script, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
     std::fs::write(
         &cfg,
-        "needs_input_grace = \"0s\"\n[desktop]\ncooldown = \"0s\"\n",
+        format!(
+            "needs_input_grace = \"0s\"\n[desktop]\ncooldown = \"0s\"\non_click = [{:?}, {:?}]\n",
+            script.display().to_string(),
+            clicked.display().to_string()
+        ),
     )
     .unwrap();
     let notes = desk.monitor();
@@ -199,6 +208,23 @@ fn click_goes_back_to_the_agent_and_a_focused_pane_stays_quiet() {
     wait("the xterm active", LIMIT, || {
         (desk.active_window() == Some(xterm_win)).then_some(())
     });
+    let env = wait("on_click", LIMIT, || {
+        std::fs::read_to_string(&clicked)
+            .ok()
+            .filter(|s| s.contains("BATON_PATH"))
+    });
+    let agent_pid = desk.tmux(&["display-message", "-p", "-t", "work:1", "#{pane_pid}"]);
+    for line in [
+        format!("BATON_PID={agent_pid}"),
+        format!("BATON_TMUX_PANE={agent_pane}"),
+        format!("BATON_CWD={cwd_s}"),
+        "BATON_PROJECT=myproj".to_owned(),
+        format!("BATON_SESSION={session}"),
+        "BATON_PROVIDER=claude".to_owned(),
+        format!("BATON_PATH={}", path.display()),
+    ] {
+        assert!(env.lines().any(|l| l == line), "{line} not in:\n{env}");
+    }
     let pane_after = desk.tmux(&["display-message", "-p", "-t", "work", "#{pane_id}"]);
     let win_after = desk.active_window();
 

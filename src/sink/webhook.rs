@@ -434,6 +434,27 @@ mod tests {
     use super::*;
 
     #[test]
+    fn ntfy_priority_by_kind() {
+        let styles = super::super::kinds::Styles::default();
+        let path = "/h/.claude/projects/-h-web/s.jsonl";
+        let ev = |k| crate::sink::tests::event(k, crate::model::ProviderKind::Claude, path);
+        let kind = crate::model::EventKind::NeedsInput;
+        let job = prepare(Format::Ntfy, &ev(kind), styles.priority(kind));
+        assert_eq!(job.priority, Some(4));
+        let kind = crate::model::EventKind::TurnCompleted;
+        assert_eq!(
+            prepare(Format::Ntfy, &ev(kind), styles.priority(kind)).priority,
+            None
+        );
+        // The JSON format carries the event only.
+        let kind = crate::model::EventKind::NeedsInput;
+        assert_eq!(
+            prepare(Format::Json, &ev(kind), styles.priority(kind)).priority,
+            None
+        );
+    }
+
+    #[test]
     fn base64_matches_rfc4648_vectors() {
         for (i, o) in [
             ("", ""),
