@@ -78,7 +78,7 @@ fn status_end(d: &Daemon) -> Value {
 #[test]
 fn click_goes_back_to_the_agent_and_a_focused_pane_stays_quiet() {
     let d = Daemon::tree();
-    let Some(mut desk) = Desktop::start(d.dir.path()) else {
+    let Some(mut desk) = Desktop::start() else {
         return;
     };
     let cwd = d.dir.path().join("myproj");
@@ -108,6 +108,13 @@ fn click_goes_back_to_the_agent_and_a_focused_pane_stays_quiet() {
         "work",
         "-c",
         &cwd_s,
+        // As if tmux ran inside WezTerm and kitty: their panes are named too.
+        "-e",
+        "WEZTERM_PANE=7",
+        "-e",
+        "KITTY_WINDOW_ID=3",
+        "-e",
+        "KITTY_LISTEN_ON=unix:/tmp/kitty-test",
         agent_bin.to_str().unwrap(),
         "1000",
     ]);
@@ -147,7 +154,26 @@ fn click_goes_back_to_the_agent_and_a_focused_pane_stays_quiet() {
     )
     .unwrap();
     let notes = desk.monitor();
+    // Stand-ins for the `wezterm` and `kitty` CLIs: they save their arguments.
+    let fake = d.dir.path().join("fakebin");
+    std::fs::create_dir_all(&fake).unwrap();
+    for prog in ["wezterm", "kitty"] {
+        let p = fake.join(prog);
+        let saved = d.dir.path().join(format!("{prog}.args"));
+        std::fs::write(
+            &p,
+            format!("#!/bin/sh\necho \"$@\" > {}\n", saved.display()),
+        )
+        .unwrap();
+        std::fs::set_permissions(&p, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+    }
+    let path_var = format!(
+        "{}:{}",
+        fake.display(),
+        std::env::var("PATH").unwrap_or_default()
+    );
     let mut d = d
+        .env("PATH", &path_var)
         .env("DISPLAY", &desk.display)
         .env("DBUS_SESSION_BUS_ADDRESS", &desk.bus)
         .start(&[]);
@@ -225,6 +251,19 @@ fn click_goes_back_to_the_agent_and_a_focused_pane_stays_quiet() {
     ] {
         assert!(env.lines().any(|l| l == line), "{line} not in:\n{env}");
     }
+    let args = |prog: &str| {
+        let f = d.dir.path().join(format!("{prog}.args"));
+        wait(prog, LIMIT, || {
+            std::fs::read_to_string(&f)
+                .ok()
+                .filter(|s| s.ends_with('\n'))
+        })
+    };
+    assert_eq!(args("wezterm"), "cli activate-pane --pane-id 7\n");
+    assert_eq!(
+        args("kitty"),
+        "@ --to unix:/tmp/kitty-test focus-window --match id:3\n"
+    );
     let pane_after = desk.tmux(&["display-message", "-p", "-t", "work", "#{pane_id}"]);
     let win_after = desk.active_window();
 

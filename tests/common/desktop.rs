@@ -36,7 +36,9 @@ pub struct Notify {
 }
 
 pub struct Desktop {
+    /// The desktop's own files (tmux socket, dunstrc): removed after everything ended.
     pub dir: PathBuf,
+    _tmp: tempfile::TempDir,
     pub display: String,
     pub bus: String,
     pub tmux_socket: PathBuf,
@@ -61,7 +63,7 @@ pub fn wait<T>(what: &str, limit: Duration, mut f: impl FnMut() -> Option<T>) ->
 }
 
 impl Desktop {
-    pub fn start(dir: &Path) -> Option<Desktop> {
+    pub fn start() -> Option<Desktop> {
         if let Some(missing) = NEEDED.iter().find(|p| !have(p)) {
             println!(
                 "NOTICE: `{missing}` not found (install xvfb dbus openbox dunst tmux xterm x11-utils); desktop test skipped."
@@ -75,8 +77,11 @@ impl Desktop {
             })
             .expect("a free display");
         let display = format!(":{n}");
+        let tmp = tempfile::tempdir().unwrap();
+        let dir = tmp.path().to_path_buf();
         let mut d = Desktop {
-            dir: dir.to_path_buf(),
+            dir: dir.clone(),
+            _tmp: tmp,
             display: display.clone(),
             bus: String::new(),
             tmux_socket: dir.join("tmux.sock"),
@@ -97,7 +102,7 @@ impl Desktop {
             .unwrap();
         d.children.push(xvfb);
         let sock = format!("/tmp/.X11-unix/X{n}");
-        wait("Xvfb", Duration::from_secs(10), || {
+        wait("Xvfb", Duration::from_secs(30), || {
             Path::new(&sock).exists().then_some(())
         });
         let mut bus = Command::new("dbus-daemon")
@@ -118,7 +123,7 @@ impl Desktop {
             .spawn()
             .unwrap();
         d.children.push(wm);
-        wait("openbox", Duration::from_secs(10), || {
+        wait("openbox", Duration::from_secs(30), || {
             let out = d
                 .cmd("xprop")
                 .args(["-root", "_NET_SUPPORTING_WM_CHECK"])
@@ -144,7 +149,7 @@ impl Desktop {
             .spawn()
             .unwrap();
         d.children.push(dunst);
-        wait("dunst", Duration::from_secs(10), || {
+        wait("dunst", Duration::from_secs(30), || {
             d.cmd("dunstctl")
                 .args(["count", "displayed"])
                 .output()
@@ -314,7 +319,13 @@ impl Drop for Desktop {
             .arg(&self.tmux_socket)
             .arg("kill-server")
             .output();
+        // SIGTERM first: Xvfb then removes its socket and lock file.
         for c in self.children.iter_mut().rev() {
+            let _ = Command::new("kill").arg(c.id().to_string()).status();
+            let end = Instant::now() + Duration::from_secs(2);
+            while matches!(c.try_wait(), Ok(None)) && Instant::now() < end {
+                std::thread::sleep(Duration::from_millis(20));
+            }
             let _ = c.kill();
             let _ = c.wait();
         }
