@@ -51,15 +51,35 @@ fn have(prog: &str) -> bool {
 }
 
 /// Polls `f` until it gives `Some`, for up to `limit`.
-pub fn wait<T>(what: &str, limit: Duration, mut f: impl FnMut() -> Option<T>) -> T {
+pub fn wait<T>(what: &str, limit: Duration, f: impl FnMut() -> Option<T>) -> T {
+    wait_or(what, limit, f, String::new)
+}
+
+/// [`wait`], saying `why()` too when it times out.
+pub fn wait_or<T>(
+    what: &str,
+    limit: Duration,
+    mut f: impl FnMut() -> Option<T>,
+    why: impl Fn() -> String,
+) -> T {
     let end = Instant::now() + limit;
     loop {
         if let Some(v) = f() {
             return v;
         }
-        assert!(Instant::now() < end, "timed out waiting for {what}");
+        assert!(
+            Instant::now() < end,
+            "timed out waiting for {what}\n{}",
+            why()
+        );
         std::thread::sleep(Duration::from_millis(50));
     }
+}
+
+fn log_to(path: &Path) -> Stdio {
+    std::fs::File::create(path)
+        .map(Stdio::from)
+        .unwrap_or_else(|_| Stdio::null())
 }
 
 impl Desktop {
@@ -97,7 +117,7 @@ impl Desktop {
                 "tcp",
             ])
             .stdout(Stdio::null())
-            .stderr(Stdio::null())
+            .stderr(log_to(&dir.join("xvfb.log")))
             .spawn()
             .unwrap();
         d.children.push(xvfb);
@@ -119,20 +139,33 @@ impl Desktop {
         let wm = d
             .cmd("openbox")
             .stdout(Stdio::null())
-            .stderr(Stdio::null())
+            .stderr(log_to(&dir.join("openbox.log")))
             .spawn()
             .unwrap();
         d.children.push(wm);
-        wait("openbox", Duration::from_secs(30), || {
-            let out = d
-                .cmd("xprop")
-                .args(["-root", "_NET_SUPPORTING_WM_CHECK"])
-                .output()
-                .ok()?;
-            String::from_utf8_lossy(&out.stdout)
-                .contains("window id")
-                .then_some(())
-        });
+        let logs = || {
+            let read = |f: &str| std::fs::read_to_string(dir.join(f)).unwrap_or_default();
+            format!(
+                "xvfb.log:\n{}\nopenbox.log:\n{}",
+                read("xvfb.log"),
+                read("openbox.log")
+            )
+        };
+        wait_or(
+            "openbox",
+            Duration::from_secs(30),
+            || {
+                let out = d
+                    .cmd("xprop")
+                    .args(["-root", "_NET_SUPPORTING_WM_CHECK"])
+                    .output()
+                    .ok()?;
+                String::from_utf8_lossy(&out.stdout)
+                    .contains("window id")
+                    .then_some(())
+            },
+            logs,
+        );
         let rc = dir.join("dunstrc");
         std::fs::write(
             &rc,
