@@ -74,6 +74,16 @@ pub enum Command {
     /// --json. --since (or --since-id) replays recent events first; --follow keeps going
     /// across daemon restarts.
     Tail(TailArgs),
+    /// Show no desktop notification for a project or a session, for a while or until
+    /// `baton unmute` (the running daemon keeps it in its state directory). Events still
+    /// stream, and hooks and webhooks still run.
+    Mute(MuteArgs),
+    /// Lift a mute set with `baton mute`.
+    Unmute {
+        /// The project name (as `baton status` shows it) or session id.
+        #[arg(value_name = "PROJECT|SESSION")]
+        target: String,
+    },
     /// Print the effective configuration (config file plus defaults) as commented TOML.
     Config {
         /// Read FILE instead of $XDG_CONFIG_HOME/baton/config.toml.
@@ -201,6 +211,16 @@ pub enum ColorChoice {
     Auto,
     Always,
     Never,
+}
+
+#[derive(Debug, Args)]
+pub struct MuteArgs {
+    /// The project name (as `baton status` shows it) or session id.
+    #[arg(value_name = "PROJECT|SESSION")]
+    pub target: String,
+    /// For this long (e.g. 30m, 1h); without it, until `baton unmute`.
+    #[arg(long = "for", value_name = "DUR", value_parser = parse_duration)]
+    pub for_ms: Option<u64>,
 }
 
 #[derive(Debug, Args)]

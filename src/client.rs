@@ -93,6 +93,7 @@ pub fn status(
     let blocked = blocked_line(&end["stream"]);
     let home = std::env::var("HOME").ok();
     let waiting = Waiting::from_end(&end, home.as_deref());
+    let quiet = quiet_lines(&end);
     if json {
         let found: Vec<Row> = lines.iter().filter_map(|(_, r)| r.clone()).collect();
         let mut keep = people::matching(&found, &table.filter).into_iter();
@@ -128,8 +129,84 @@ pub fn status(
         }
     }
     write!(out, "{text}").map_err(Error::Output)?;
+    for q in &quiet {
+        writeln!(out, "{q}").map_err(Error::Output)?;
+    }
     if let Some(b) = &blocked {
         writeln!(out, "\n{b}").map_err(Error::Output)?;
+    }
+    out.flush().map_err(Error::Output)
+}
+
+/// The lines under the table about pages not shown: "Muted: web (until 14:00), api"
+/// and "Not shown: web (quiet_hours, 3 min ago)".
+fn quiet_lines(end: &Value) -> Vec<String> {
+    let now = wall_now();
+    let mut out = Vec::new();
+    let mutes: Vec<String> = end["mutes"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .map(|m| {
+            let t = one_line(text(m, "target"), 40);
+            match m["until_ms"].as_i64() {
+                Some(u) => format!("{t} (until {})", crate::clock::local_time(u, now, false)),
+                None => t,
+            }
+        })
+        .collect();
+    if !mutes.is_empty() {
+        out.push(format!("Muted: {}", mutes.join(", ")));
+    }
+    let held: Vec<String> = end["held"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .map(|h| {
+            let at = h["at_ms"].as_i64().map(ago).unwrap_or_default();
+            format!(
+                "{} ({}, {at})",
+                one_line(text(h, "project"), 40),
+                text(h, "reason")
+            )
+        })
+        .collect();
+    if !held.is_empty() {
+        out.push(format!("Not shown: {}", held.join(", ")));
+    }
+    out
+}
+
+/// `baton mute` (`for_ms`: `Some(None)` for good, `Some(Some(ms))` for a while) and
+/// `baton unmute` (`None`).
+pub fn mute(
+    socket: Option<&Path>,
+    target: &str,
+    for_ms: Option<Option<u64>>,
+    out: &mut impl Write,
+) -> Result<(), Error> {
+    let mut stream = connect(socket)?;
+    let req = match for_ms {
+        Some(ms) => serde_json::json!({"cmd": "mute", "target": target, "for_ms": ms}),
+        None => serde_json::json!({"cmd": "unmute", "target": target}),
+    };
+    request(&mut stream, &req)?;
+    let mut line = String::new();
+    BufReader::new(stream)
+        .read_line(&mut line)
+        .map_err(socket_err)?;
+    let v: Value = serde_json::from_str(&line).map_err(|e| socket_err(io::Error::other(e)))?;
+    if let Some(e) = v["error"].as_str() {
+        return Err(Error::Usage(format!("the daemon says: {e}")));
+    }
+    let said = match (for_ms, v["changed"].as_bool()) {
+        (Some(_), _) => format!("Muted {}.", one_line(target, 60)),
+        (None, Some(true)) => format!("Unmuted {}.", one_line(target, 60)),
+        (None, _) => format!("{} was not muted.", one_line(target, 60)),
+    };
+    writeln!(out, "{said}").map_err(Error::Output)?;
+    for q in quiet_lines(&v) {
+        writeln!(out, "{q}").map_err(Error::Output)?;
     }
     out.flush().map_err(Error::Output)
 }

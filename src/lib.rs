@@ -19,6 +19,7 @@ pub mod config;
 pub mod daemon;
 pub mod error;
 pub mod feed;
+pub mod focus;
 pub mod live;
 pub mod logging;
 pub mod model;

@@ -97,6 +97,19 @@ fn run(command: Command) -> Result<(), Error> {
                 &mut io::stdout().lock(),
             )
         }
+        Command::Mute(args) => {
+            let socket = config::socket_path();
+            baton::client::mute(
+                socket.as_deref(),
+                &args.target,
+                Some(args.for_ms),
+                &mut io::stdout().lock(),
+            )
+        }
+        Command::Unmute { target } => {
+            let socket = config::socket_path();
+            baton::client::mute(socket.as_deref(), &target, None, &mut io::stdout().lock())
+        }
         Command::Tail(args) => {
             let socket = args.socket.or_else(config::socket_path);
             let opts = baton::client::TailOptions {

@@ -399,7 +399,8 @@ fn private_bus_scenario() {
     assert_eq!(got[1].urgency, Some(2), "critical urgency for failures");
     assert_eq!(got[2].summary, "Claude Code · web: needs your answer");
     assert_eq!(got[2].body, "Deploy to staging or production?");
-    assert_eq!(got[2].urgency, Some(1));
+    // A question is critical by default (issue 21): it stays until seen.
+    assert_eq!(got[2].urgency, Some(2));
     assert!(got.iter().all(|c| c.replaces_id == 0));
 
     // --- The cooldown is per session and the next notification after it replaces.

@@ -5,6 +5,7 @@
 //! [`Config`] with every default filled in. Flags override it (see `daemon::Settings`).
 
 mod dirs;
+mod notify;
 mod raw;
 
 use dirs::home;
@@ -253,13 +254,14 @@ impl Config {
             if let Some(b) = d.enabled {
                 c.desktop.enabled = b;
             }
-            if let Some(ev) = d.events {
+            if let Some(ev) = &d.events {
                 c.desktop.sink.kinds =
-                    parse_kinds(&ev).map_err(|e| ("desktop.events".to_owned(), e))?;
+                    parse_kinds(ev).map_err(|e| ("desktop.events".to_owned(), e))?;
             }
             if let Some(ms) = dur("desktop.cooldown", &d.cooldown, false)? {
                 c.desktop.sink.cooldown = Duration::from_millis(ms);
             }
+            notify::apply(&d, &mut c.desktop.sink)?;
         }
         if let Some(x) = raw.on_event {
             if x.command.first().is_none_or(|p| p.is_empty()) {
@@ -303,6 +305,7 @@ impl Config {
             let mut ep = Endpoint::new(w.url, format);
             ep.headers = w.headers.unwrap_or_default().into_iter().collect();
             let mut cfg = WebhookConfig::new(vec![ep]);
+            cfg.priorities = c.desktop.sink.styles.clone();
             if let Some(ev) = w.events {
                 cfg.filter.kinds = parse_kinds(&ev).map_err(|e| (key("events"), e))?;
             }
@@ -440,11 +443,12 @@ impl Config {
              # Which events notify (only turn_completed, turn_failed and needs_input can).\n\
              events = {}\n\
              # Shortest time between two notifications of one session.\n\
-             cooldown = {}\n",
+             cooldown = {}",
             d.enabled,
             kinds(&d.sink.kinds),
             q(&fmt_duration(ms_of(d.sink.cooldown)))
         );
+        notify::write(&mut o, &d.sink);
         match &self.on_event {
             Some(e) => {
                 let _ = writeln!(

@@ -32,6 +32,22 @@ pub struct RawDesktop {
     pub enabled: Option<bool>,
     pub events: Option<Vec<String>>,
     pub cooldown: Option<String>,
+    pub suppress_when_focused: Option<bool>,
+    pub on_click: Option<Vec<String>>,
+    pub mute: Option<Vec<String>>,
+    pub quiet_hours: Option<String>,
+    pub kinds: Option<BTreeMap<String, RawKind>>,
+}
+
+/// `[desktop.kinds.KIND]`: one kind's look and sound.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawKind {
+    pub urgency: Option<String>,
+    pub sound_name: Option<String>,
+    pub sound_file: Option<String>,
+    pub timeout_ms: Option<u32>,
+    pub priority: Option<u8>,
 }
 
 /// `on_event = ["program", "arg"]`, or a table with `command` and limits.

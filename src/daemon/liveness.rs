@@ -22,7 +22,7 @@ use crate::model::{Event, ProviderKind};
 use crate::provider::Writer;
 use crate::provider::agent::WRITER_ARGS;
 use crate::reduce::{Quiet, Reducer};
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 use std::ffi::OsString;
 use std::fs;
 use std::os::unix::fs::MetadataExt;
@@ -46,6 +46,8 @@ pub struct Wanted {
 pub struct Found {
     pub open: HashSet<PathBuf>,
     pub cwds: HashSet<(ProviderKind, PathBuf)>,
+    /// The first process found for each file or directory, for acting on a click.
+    pub pids: HashMap<PathBuf, u32>,
 }
 
 fn argv(pid_dir: &Path) -> Vec<OsString> {
@@ -100,6 +102,10 @@ pub fn scan(proc: &Path, uid: u32, want: &Wanted) -> std::io::Result<Found> {
                     let (exe, args) = process
                         .get_or_insert_with(|| (fs::read_link(dir.join("exe")).ok(), argv(&dir)));
                     if kind.descriptor().is_writer_process(exe.as_deref(), args) {
+                        found
+                            .pids
+                            .entry(cwd.clone())
+                            .or_insert_with(|| pid_of(&name));
                         found.cwds.insert(key);
                     }
                 }
@@ -113,6 +119,10 @@ pub fn scan(proc: &Path, uid: u32, want: &Wanted) -> std::io::Result<Found> {
                     && want.open.contains(&target)
                     && open_for_writing(&dir, &fd.file_name())
                 {
+                    found
+                        .pids
+                        .entry(target.clone())
+                        .or_insert_with(|| pid_of(&name));
                     found.open.insert(target);
                 }
             }
@@ -146,11 +156,42 @@ enum Need {
 }
 
 fn need(q: &Quiet) -> Option<Need> {
-    let kind = q.key.provider;
+    need_for(
+        q.key.provider,
+        Path::new(&*q.path),
+        q.cwd.as_deref().map(Path::new),
+    )
+}
+
+fn need_for(kind: ProviderKind, path: &Path, cwd: Option<&Path>) -> Option<Need> {
     match kind.descriptor().writer()? {
-        Writer::HoldsOpen => fs::canonicalize(&*q.path).ok().map(Need::Open),
-        Writer::RunsIn => q.cwd.as_ref().map(|c| Need::RunsIn(kind, PathBuf::from(c))),
+        Writer::HoldsOpen => fs::canonicalize(path).ok().map(Need::Open),
+        Writer::RunsIn => cwd.map(|c| Need::RunsIn(kind, c.to_path_buf())),
     }
+}
+
+fn pid_of(name: &std::ffi::OsStr) -> u32 {
+    name.to_string_lossy().parse().unwrap_or(0)
+}
+
+/// The process writing the session at `path` (started in `cwd`) by the same rule the
+/// sweep judges it, among this user's processes; `None` when there is none or the
+/// agent has no rule. For acting on a click and telling whether it is in front.
+pub fn writer_pid(provider: ProviderKind, path: &Path, cwd: Option<&Path>) -> Option<u32> {
+    let uid = own_uid()?;
+    let mut want = Wanted::default();
+    let key = match need_for(provider, path, cwd)? {
+        Need::Open(p) => {
+            want.open.insert(p.clone());
+            p
+        }
+        Need::RunsIn(k, d) => {
+            want.cwds.insert((k, d.clone()));
+            d
+        }
+    };
+    let found = scan(Path::new(PROC), uid, &want).ok()?;
+    found.pids.get(&key).copied().filter(|p| *p > 0)
 }
 
 /// One sweep's check: ends the turns of quiet working sessions with no live writer.

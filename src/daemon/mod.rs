@@ -365,13 +365,16 @@ const SINK_GRACE: Duration = Duration::from_secs(2);
 /// before baton gives up flushing it and exits anyway.
 const STREAM_GRACE: Duration = Duration::from_secs(10);
 
-fn build_sinks(settings: &Settings) -> Result<Vec<sink::Delivery>, Error> {
+fn build_sinks(
+    settings: &Settings,
+    board: &crate::sink::desktop::Board,
+) -> Result<Vec<sink::Delivery>, Error> {
     use crate::sink::{DesktopSink, ExecSink, WebhookSink};
     let bad = |e: crate::sink::SinkError| Error::Usage(e.to_string());
     let mut sinks = Vec::new();
     if let Some(cfg) = &settings.desktop {
         sinks.push(sink::Delivery::from(
-            DesktopSink::new(cfg.clone())
+            DesktopSink::with_board(cfg.clone(), board.clone())
                 .map_err(bad)?
                 .with_hold(settings.hold_background)
                 .with_pages(settings.pages),
@@ -408,13 +411,17 @@ pub async fn run(settings: Settings, shutdown: impl Future<Output = ()>) -> Resu
     let (persist, mut loaded) = crate::state::open(&settings.state_dir, settings.catch_up_ms)?;
     let replay = std::mem::take(&mut loaded.journal.undone);
     let out = open_events(settings.events.as_ref())?;
-    let sinks = build_sinks(&settings)?;
+    let board = crate::sink::desktop::Board {
+        mutes: std::sync::Arc::new(crate::state::mutes::Mutes::load(&settings.state_dir)),
+        held: std::sync::Arc::default(),
+    };
+    let sinks = build_sinks(&settings, &board)?;
     let token = Shutdown::new()
         .map_err(|e| Error::Usage(format!("cannot make the shutdown signal: {e}")))?;
     let (counts_tx, counts_rx) = tokio::sync::watch::channel(crate::views::Counts::default());
     let (views_tx, views) = crate::views::spawn(counts_tx)
         .map_err(|e| Error::Usage(format!("cannot start the status thread: {e}")))?;
-    let hub = crate::socket::Hub::new(views, crate::socket::CLIENT_QUEUE);
+    let hub = crate::socket::Hub::with_board(views, crate::socket::CLIENT_QUEUE, board);
     // The roots the person named (the defaults appear as their agents are installed, and
     // are never "waiting").
     let defaults = crate::config::default_roots();

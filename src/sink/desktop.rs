@@ -7,24 +7,33 @@
 //! keeps a flapping session from flooding the screen. A `turn_resumed` closes the
 //! notification its superseded completion showed, if that one is still up.
 //!
+//! Each kind has its look and sound ([`super::kinds`]); muted projects and sessions,
+//! quiet hours ([`super::quiet`]) and a session in front of the person ([`crate::focus`])
+//! show nothing, while the event still goes everywhere else. A click goes back to the
+//! agent ([`super::notifier`]).
+//!
 //! The D-Bus call runs on a dedicated thread fed by a bounded queue. Without a session bus
 //! (or a notification server) the failure is logged once, events keep streaming, and
 //! `deliver` lets one event through every `retry_after` to notice when it works again.
 
 use super::delivery::{Courier, Delivered, Drain, Workers};
-use super::{HANDBACK_KINDS, SinkError, escape_markup, plain_message, title};
+use super::kinds::{Style, Styles};
+use super::notifier::{self, Setup, Shared};
+use super::quiet::{HeldLog, Rules, local_minute};
+use super::{HANDBACK_KINDS, SinkError, escape_markup, plain_message, project_name, title};
+use crate::focus::click;
 use crate::model::{Event, EventKind};
+use crate::state::mutes::Mutes;
 use crossbeam_channel::TrySendError;
 use lru::LruCache;
-use notify_rust::{Notification, Urgency};
 use std::num::NonZeroUsize;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
 /// How many sessions' cooldowns and notification ids are remembered (least recently
 /// notified forgotten first), so memory stays bounded however many sessions come and go.
-const SESSIONS_REMEMBERED: usize = 512;
+pub const SESSIONS_REMEMBERED: usize = 512;
 
 /// Settings of the desktop sink.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -39,6 +48,14 @@ pub struct DesktopConfig {
     pub queue: usize,
     /// While there is no bus, how often one event is let through to try again.
     pub retry_after: Duration,
+    /// Each kind's urgency, sound, timeout (and webhook priority).
+    pub styles: Styles,
+    /// `mute` and `quiet_hours`.
+    pub rules: Rules,
+    /// No notification while the session is in front of the person.
+    pub suppress_when_focused: bool,
+    /// Run on a click (argv, no shell), besides going back to the agent.
+    pub on_click: Vec<String>,
 }
 
 impl Default for DesktopConfig {
@@ -48,6 +65,10 @@ impl Default for DesktopConfig {
             cooldown: Duration::from_secs(10),
             queue: 16,
             retry_after: Duration::from_secs(30),
+            styles: Styles::default(),
+            rules: Rules::default(),
+            suppress_when_focused: true,
+            on_click: Vec::new(),
         }
     }
 }
@@ -63,18 +84,19 @@ pub struct Note {
     /// Plain text with markup escaped.
     pub body: String,
     pub critical: bool,
+    /// Its kind's look and sound.
+    pub style: Style,
+    /// The session, for a click and for focus.
+    pub click: click::Session,
 }
 
-/// Whether `ev` notifies under `kinds`, and what it says. Pure.
-pub fn compose(kinds: &[EventKind], ev: &Event) -> Option<Note> {
-    let notifiable = matches!(
-        ev.event,
-        EventKind::TurnCompleted | EventKind::TurnFailed | EventKind::NeedsInput
-    );
+/// Whether `ev` notifies under `kinds`, and what it says, styled by `styles`. Pure.
+pub fn compose_styled(kinds: &[EventKind], styles: &Styles, ev: &Event) -> Option<Note> {
     let next_prompt =
         ev.event == EventKind::TurnCompleted && ev.evidence.as_deref() == Some("next_prompt");
     let session = ev.session.as_deref()?;
-    if !notifiable || next_prompt || ev.agent.is_some() || !kinds.contains(&ev.event) {
+    let style = styles.get(ev.event)?;
+    if next_prompt || ev.agent.is_some() || !kinds.contains(&ev.event) {
         return None;
     }
     let provider = ev.provider.map_or("", |p| p.as_str());
@@ -83,11 +105,25 @@ pub fn compose(kinds: &[EventKind], ev: &Event) -> Option<Note> {
         event: ev.id.clone(),
         summary: title(ev),
         body: escape_markup(&plain_message(ev)),
-        critical: ev.event == EventKind::TurnFailed,
+        critical: style.urgency == super::kinds::Urgency::Critical,
+        style: style.clone(),
+        click: click::Session {
+            provider: provider.to_owned(),
+            session: session.to_owned(),
+            project: project_name(ev),
+            path: ev.path.clone().unwrap_or_default(),
+        },
     })
 }
 
+/// [`compose_styled`] with the default styles.
+pub fn compose(kinds: &[EventKind], ev: &Event) -> Option<Note> {
+    compose_styled(kinds, &Styles::default(), ev)
+}
+
 /// What the D-Bus thread does.
+// A few jobs per minute at most sit in a 16-slot queue: boxing the note saves nothing.
+#[allow(clippy::large_enum_variant)]
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Job {
     Show(Note),
@@ -151,14 +187,16 @@ pub struct DesktopStats {
     pub dropped: u64,
     /// Dropped while the bus was known to be unreachable.
     pub skipped_no_bus: u64,
+    /// Not shown: muted (config or `baton mute`) or in quiet hours.
+    pub muted: u64,
+    /// Not shown: the session was in front of the person.
+    pub focused: u64,
+    /// Clicks acted on.
+    pub clicked: u64,
 }
 
-#[derive(Debug, Default)]
-struct Shared {
-    down: AtomicBool,
-    shown: AtomicU64,
-    failed: AtomicU64,
-}
+/// Where the sink reads the time: the wall clock, or a test's.
+pub type WallClock = Arc<dyn Fn() -> i64 + Send + Sync>;
 
 /// Shows desktop notifications; see the module docs.
 pub type DesktopSink = Delivered<Desktop>;
@@ -166,6 +204,12 @@ pub type DesktopSink = Delivered<Desktop>;
 /// The desktop sink's formatting and IO (see [`Courier`]).
 pub struct Desktop {
     kinds: Vec<EventKind>,
+    styles: Styles,
+    rules: Rules,
+    mutes: Arc<Mutes>,
+    held: Arc<HeldLog>,
+    wall: WallClock,
+    tz: jiff::tz::TimeZone,
     cooldown: Cooldown,
     retry_after: Duration,
     next_probe: Option<Instant>,
@@ -174,54 +218,88 @@ pub struct Desktop {
     suppressed: u64,
     dropped: u64,
     skipped_no_bus: u64,
+    muted: u64,
+}
+
+/// What the sink shares with the rest of the daemon: the mutes `baton mute` sets and
+/// the log of pages held back (both read by `status`).
+#[derive(Clone, Default)]
+pub struct Board {
+    pub mutes: Arc<Mutes>,
+    pub held: Arc<HeldLog>,
 }
 
 impl DesktopSink {
     /// Starts the D-Bus thread. The bus itself is first tried on the first notification.
     pub fn new(cfg: DesktopConfig) -> Result<Self, SinkError> {
+        Self::with_board(cfg, Board::default())
+    }
+
+    /// [`DesktopSink::new`] sharing `board` with `status` and `baton mute`.
+    pub fn with_board(cfg: DesktopConfig, board: Board) -> Result<Self, SinkError> {
         let shared = Arc::new(Shared::default());
-        let worker_shared = Arc::clone(&shared);
+        let setup = Setup {
+            shared: Arc::clone(&shared),
+            held: Arc::clone(&board.held),
+            suppress_when_focused: cfg.suppress_when_focused,
+            on_click: cfg.on_click.clone(),
+        };
         let mut workers = Workers::new("desktop");
         workers.lane(
             cfg.queue,
             1,
             |_| "baton-desktop".to_owned(),
-            move |jobs, _| {
-                let cap = NonZeroUsize::new(SESSIONS_REMEMBERED).unwrap_or(NonZeroUsize::MIN);
-                // Per session: the server's id of its notification, and the event shown.
-                let mut ids: LruCache<String, (u32, String)> = LruCache::new(cap);
-                for job in jobs {
-                    match job {
-                        Job::Show(note) => show(&note, &mut ids, &worker_shared),
-                        Job::Close { key, event } => {
-                            if ids.peek(&key).is_some_and(|(_, e)| *e == event)
-                                && let Some((id, _)) = ids.pop(&key)
-                                && let Err(e) = close_notification(id)
-                            {
-                                tracing::debug!(error = %e, id, "Closing a desktop notification failed.");
-                            }
-                        }
-                    }
-                }
-            },
+            move |jobs, _| notifier::work(jobs, &setup),
         )?;
-        Ok(Delivered::with_courier(Desktop::new(&cfg, workers, shared)))
+        let clock: WallClock = Arc::new(crate::clock::wall_now);
+        Ok(Delivered::with_courier(Desktop::new(
+            &cfg, workers, shared, board, clock,
+        )))
     }
 
     /// A sink whose notifications go to the returned receiver instead of D-Bus: every
     /// decision (hold, kinds, cooldown, queue) is the real sink's. For tests.
     pub fn capture(cfg: DesktopConfig) -> (Self, crossbeam_channel::Receiver<Job>) {
+        Self::capture_at(
+            cfg,
+            Board::default(),
+            Arc::new(crate::clock::wall_now),
+            jiff::tz::TimeZone::system(),
+        )
+    }
+
+    /// [`DesktopSink::capture`] on a given wall clock and time zone (mutes and quiet
+    /// hours are judged on them).
+    pub fn capture_at(
+        cfg: DesktopConfig,
+        board: Board,
+        wall: WallClock,
+        tz: jiff::tz::TimeZone,
+    ) -> (Self, crossbeam_channel::Receiver<Job>) {
         let mut workers = Workers::new("desktop");
         let rx = workers.capture(cfg.queue);
-        let courier = Desktop::new(&cfg, workers, Arc::new(Shared::default()));
+        let mut courier = Desktop::new(&cfg, workers, Arc::new(Shared::default()), board, wall);
+        courier.tz = tz;
         (Delivered::with_courier(courier), rx)
     }
 }
 
 impl Desktop {
-    fn new(cfg: &DesktopConfig, workers: Workers<Job>, shared: Arc<Shared>) -> Self {
+    fn new(
+        cfg: &DesktopConfig,
+        workers: Workers<Job>,
+        shared: Arc<Shared>,
+        board: Board,
+        wall: WallClock,
+    ) -> Self {
         Desktop {
             kinds: cfg.kinds.clone(),
+            styles: cfg.styles.clone(),
+            rules: cfg.rules.clone(),
+            mutes: board.mutes,
+            held: board.held,
+            wall,
+            tz: jiff::tz::TimeZone::system(),
             cooldown: Cooldown::new(cfg.cooldown),
             retry_after: cfg.retry_after,
             next_probe: None,
@@ -230,6 +308,24 @@ impl Desktop {
             suppressed: 0,
             dropped: 0,
             skipped_no_bus: 0,
+            muted: 0,
+        }
+    }
+
+    /// Whether the page is held back by a mute or quiet hours (and noted for `status`).
+    fn held_back(&mut self, note: &Note) -> bool {
+        let now = (self.wall)();
+        let live = self.mutes.live(now);
+        let minute = local_minute(&self.tz, now);
+        let c = &note.click;
+        match self.rules.hold(&c.project, &c.session, minute, &live) {
+            Some(why) => {
+                self.muted += 1;
+                self.held.record_at(&c.session, &c.project, why, now);
+                tracing::debug!(session = %note.key, reason = why.as_str(), "Notification not shown.");
+                true
+            }
+            None => false,
         }
     }
 }
@@ -248,9 +344,12 @@ impl Courier for Desktop {
             }
             return;
         }
-        let Some(note) = compose(&self.kinds, ev) else {
+        let Some(note) = compose_styled(&self.kinds, &self.styles, ev) else {
             return;
         };
+        if self.held_back(&note) {
+            return;
+        }
         if self.shared.down.load(Ordering::Acquire) {
             match self.next_probe {
                 Some(t) if now < t => {
@@ -290,6 +389,9 @@ impl Courier for Desktop {
             suppressed: self.suppressed,
             dropped: self.dropped,
             skipped_no_bus: self.skipped_no_bus,
+            muted: self.muted,
+            focused: self.shared.focused.load(Ordering::Relaxed),
+            clicked: self.shared.clicked.load(Ordering::Relaxed),
         }
     }
 
@@ -298,60 +400,6 @@ impl Courier for Desktop {
         let workers = std::mem::replace(&mut self.workers, Workers::new("desktop"));
         let done = workers.close(deadline, None) == Drain::InTime;
         (self.stats(), done)
-    }
-}
-
-/// Asks the notification server to close notification `id`. By id, on a connection of
-/// its own: keeping each shown notification's handle would keep a bus connection open
-/// per session.
-fn close_notification(id: u32) -> zbus::Result<()> {
-    zbus::block_on(async {
-        let conn = zbus::Connection::session().await?;
-        conn.call_method(
-            Some("org.freedesktop.Notifications"),
-            "/org/freedesktop/Notifications",
-            Some("org.freedesktop.Notifications"),
-            "CloseNotification",
-            &(id,),
-        )
-        .await?;
-        Ok(())
-    })
-}
-
-fn show(note: &Note, ids: &mut LruCache<String, (u32, String)>, shared: &Shared) {
-    let mut n = Notification::new();
-    n.appname("baton")
-        .summary(&note.summary)
-        .body(&note.body)
-        .urgency(if note.critical {
-            Urgency::Critical
-        } else {
-            Urgency::Normal
-        });
-    if let Some((id, _)) = ids.get(&note.key) {
-        n.id(*id);
-    }
-    match n.show() {
-        Ok(handle) => {
-            ids.put(note.key.clone(), (handle.id(), note.event.clone()));
-            shared.shown.fetch_add(1, Ordering::Relaxed);
-            if shared.down.swap(false, Ordering::AcqRel) {
-                tracing::info!("Desktop notifications work again.");
-            }
-        }
-        Err(e) => {
-            let failed = shared.failed.fetch_add(1, Ordering::Relaxed) + 1;
-            if shared.down.swap(true, Ordering::AcqRel) {
-                tracing::debug!(error = %e, failed, "Desktop notification failed again.");
-            } else {
-                tracing::warn!(
-                    error = %e,
-                    "No desktop notifications: the D-Bus session bus or its notification \
-                     service is unreachable. Events still stream; will retry."
-                );
-            }
-        }
     }
 }
 

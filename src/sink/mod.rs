@@ -11,6 +11,9 @@ pub mod desktop;
 pub mod exec;
 pub mod hold;
 pub mod jsonl;
+pub mod kinds;
+pub mod notifier;
+pub mod quiet;
 pub mod webhook;
 
 pub use desktop::DesktopSink;

@@ -12,7 +12,7 @@
 
 use super::delivery::{Courier, Delivered, Drain, Stop, Workers};
 use super::{EventFilter, SinkError, headline, plain_message, title};
-use crate::model::{Event, EventKind};
+use crate::model::Event;
 use crossbeam_channel::Receiver;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -26,7 +26,7 @@ pub enum Format {
     #[default]
     Json,
     /// ntfy-style: a `Title` header ("Claude Code · web: your turn"), the message as a
-    /// plain-text body, and `Priority: high` for failures.
+    /// plain-text body, and a `Priority` per kind (4, high, for questions and failures).
     Ntfy,
 }
 
@@ -74,6 +74,8 @@ pub struct WebhookConfig {
     pub backoff_max: Duration,
     /// Limit for one request, connection included.
     pub timeout: Duration,
+    /// Each kind's ntfy priority (`[desktop.kinds.KIND] priority`).
+    pub priorities: super::kinds::Styles,
 }
 
 impl WebhookConfig {
@@ -87,6 +89,7 @@ impl WebhookConfig {
             backoff: Duration::from_secs(2),
             backoff_max: Duration::from_secs(60),
             timeout: Duration::from_secs(10),
+            priorities: super::kinds::Styles::default(),
         }
     }
 }
@@ -126,7 +129,8 @@ impl Counters {
 struct Job {
     body: String,
     title: Option<String>,
-    high: bool,
+    /// ntfy `Priority` (1-5), from the kind's style.
+    priority: Option<u8>,
 }
 
 /// One endpoint's lane of the workers.
@@ -141,6 +145,7 @@ pub type WebhookSink = Delivered<Webhook>;
 /// The webhook sink's formatting and IO (see [`Courier`]).
 pub struct Webhook {
     filter: EventFilter,
+    priorities: super::kinds::Styles,
     lanes: Vec<Lane>,
     workers: Workers<Job>,
     counters: Arc<Counters>,
@@ -205,6 +210,7 @@ impl WebhookSink {
         }
         Ok(Delivered::with_courier(Webhook {
             filter: cfg.filter,
+            priorities: cfg.priorities,
             lanes,
             workers,
             counters,
@@ -222,7 +228,10 @@ impl Courier for Webhook {
             return;
         }
         for (i, lane) in self.lanes.iter().enumerate() {
-            let dropped = self.workers.push_out_oldest(i, prepare(lane.format, ev));
+            let dropped = self.workers.push_out_oldest(
+                i,
+                prepare(lane.format, ev, self.priorities.priority(ev.event)),
+            );
             for _ in 0..dropped {
                 note_drop(&mut self.dropped, &lane.label);
             }
@@ -251,12 +260,12 @@ fn note_drop(dropped: &mut u64, label: &str) {
     }
 }
 
-fn prepare(format: Format, ev: &Event) -> Job {
+fn prepare(format: Format, ev: &Event, priority: Option<u8>) -> Job {
     match format {
         Format::Json => Job {
             body: super::with_project(ev, &super::project_name(ev)).to_json(),
             title: None,
-            high: false,
+            priority: None,
         },
         Format::Ntfy => {
             let mut body = plain_message(ev);
@@ -266,7 +275,7 @@ fn prepare(format: Format, ev: &Event) -> Job {
             Job {
                 body,
                 title: Some(title(ev)),
-                high: ev.event == EventKind::TurnFailed,
+                priority,
             }
         }
     }
@@ -324,8 +333,10 @@ impl Worker {
         if let Some(t) = &job.title {
             req = req.header("Title", header_text(t));
         }
-        if job.high {
-            req = req.header("Priority", "high");
+        if let Some(p) = job.priority {
+            // ntfy's names for 1 to 5.
+            let name = ["min", "low", "default", "high", "urgent"];
+            req = req.header("Priority", name[usize::from(p.clamp(1, 5)) - 1]);
         }
         for (k, v) in &self.headers {
             req = req.header(k.clone(), v.clone());
@@ -421,6 +432,27 @@ fn base64(data: &[u8]) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn ntfy_priority_by_kind() {
+        let styles = super::super::kinds::Styles::default();
+        let path = "/h/.claude/projects/-h-web/s.jsonl";
+        let ev = |k| crate::sink::tests::event(k, crate::model::ProviderKind::Claude, path);
+        let kind = crate::model::EventKind::NeedsInput;
+        let job = prepare(Format::Ntfy, &ev(kind), styles.priority(kind));
+        assert_eq!(job.priority, Some(4));
+        let kind = crate::model::EventKind::TurnCompleted;
+        assert_eq!(
+            prepare(Format::Ntfy, &ev(kind), styles.priority(kind)).priority,
+            None
+        );
+        // The JSON format carries the event only.
+        let kind = crate::model::EventKind::NeedsInput;
+        assert_eq!(
+            prepare(Format::Json, &ev(kind), styles.priority(kind)).priority,
+            None
+        );
+    }
 
     #[test]
     fn base64_matches_rfc4648_vectors() {

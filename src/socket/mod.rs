@@ -18,6 +18,11 @@
 //!   disconnected. Past the follower cap, a `tail` gets
 //!   `{"notice":"refused: too many followers (N)","refused":true}` and is closed.
 //!
+//! - `{"cmd":"mute","target":"PROJECT|SESSION","for_ms":N}` (no `for_ms`: until
+//!   unmuted) and `{"cmd":"unmute","target":…}` → `{"ok":true,"mutes":[…]}`: the
+//!   desktop sink shows nothing for the target (saved in the state directory). The
+//!   `status` end line lists live `mutes` and the pages recently `held` back, when any.
+//!
 //! Requests (`status`) and followers (`tail`) have slots of their own, so followers can
 //! never keep `status` out ([`server`]). The daemon side only `try_send`s into each
 //! follower's bounded queue: a stuck client costs it nothing.
@@ -141,16 +146,28 @@ pub struct Hub {
     /// Roots the person named (`--watch`, `watch` in the config): `status` shows those
     /// that do not exist as "waiting for …".
     named_roots: std::sync::OnceLock<Vec<crate::watch::Root>>,
+    /// The mutes and the pages held back, shared with the desktop sink.
+    board: crate::sink::desktop::Board,
 }
 
 impl Hub {
     pub fn new(views: crate::views::Client, queue: usize) -> Arc<Hub> {
+        Hub::with_board(views, queue, crate::sink::desktop::Board::default())
+    }
+
+    /// [`Hub::new`] sharing `board` with the desktop sink.
+    pub fn with_board(
+        views: crate::views::Client,
+        queue: usize,
+        board: crate::sink::desktop::Board,
+    ) -> Arc<Hub> {
         Arc::new(Hub {
             inner: Mutex::new(Inner::default()),
             views,
             queue: queue.max(1),
             stream: Arc::default(),
             named_roots: std::sync::OnceLock::new(),
+            board,
         })
     }
 
@@ -279,7 +296,8 @@ fn status_line(v: &SessionView) -> String {
 }
 
 /// The line that ends a `status` answer; it says so when the event stream is blocked,
-/// and lists the named roots that do not exist (yet) as `waiting`.
+/// and lists the named roots that do not exist (yet) as `waiting`, the live mutes and
+/// the pages recently held back, when there are any.
 fn end_line(sessions: usize, hub: &Hub) -> String {
     let mut end = serde_json::json!({"end": true, "sessions": sessions});
     if let Some(b) = hub.stream.get() {
@@ -301,7 +319,41 @@ fn end_line(sessions: usize, hub: &Hub) -> String {
     if !waiting.is_empty() {
         end["waiting"] = waiting.into();
     }
+    let mutes = hub.board.mutes.live(wall_now());
+    if !mutes.is_empty() {
+        end["mutes"] = serde_json::json!(mutes);
+    }
+    let held = hub.board.held.recent();
+    if !held.is_empty() {
+        end["held"] = serde_json::json!(held);
+    }
     end.to_string()
+}
+
+/// The answer to a `mute` or `unmute` request.
+fn mute_reply(
+    board: &crate::sink::desktop::Board,
+    cmd: &str,
+    target: Option<&str>,
+    for_ms: Option<u64>,
+) -> String {
+    let Some(target) = target else {
+        return serde_json::json!({"error": format!("`{cmd}` needs a target (a project or a session)")}).to_string();
+    };
+    let now = wall_now();
+    let done = if cmd == "mute" {
+        let until = for_ms.map(|ms| now.saturating_add(i64::try_from(ms).unwrap_or(i64::MAX)));
+        board.mutes.set(target, until, now).map(|_| true)
+    } else {
+        board.mutes.unset(target, now)
+    };
+    match done {
+        Ok(changed) => {
+            serde_json::json!({"ok": true, "changed": changed, "mutes": board.mutes.live(now)})
+                .to_string()
+        }
+        Err(e) => serde_json::json!({"error": e.to_string()}).to_string(),
+    }
 }
 
 #[cfg(test)]

@@ -14,7 +14,7 @@
 //! - **A socket file removed** while the daemon runs (or its directory: the runtime
 //!   directory goes at logout) is made again at the next check, every `sweep`.
 
-use super::{Hub, Since, end_line, status_line};
+use super::{Hub, Since, end_line, mute_reply, status_line};
 use crate::clock::wall_now;
 use crate::error::Error;
 use crate::shutdown::Shutdown;
@@ -184,6 +184,8 @@ struct Request {
     cmd: String,
     since_ms: Option<u64>,
     since_id: Option<String>,
+    target: Option<String>,
+    for_ms: Option<u64>,
 }
 
 struct Loop {
@@ -361,9 +363,13 @@ impl Loop {
                 stream,
                 Since::from_request(req.since_ms, req.since_id, wall_now()),
             ),
+            "mute" | "unmute" => {
+                let line = mute_reply(&self.hub.board, &req.cmd, req.target.as_deref(), req.for_ms);
+                reply(&stream, &line);
+            }
             other => {
                 let msg = serde_json::json!({
-                    "error": format!("unknown command `{other}` (status, tail)")
+                    "error": format!("unknown command `{other}` (status, tail, mute, unmute)")
                 });
                 reply(&stream, &msg.to_string());
             }

@@ -1,0 +1,123 @@
+//! What a click on a notification does: back to the agent's tmux pane, its terminal
+//! window raised (X11), its WezTerm pane or kitty window focused, and `on_click` run.
+//! Each step that does not apply (no tmux, no X11, another terminal, a session on
+//! another machine) is skipped; none of them can do harm.
+
+use super::{Agent, tmux, x11};
+use std::process::{Command, Stdio};
+use std::time::Duration;
+
+/// Longest an `on_click` command or a terminal's CLI may run before it is killed.
+const RUN_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// The session a click is about, for `on_click`'s environment.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Session {
+    pub provider: String,
+    pub session: String,
+    pub project: String,
+    pub path: String,
+}
+
+/// What a click did, for the log.
+#[derive(Debug, Default, PartialEq, Eq)]
+pub struct Done {
+    pub tmux: bool,
+    pub raised: bool,
+    pub terminal: bool,
+    pub on_click: bool,
+}
+
+/// Goes back to `agent` (if it was found) and runs `on_click` (if set).
+pub fn go_to(agent: Option<&Agent>, s: &Session, on_click: &[String]) -> Done {
+    let mut done = Done::default();
+    if let Some(a) = agent {
+        let mut shown_by = vec![a.pid];
+        if let Some(pane) = tmux::Pane::from_env(a.tmux.as_deref(), a.tmux_pane.as_deref()) {
+            let clients = pane.select();
+            done.tmux = true;
+            if !clients.is_empty() {
+                shown_by = clients;
+            }
+        }
+        if let Some(d) = x11::Display::connect()
+            && let Some(w) = d.window_showing(&shown_by)
+        {
+            done.raised = d.raise(w);
+        }
+        if let Some(id) = &a.wezterm_pane {
+            done.terminal |= run(&["wezterm", "cli", "activate-pane", "--pane-id", id], &[]);
+        }
+        if let Some(id) = &a.kitty_window {
+            let matcher = format!("id:{id}");
+            let mut argv = vec!["kitty", "@"];
+            if let Some(to) = &a.kitty_listen_on {
+                argv.extend(["--to", to.as_str()]);
+            }
+            argv.extend(["focus-window", "--match", &matcher]);
+            done.terminal |= run(&argv, &[]);
+        }
+    }
+    if !on_click.is_empty() {
+        let env = click_env(agent, s);
+        let argv: Vec<&str> = on_click.iter().map(String::as_str).collect();
+        let env: Vec<(&str, &str)> = env.iter().map(|(k, v)| (*k, v.as_str())).collect();
+        done.on_click = run(&argv, &env);
+    }
+    done
+}
+
+/// `on_click`'s environment.
+pub fn click_env(agent: Option<&Agent>, s: &Session) -> Vec<(&'static str, String)> {
+    let pid = agent.map(|a| a.pid.to_string()).unwrap_or_default();
+    let pane = agent.and_then(|a| a.tmux_pane.clone()).unwrap_or_default();
+    let cwd = agent
+        .and_then(|a| a.cwd.as_ref())
+        .map(|c| c.display().to_string())
+        .unwrap_or_default();
+    vec![
+        ("BATON_PID", pid),
+        ("BATON_TMUX_PANE", pane),
+        ("BATON_CWD", cwd),
+        ("BATON_PROJECT", s.project.clone()),
+        ("BATON_SESSION", s.session.clone()),
+        ("BATON_PROVIDER", s.provider.clone()),
+        ("BATON_PATH", s.path.clone()),
+    ]
+}
+
+/// Runs `argv` (no shell) with `env` added, up to [`RUN_TIMEOUT`]; true if it exited 0.
+fn run(argv: &[&str], env: &[(&str, &str)]) -> bool {
+    let Some((prog, args)) = argv.split_first() else {
+        return false;
+    };
+    let child = Command::new(prog)
+        .args(args)
+        .envs(env.iter().copied())
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn();
+    let mut child = match child {
+        Ok(c) => c,
+        Err(e) => {
+            tracing::debug!(program = %prog, error = %e, "Cannot run a click's command.");
+            return false;
+        }
+    };
+    let deadline = std::time::Instant::now() + RUN_TIMEOUT;
+    loop {
+        match child.try_wait() {
+            Ok(Some(status)) => return status.success(),
+            Ok(None) if std::time::Instant::now() < deadline => {
+                std::thread::sleep(Duration::from_millis(20));
+            }
+            _ => {
+                tracing::warn!(program = %prog, "A click's command ran too long; killed.");
+                let _ = child.kill();
+                let _ = child.wait();
+                return false;
+            }
+        }
+    }
+}

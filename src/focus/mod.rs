@@ -1,0 +1,44 @@
+//! Where a session is shown, for the desktop sink: whether it is in front of the person
+//! (then its page is noise), and going back to it on a click.
+//!
+//! - The agent's process is the one the liveness check finds ([`agent::find`]); its
+//!   environment (`/proc/PID/environ`, same user only) names its tmux pane, WezTerm pane
+//!   or kitty window.
+//! - tmux: the pane is in front when it is the active pane of its session's active
+//!   window and a client is attached to that session ([`tmux`]).
+//! - X11: the terminal window is the managed window whose `_NET_WM_PID` is an ancestor
+//!   of the agent or of that tmux client ([`x11`]).
+//!
+//! Every program is run as argv, never through a shell.
+
+pub mod agent;
+pub mod click;
+pub mod tmux;
+pub mod x11;
+
+pub use agent::Agent;
+
+/// Whether `a`'s session is in front of the person: its tmux pane is the active pane
+/// of an attached client and, with an X11 display, that client's terminal (or, outside
+/// tmux, the agent's own terminal) is the active window. Without tmux or X11 nothing
+/// can be told, and the answer is no.
+pub fn in_front(a: &Agent) -> bool {
+    let pane = tmux::Pane::from_env(a.tmux.as_deref(), a.tmux_pane.as_deref());
+    let display = x11::Display::connect();
+    match (pane, display) {
+        (Some(pane), None) => !pane.showing().is_empty(),
+        (Some(pane), Some(d)) => {
+            let clients = pane.showing();
+            !clients.is_empty() && active_shows(&d, &clients)
+        }
+        (None, Some(d)) => active_shows(&d, &[a.pid]),
+        (None, None) => false,
+    }
+}
+
+/// Whether the active window's process is an ancestor of one of `pids`.
+fn active_shows(d: &x11::Display, pids: &[u32]) -> bool {
+    d.active_window()
+        .and_then(|w| d.window_pid(w))
+        .is_some_and(|wp| pids.iter().any(|p| agent::is_ancestor(wp, *p)))
+}

@@ -1,0 +1,275 @@
+//! The desktop sink's D-Bus side, on its own thread: `Notify` calls on one session-bus
+//! connection, kept while it works, and a listener on that same connection for
+//! `ActionInvoked` (servers such as dunst send the signal only to the connection that
+//! made the notification). A click is acted on by [`crate::focus::click`] on the
+//! listener's thread, never the core's.
+
+use super::desktop::{Job, Note};
+use super::kinds::Urgency;
+use super::quiet::{Held, HeldLog};
+use crate::focus::{self, click};
+use lru::LruCache;
+use std::collections::HashMap;
+use std::num::NonZeroUsize;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use zbus::Variant as Value;
+
+const DEST: &str = "org.freedesktop.Notifications";
+const PATH: &str = "/org/freedesktop/Notifications";
+/// The `desktop-entry` hint: servers find baton's icon and name by it.
+const DESKTOP_ENTRY: &str = "baton";
+/// A freedesktop icon-theme name every theme has.
+const ICON: &str = "utilities-terminal";
+/// Notifications whose clicks are remembered (oldest forgotten first).
+const CLICKS_REMEMBERED: usize = 512;
+
+/// Counts and state shared with the sink.
+#[derive(Debug, Default)]
+pub struct Shared {
+    pub down: AtomicBool,
+    pub shown: AtomicU64,
+    pub failed: AtomicU64,
+    /// Not shown: the session was in front of the person.
+    pub focused: AtomicU64,
+    pub clicked: AtomicU64,
+}
+
+/// What the worker needs besides jobs.
+pub struct Setup {
+    pub shared: Arc<Shared>,
+    pub held: Arc<HeldLog>,
+    pub suppress_when_focused: bool,
+    pub on_click: Vec<String>,
+}
+
+type Clicks = Arc<Mutex<LruCache<u32, click::Session>>>;
+
+/// The worker's state: the connection (while it works) and what each shown
+/// notification goes back to.
+struct Bus {
+    conn: Option<(zbus::Connection, bool)>,
+    ids: LruCache<String, (u32, String)>,
+    clicks: Clicks,
+}
+
+fn cap(n: usize) -> NonZeroUsize {
+    NonZeroUsize::new(n).unwrap_or(NonZeroUsize::MIN)
+}
+
+/// Runs the jobs until the queue disconnects.
+pub fn work(jobs: crossbeam_channel::Receiver<Job>, setup: &Setup) {
+    let mut bus = Bus {
+        conn: None,
+        ids: LruCache::new(cap(super::desktop::SESSIONS_REMEMBERED)),
+        clicks: Arc::new(Mutex::new(LruCache::new(cap(CLICKS_REMEMBERED)))),
+    };
+    for job in jobs {
+        match job {
+            Job::Show(note) => {
+                if setup.suppress_when_focused && in_front(&note) {
+                    setup.shared.focused.fetch_add(1, Ordering::Relaxed);
+                    setup
+                        .held
+                        .record(&note.click.session, &note.click.project, Held::Focused);
+                    tracing::debug!(session = %note.key, "Not shown: the session is in front of the person.");
+                    continue;
+                }
+                bus.show(&note, setup);
+            }
+            Job::Close { key, event } => {
+                if bus.ids.peek(&key).is_some_and(|(_, e)| *e == event)
+                    && let Some((id, _)) = bus.ids.pop(&key)
+                    && let Some((conn, _)) = &bus.conn
+                    && let Err(e) = zbus::block_on(conn.call_method(
+                        Some(DEST),
+                        PATH,
+                        Some(DEST),
+                        "CloseNotification",
+                        &(id,),
+                    ))
+                {
+                    tracing::debug!(error = %e, id, "Closing a desktop notification failed.");
+                }
+            }
+        }
+    }
+}
+
+fn in_front(note: &Note) -> bool {
+    let Some(provider) = crate::model::ProviderKind::parse(&note.click.provider) else {
+        return false;
+    };
+    focus::agent::find(provider, std::path::Path::new(&note.click.path))
+        .is_some_and(|a| focus::in_front(&a))
+}
+
+impl Bus {
+    /// The connection, made (with its click listener) if there is none.
+    fn connect(&mut self, setup: &Setup) -> zbus::Result<(zbus::Connection, bool)> {
+        if let Some(c) = &self.conn {
+            return Ok(c.clone());
+        }
+        let conn = zbus::block_on(zbus::Connection::session())?;
+        let caps: Vec<String> = zbus::block_on(async {
+            conn.call_method(Some(DEST), PATH, Some(DEST), "GetCapabilities", &())
+                .await?
+                .body()
+                .deserialize::<Vec<String>>()
+        })?;
+        let actions = caps.iter().any(|c| c == "actions");
+        if actions {
+            listen(&conn, Arc::clone(&self.clicks), setup);
+        }
+        self.conn = Some((conn.clone(), actions));
+        Ok((conn, actions))
+    }
+
+    fn show(&mut self, note: &Note, setup: &Setup) {
+        let shared = &setup.shared;
+        let result = self.connect(setup).and_then(|(conn, actions)| {
+            notify(
+                &conn,
+                note,
+                self.ids.get(&note.key).map(|(id, _)| *id),
+                actions,
+            )
+        });
+        match result {
+            Ok(id) => {
+                self.ids.put(note.key.clone(), (id, note.event.clone()));
+                self.clicks
+                    .lock()
+                    .unwrap_or_else(|p| p.into_inner())
+                    .put(id, note.click.clone());
+                shared.shown.fetch_add(1, Ordering::Relaxed);
+                if shared.down.swap(false, Ordering::AcqRel) {
+                    tracing::info!("Desktop notifications work again.");
+                }
+            }
+            Err(e) => {
+                self.conn = None;
+                let failed = shared.failed.fetch_add(1, Ordering::Relaxed) + 1;
+                if shared.down.swap(true, Ordering::AcqRel) {
+                    tracing::debug!(error = %e, failed, "Desktop notification failed again.");
+                } else {
+                    tracing::warn!(
+                        error = %e,
+                        "No desktop notifications: the D-Bus session bus or its notification \
+                         service is unreachable. Events still stream; will retry."
+                    );
+                }
+            }
+        }
+    }
+}
+
+/// One `Notify` call; returns the server's id.
+fn notify(
+    conn: &zbus::Connection,
+    note: &Note,
+    replaces: Option<u32>,
+    actions: bool,
+) -> zbus::Result<u32> {
+    let st = &note.style;
+    let mut hints: HashMap<&str, Value<'_>> = HashMap::new();
+    hints.insert("urgency", Value::U8(st.urgency.level()));
+    hints.insert("category", Value::from(st.category));
+    hints.insert("desktop-entry", Value::from(DESKTOP_ENTRY));
+    if let Some(f) = &st.sound_file {
+        hints.insert("sound-file", Value::from(f.display().to_string()));
+    } else if let Some(n) = &st.sound_name {
+        hints.insert("sound-name", Value::from(n.as_str()));
+    }
+    if st.urgency == Urgency::Critical {
+        // Kept in the server's history after a click, so it can still be acted on.
+        hints.insert("resident", Value::Bool(true));
+    }
+    let acts: Vec<&str> = if actions {
+        vec!["default", "Open", "open", "Open"]
+    } else {
+        Vec::new()
+    };
+    let timeout: i32 = st
+        .timeout_ms
+        .map_or(-1, |t| i32::try_from(t).unwrap_or(i32::MAX));
+    zbus::block_on(async {
+        conn.call_method(
+            Some(DEST),
+            PATH,
+            Some(DEST),
+            "Notify",
+            &(
+                "baton",
+                replaces.unwrap_or(0),
+                ICON,
+                &note.summary,
+                &note.body,
+                acts,
+                hints,
+                timeout,
+            ),
+        )
+        .await?
+        .body()
+        .deserialize::<u32>()
+    })
+}
+
+/// Starts the click listener on `conn`'s thread of its own.
+fn listen(conn: &zbus::Connection, clicks: Clicks, setup: &Setup) {
+    let conn = conn.clone();
+    let on_click = setup.on_click.clone();
+    let shared = Arc::clone(&setup.shared);
+    let spawned = std::thread::Builder::new()
+        .name("baton-click".to_owned())
+        .spawn(move || {
+            zbus::block_on(async move {
+                use futures_lite_next::next;
+                let rule = match zbus::MatchRule::builder()
+                    .msg_type(zbus::message::Type::Signal)
+                    .interface(DEST)
+                    .member("ActionInvoked")
+                    .build()
+                {
+                    Ok(r) => r,
+                    Err(e) => {
+                        tracing::warn!(error = %e, "Cannot listen for notification clicks.");
+                        return;
+                    }
+                };
+                let mut stream = match zbus::MessageStream::for_match_rule(rule, &conn, None).await {
+                    Ok(s) => s,
+                    Err(e) => {
+                        tracing::warn!(error = %e, "Cannot listen for notification clicks.");
+                        return;
+                    }
+                };
+                while let Some(Ok(msg)) = next(&mut stream).await {
+                    let Ok((id, key)) = msg.body().deserialize::<(u32, String)>() else {
+                        continue;
+                    };
+                    let target = clicks.lock().unwrap_or_else(|p| p.into_inner()).get(&id).cloned();
+                    let Some(target) = target else { continue };
+                    shared.clicked.fetch_add(1, Ordering::Relaxed);
+                    let agent = crate::model::ProviderKind::parse(&target.provider)
+                        .and_then(|p| focus::agent::find(p, std::path::Path::new(&target.path)));
+                    let done = click::go_to(agent.as_ref(), &target, &on_click);
+                    tracing::info!(id, action = %key, session = %target.session, agent = ?agent.map(|a| a.pid), ?done, "Notification clicked.");
+                }
+            });
+        });
+    if let Err(e) = spawned {
+        tracing::warn!(error = %e, "Cannot start the notification click thread.");
+    }
+}
+
+/// `StreamExt::next` without a futures dependency.
+mod futures_lite_next {
+    use std::future::poll_fn;
+    use std::pin::Pin;
+
+    pub async fn next<S: zbus::export::futures_core::Stream + Unpin>(s: &mut S) -> Option<S::Item> {
+        poll_fn(|cx| Pin::new(&mut *s).poll_next(cx)).await
+    }
+}

@@ -1,0 +1,160 @@
+//! `mutes.json` in the state directory: the mutes set with `baton mute`, so they outlive
+//! a restart. Written whole to a temporary file, fsync'ed and renamed over the old one,
+//! so a crash leaves the old list or the new, never half of one. Shared between the
+//! socket (which sets them) and the desktop sink (which reads them); one lock guards it.
+
+use crate::sink::quiet::Mute;
+use std::fs;
+use std::io::{self, Write};
+use std::path::{Path, PathBuf};
+use std::sync::{Mutex, MutexGuard};
+
+const FILE: &str = "mutes.json";
+const TMP: &str = "mutes.json.tmp";
+/// More mutes than this are refused: the list is read on every page.
+pub const MAX_MUTES: usize = 256;
+/// Longest mute target (a project name or a session id).
+pub const MAX_TARGET: usize = 256;
+
+/// The mutes, in memory and (when it has a directory) on disk.
+#[derive(Debug, Default)]
+pub struct Mutes {
+    dir: Option<PathBuf>,
+    list: Mutex<Vec<Mute>>,
+}
+
+/// Why a mute could not be set.
+#[derive(Debug, thiserror::Error)]
+pub enum MuteError {
+    #[error("the mute target is empty or longer than {MAX_TARGET} characters")]
+    BadTarget,
+    #[error("too many mutes ({MAX_MUTES}); unmute some first")]
+    Full,
+    #[error("cannot save {}: {source}", path.display())]
+    Save {
+        path: PathBuf,
+        #[source]
+        source: io::Error,
+    },
+}
+
+impl Mutes {
+    /// Mutes kept in memory only (tests, a daemon without a state directory).
+    pub fn in_memory() -> Self {
+        Mutes::default()
+    }
+
+    /// Loads `dir`'s mutes; a missing file is none, an unreadable one is logged and none.
+    pub fn load(dir: &Path) -> Self {
+        let path = dir.join(FILE);
+        let list = match fs::read(&path) {
+            Ok(bytes) => serde_json::from_slice::<Vec<Mute>>(&bytes).unwrap_or_else(|e| {
+                tracing::warn!(path = %path.display(), error = %e, "Unreadable mutes file; starting with none.");
+                Vec::new()
+            }),
+            Err(e) if e.kind() == io::ErrorKind::NotFound => Vec::new(),
+            Err(e) => {
+                tracing::warn!(path = %path.display(), error = %e, "Cannot read the mutes file; starting with none.");
+                Vec::new()
+            }
+        };
+        let mut list = list;
+        list.retain(|m| !m.target.is_empty() && m.target.len() <= MAX_TARGET);
+        list.truncate(MAX_MUTES);
+        Mutes {
+            dir: Some(dir.to_path_buf()),
+            list: Mutex::new(list),
+        }
+    }
+
+    fn lock(&self) -> MutexGuard<'_, Vec<Mute>> {
+        self.list.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// The mutes live at `now` (Unix ms); expired ones are forgotten.
+    pub fn live(&self, now: i64) -> Vec<Mute> {
+        let mut g = self.lock();
+        g.retain(|m| m.live(now));
+        g.clone()
+    }
+
+    /// Mutes `target` until `until_ms` (or for good), replacing an earlier mute of it.
+    pub fn set(
+        &self,
+        target: &str,
+        until_ms: Option<i64>,
+        now: i64,
+    ) -> Result<Vec<Mute>, MuteError> {
+        let target = target.trim();
+        if target.is_empty() || target.len() > MAX_TARGET || target.chars().any(char::is_control) {
+            return Err(MuteError::BadTarget);
+        }
+        let mut g = self.lock();
+        g.retain(|m| m.live(now) && m.target != target);
+        if g.len() >= MAX_MUTES {
+            return Err(MuteError::Full);
+        }
+        g.push(Mute {
+            target: target.to_owned(),
+            until_ms,
+        });
+        self.save(&g)?;
+        Ok(g.clone())
+    }
+
+    /// Lifts the mute of `target`; true if there was one.
+    pub fn unset(&self, target: &str, now: i64) -> Result<bool, MuteError> {
+        let mut g = self.lock();
+        let before = g.len();
+        g.retain(|m| m.target != target.trim());
+        let had = g.len() != before;
+        g.retain(|m| m.live(now));
+        self.save(&g)?;
+        Ok(had)
+    }
+
+    fn save(&self, list: &[Mute]) -> Result<(), MuteError> {
+        let Some(dir) = &self.dir else { return Ok(()) };
+        let write = || -> io::Result<()> {
+            let tmp = dir.join(TMP);
+            let mut f = fs::File::create(&tmp)?;
+            f.write_all(serde_json::to_string(list).unwrap_or_default().as_bytes())?;
+            f.sync_all()?;
+            fs::rename(&tmp, dir.join(FILE))?;
+            fs::File::open(dir)?.sync_all()
+        };
+        write().map_err(|source| MuteError::Save {
+            path: dir.join(FILE),
+            source,
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+
+    #[test]
+    fn mutes_survive_a_reload_and_expire() {
+        let dir = tempfile::tempdir().unwrap();
+        let m = Mutes::load(dir.path());
+        m.set("web", Some(2_000), 1_000).unwrap();
+        m.set("api", None, 1_000).unwrap();
+        m.set("web", Some(5_000), 1_000).unwrap();
+        assert!(m.set(" ", None, 1_000).is_err());
+        let again = Mutes::load(dir.path());
+        let live = again.live(3_000);
+        assert_eq!(live.len(), 2);
+        assert_eq!(
+            live.iter().find(|m| m.target == "web").unwrap().until_ms,
+            Some(5_000)
+        );
+        assert_eq!(again.live(6_000).len(), 1);
+        assert!(again.unset("api", 6_000).unwrap());
+        assert!(!again.unset("api", 6_000).unwrap());
+        assert!(Mutes::load(dir.path()).live(6_000).is_empty());
+        fs::write(dir.path().join(FILE), b"\0garbage").unwrap();
+        assert!(Mutes::load(dir.path()).live(0).is_empty());
+    }
+}
