@@ -10,25 +10,10 @@ use std::io::{self, BufRead, BufReader, Write};
 use std::os::unix::net::UnixStream;
 use std::path::Path;
 
-fn connect(socket: Option<&Path>) -> Result<UnixStream, Error> {
-    let Some(path) = socket else {
-        return Err(Error::NotRunning {
-            socket: "(no socket path: XDG_RUNTIME_DIR, XDG_STATE_HOME and HOME are unset or not absolute)".into(),
-            source: io::Error::from(io::ErrorKind::NotFound),
-        });
-    };
-    UnixStream::connect(path).map_err(|source| Error::NotRunning {
-        socket: path.to_path_buf(),
-        source,
-    })
-}
+use crate::live::follow::{connect, socket_err};
 
 fn request(stream: &mut UnixStream, req: &Value) -> Result<(), Error> {
     writeln!(stream, "{req}").map_err(|e| Error::Output(io::Error::other(format!("socket: {e}"))))
-}
-
-fn socket_err(e: io::Error) -> Error {
-    Error::Output(io::Error::other(format!("reading from the daemon: {e}")))
 }
 
 /// Text from the transcript, for a terminal: escapes stripped, one line, capped.

@@ -76,7 +76,7 @@ pub fn connect(socket: Option<&Path>) -> Result<UnixStream, Error> {
     })
 }
 
-fn socket_err(e: io::Error) -> Error {
+pub(crate) fn socket_err(e: io::Error) -> Error {
     Error::Output(io::Error::other(format!("reading from the daemon: {e}")))
 }
 
