@@ -25,6 +25,7 @@ pub mod model;
 pub mod pool;
 pub mod provider;
 pub mod reduce;
+pub mod remote;
 pub mod replay;
 pub mod scan_view;
 pub mod service_cmd;

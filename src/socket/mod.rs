@@ -4,7 +4,8 @@
 //!
 //! - `{"cmd":"status"}` → one object per session, then `{"end":true,"sessions":N}`; while
 //!   the event stream cannot be written, the end line also has
-//!   `"stream":{"state":"blocked",…}`.
+//!   `"stream":{"state":"blocked",…}`; with `[[remote]]`s, `"remotes":[{"name":…,
+//!   "state":"connected"|"retrying","retry_in_s":N,"why":…}]`.
 //! - `{"cmd":"tail","since_ms":N}` → the events of the last N ms still in the ring
 //!   buffer, then live events until either side closes.
 //! - `{"cmd":"tail","since_id":ID}` → the ring's events after the event ID, then live
@@ -137,6 +138,8 @@ pub struct Hub {
     queue: usize,
     /// Whether the event stream is being written (for `status`).
     stream: Arc<StreamHealth>,
+    /// How each `[[remote]]`'s link stands (for `status`).
+    remotes: Arc<crate::remote::Links>,
 }
 
 impl Hub {
@@ -146,7 +149,13 @@ impl Hub {
             views,
             queue: queue.max(1),
             stream: Arc::default(),
+            remotes: Arc::default(),
         })
+    }
+
+    /// Where the remotes' threads say how their links stand.
+    pub fn remote_links(&self) -> Arc<crate::remote::Links> {
+        Arc::clone(&self.remotes)
     }
 
     /// Where the event writer says whether it is blocked.
@@ -261,12 +270,21 @@ fn status_line(v: &SessionView) -> String {
     serde_json::to_string(&row).unwrap_or_default()
 }
 
-/// The line that ends a `status` answer; it says so when the event stream is blocked.
-fn end_line(sessions: usize, stream: Option<&crate::sink::jsonl::Blocked>) -> String {
-    match stream {
-        None => format!("{{\"end\":true,\"sessions\":{sessions}}}"),
-        Some(b) => serde_json::json!({"end": true, "sessions": sessions, "stream": b}).to_string(),
+/// The line that ends a `status` answer; it says so when the event stream is blocked,
+/// and how each remote's link stands.
+fn end_line(
+    sessions: usize,
+    stream: Option<&crate::sink::jsonl::Blocked>,
+    remotes: Vec<serde_json::Value>,
+) -> String {
+    let mut end = serde_json::json!({"end": true, "sessions": sessions});
+    if let Some(b) = stream {
+        end["stream"] = serde_json::json!(b);
     }
+    if !remotes.is_empty() {
+        end["remotes"] = serde_json::Value::Array(remotes);
+    }
+    end.to_string()
 }
 
 #[cfg(test)]

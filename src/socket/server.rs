@@ -520,7 +520,12 @@ fn answer_status(stream: &UnixStream, hub: &Hub) -> io::Result<()> {
     for v in views.iter() {
         writeln!(out, "{}", status_line(v))?;
     }
-    writeln!(out, "{}", end_line(views.len(), hub.stream.get().as_ref()))?;
+    let remotes = hub.remotes.rows(std::time::Instant::now());
+    writeln!(
+        out,
+        "{}",
+        end_line(views.len(), hub.stream.get().as_ref(), remotes)
+    )?;
     out.flush()
 }
 

@@ -28,6 +28,7 @@ mod outage;
 pub mod journal;
 pub mod ledger;
 pub mod lock;
+pub mod remotes;
 pub mod saver;
 pub mod store;
 
