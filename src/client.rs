@@ -98,6 +98,11 @@ pub fn status(
         }
         return out.flush().map_err(Error::Output);
     }
+    // The remotes' links go under the sessions, as the blocked stream does.
+    let blocked = match (blocked, remote_lines(&end["remotes"])) {
+        (Some(b), Some(r)) => Some(format!("{r}\n\n{b}")),
+        (b, r) => r.or(b),
+    };
     let none = rows.is_empty();
     let mut view = people::view(rows, &table.filter, table.now);
     view.waiting = waiting;
@@ -196,6 +201,27 @@ pub fn mute(
     out.flush().map_err(Error::Output)
 }
 
+/// One line per `[[remote]]`: "remote devbox: connected" or "remote devbox: retrying
+/// in 8 s: why".
+fn remote_lines(remotes: &Value) -> Option<String> {
+    let rows = remotes.as_array().filter(|r| !r.is_empty())?;
+    let lines: Vec<String> = rows
+        .iter()
+        .map(|r| {
+            let name = one_line(text(r, "name"), 40);
+            match text(r, "state") {
+                "retrying" => format!(
+                    "remote {name}: retrying in {} s: {}",
+                    r["retry_in_s"].as_u64().unwrap_or(0),
+                    one_line(text(r, "why"), 200)
+                ),
+                state => format!("remote {name}: {}", one_line(state, 20)),
+            }
+        })
+        .collect();
+    Some(lines.join("\n"))
+}
+
 /// "The event stream is blocked since …", from the end line's `stream`, if it is.
 fn blocked_line(stream: &Value) -> Option<String> {
     if stream["state"] != "blocked" {
@@ -240,6 +266,7 @@ fn event_from(v: &Value) -> Option<Event> {
     ev.evidence = s("evidence");
     ev.resets_at = s("resets_at");
     ev.project = s("project");
+    ev.remote = s("remote");
     Some(ev)
 }
 

@@ -27,6 +27,7 @@ pub mod people;
 pub mod pool;
 pub mod provider;
 pub mod reduce;
+pub mod remote;
 pub mod replay;
 pub mod scan_view;
 pub mod service_cmd;

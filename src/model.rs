@@ -116,6 +116,9 @@ pub struct Event {
     /// directory the agent started in, when the transcript says.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub project: Option<String>,
+    /// Additive: the `[[remote]]` an event came from (absent on local events).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub remote: Option<String>,
     /// Additive: set on a re-delivery after a crash (same `id`).
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub replay: bool,
@@ -153,6 +156,8 @@ struct EventWire {
     background_finished: Option<u32>,
     #[serde(default)]
     project: Option<String>,
+    #[serde(default)]
+    remote: Option<String>,
     #[serde(default)]
     replay: bool,
 }
@@ -198,6 +203,7 @@ impl From<EventWire> for Event {
             background_tasks: w.background_tasks,
             background_finished: w.background_finished,
             project: w.project,
+            remote: w.remote,
             replay: w.replay,
         }
     }
@@ -229,6 +235,7 @@ impl Event {
             background_tasks: None,
             background_finished: None,
             project: None,
+            remote: None,
             replay: false,
         }
     }

@@ -234,6 +234,7 @@ fn event(kind: EventKind, provider: ProviderKind, session: &str, path: &str) -> 
         background_tasks: None,
         background_finished: None,
         project,
+        remote: None,
         replay: false,
     }
 }

@@ -7,6 +7,7 @@
 mod dirs;
 mod notify;
 mod raw;
+mod remote;
 
 use dirs::home;
 pub use dirs::{default_config_path, default_roots, default_state_dir, socket_path};
@@ -67,6 +68,8 @@ pub struct Config {
     pub webhooks: Vec<WebhookConfig>,
     /// Where the daemon listens (not configurable: clients must find it).
     pub socket: Option<PathBuf>,
+    /// Other machines whose events come here (`[[remote]]`).
+    pub remotes: Vec<crate::remote::RemoteConfig>,
 }
 
 impl Default for Config {
@@ -92,6 +95,7 @@ impl Default for Config {
             },
             on_event: None,
             webhooks: Vec::new(),
+            remotes: Vec::new(),
             socket: socket_path(),
         }
     }
@@ -311,6 +315,7 @@ impl Config {
             }
             c.webhooks.push(cfg);
         }
+        c.remotes = remote::parse(raw.remote.unwrap_or_default())?;
         Ok(c)
     }
 

@@ -24,6 +24,7 @@ pub struct RawConfig {
     pub desktop: Option<RawDesktop>,
     pub on_event: Option<RawExec>,
     pub webhook: Option<Vec<RawWebhook>>,
+    pub remote: Option<Vec<RawRemote>>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -107,4 +108,15 @@ pub struct RawWebhook {
     pub format: Option<String>,
     pub headers: Option<BTreeMap<String, String>>,
     pub events: Option<Vec<String>>,
+}
+
+/// `[[remote]]`: another machine's baton, followed through `ssh` or any `command`.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawRemote {
+    pub name: String,
+    pub ssh: Option<String>,
+    pub ssh_options: Option<Vec<String>>,
+    pub remote_baton: Option<String>,
+    pub command: Option<Vec<String>>,
 }

@@ -213,6 +213,8 @@ pub struct Settings {
     pub socket: Option<PathBuf>,
     /// `tail` clients served at once.
     pub max_followers: usize,
+    /// Other machines whose events come here.
+    pub remotes: Vec<crate::remote::RemoteConfig>,
 }
 
 impl Settings {
@@ -300,6 +302,7 @@ impl Settings {
             webhooks: config.webhooks,
             socket: config.socket,
             max_followers: config.max_followers,
+            remotes: config.remotes,
         })
     }
 }
@@ -399,6 +402,33 @@ fn build_sinks(
     Ok(sinks)
 }
 
+/// One thread per `[[remote]]`, handing its events to the sink task's queue like the
+/// core's batches (so they reach the stream, the sinks and `tail` the same way).
+fn start_remotes(
+    settings: &Settings,
+    hub: &crate::socket::Hub,
+    events: &tokio::sync::mpsc::Sender<sink::Out>,
+    token: &Shutdown,
+) -> Result<Vec<std::thread::JoinHandle<()>>, Error> {
+    settings
+        .remotes
+        .iter()
+        .map(|cfg| {
+            let tx = events.clone();
+            let hand_on: crate::remote::link::HandOn =
+                Box::new(move |batch| tx.blocking_send(sink::Out::Batch(batch)).is_ok());
+            crate::remote::spawn(
+                cfg.clone(),
+                settings.state_dir.clone(),
+                hub.remote_links(),
+                token.clone(),
+                hand_on,
+            )
+            .map_err(|e| Error::Usage(format!("cannot start remote {}: {e}", cfg.name)))
+        })
+        .collect()
+}
+
 /// How long the core may take to finish once told to stop (it checks between files).
 const CORE_GRACE: Duration = Duration::from_secs(3);
 
@@ -456,6 +486,7 @@ pub async fn run(settings: Settings, shutdown: impl Future<Output = ()>) -> Resu
     let (ready_tx, ready_rx) = tokio::sync::oneshot::channel();
     let (hint_tx, hint_rx) = watch::channel(watch::HINT_CAPACITY);
     let (event_tx, event_rx) = tokio::sync::mpsc::channel(sink::BATCH_CAPACITY);
+    let remotes = start_remotes(&settings, &hub, &event_tx, &token)?;
     // Whether any file needs the poll (live files, or directories with no native watch):
     // when none does, the poll ticker sleeps instead of waking everyone for nothing.
     let (poll_tx, poll_rx) = tokio::sync::watch::channel(true);
@@ -535,6 +566,12 @@ pub async fn run(settings: Settings, shutdown: impl Future<Output = ()>) -> Resu
             s.stop();
         }
         let deadline = std::time::Instant::now() + SINK_GRACE;
+        // They ended with the sink's queue; a child's group may still be going.
+        for r in remotes {
+            while !r.is_finished() && std::time::Instant::now() < deadline {
+                std::thread::sleep(Duration::from_millis(10));
+            }
+        }
         sink_result.map(|fan| {
             for s in fan.sinks {
                 s.close(deadline.saturating_duration_since(std::time::Instant::now()));

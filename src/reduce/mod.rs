@@ -344,6 +344,7 @@ impl Reducer {
             background_tasks: d.background_tasks,
             background_finished: None,
             project,
+            remote: None,
             replay: false,
         })
     }

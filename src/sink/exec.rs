@@ -4,7 +4,8 @@
 //! Transcript text is untrusted, so it only ever travels on stdin: the program is started
 //! directly (never through a shell), its argv is exactly the configured one, and its
 //! environment gains only `BATON_EVENT` (the event kind, one of a fixed set of names) and
-//! `BATON_PROJECT` (the project's name, printable and capped; see `sink::project_name`).
+//! `BATON_PROJECT` (the project's name, printable and capped; see `sink::project_name`),
+//! plus `BATON_REMOTE` (the `[[remote]]`'s configured name) on a remote machine's event.
 //! Each run has a timeout (the program is killed when it expires); at most
 //! `max_concurrent` run at once, fed from a bounded queue that drops (and counts) what
 //! does not fit, so a slow hook never stalls the core.
@@ -96,6 +97,8 @@ impl Counters {
 struct Job {
     kind: &'static str,
     project: String,
+    /// The `[[remote]]` name (validated config, not record contents).
+    remote: Option<String>,
     json: String,
 }
 
@@ -157,6 +160,7 @@ impl Courier for Exec {
         let job = Job {
             kind: ev.event.as_str(),
             project,
+            remote: ev.remote.clone(),
             json,
         };
         if let Err(TrySendError::Full(_) | TrySendError::Disconnected(_)) =
@@ -198,7 +202,11 @@ impl Courier for Exec {
 
 fn run(argv: &[String], job: &Job, timeout: Duration, counters: &Counters, stop: &AtomicBool) {
     let program = &argv[0];
-    let spawned = Command::new(program)
+    let mut cmd = Command::new(program);
+    if let Some(r) = &job.remote {
+        cmd.env("BATON_REMOTE", r);
+    }
+    let spawned = cmd
         .args(&argv[1..])
         .env("BATON_EVENT", job.kind)
         .env("BATON_PROJECT", &job.project)

@@ -321,7 +321,11 @@ pub fn title(ev: &Event) -> String {
         return format!("baton: {}", headline(ev));
     }
     let agent = agent_name(ev.provider);
-    let project = project_name(ev);
+    let mut project = project_name(ev);
+    // Another machine's session reads as `project@remote`.
+    if let Some(r) = ev.remote.as_deref() {
+        project = format!("{project}@{}", title_part(r));
+    }
     match ev.agent.as_deref() {
         Some(sub) => format!(
             "{agent} · {project} · subagent {}: {}",
@@ -368,6 +372,7 @@ pub(crate) mod tests {
             background_tasks: None,
             background_finished: None,
             project: None,
+            remote: None,
             replay: false,
         }
     }
@@ -415,6 +420,9 @@ pub(crate) mod tests {
         let mut ev = event(EventKind::TurnCompleted, ProviderKind::Claude, CLAUDE);
         ev.project = Some("myproject".to_owned());
         assert_eq!(title(&ev), "Claude Code · myproject: your turn");
+        ev.remote = Some("devbox".to_owned());
+        assert_eq!(title(&ev), "Claude Code · myproject@devbox: your turn");
+        ev.remote = None;
         ev.background_tasks = Some(1);
         assert_eq!(
             title(&ev),

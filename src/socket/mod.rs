@@ -5,7 +5,8 @@
 //! - `{"cmd":"status"}` → one object per session, then `{"end":true,"sessions":N}`; while
 //!   the event stream cannot be written, the end line also has
 //!   `"stream":{"state":"blocked",…}`; while a root named with `--watch` (or `watch` in
-//!   the config) does not exist, it has `"waiting":[{"provider":"claude","path":…}]`.
+//!   the config) does not exist, it has `"waiting":[{"provider":"claude","path":…}]`; with `[[remote]]`s,
+//!   `"remotes":[{"name":…,"state":"connected"|"retrying","retry_in_s":N,"why":…}]`.
 //! - `{"cmd":"tail","since_ms":N}` → the events of the last N ms still in the ring
 //!   buffer, then live events until either side closes.
 //! - `{"cmd":"tail","since_id":ID}` → the ring's events after the event ID, then live
@@ -148,6 +149,8 @@ pub struct Hub {
     named_roots: std::sync::OnceLock<Vec<crate::watch::Root>>,
     /// The mutes and the pages held back, shared with the desktop sink.
     board: crate::sink::desktop::Board,
+    /// How each `[[remote]]`'s link stands (for `status`).
+    remotes: Arc<crate::remote::Links>,
 }
 
 impl Hub {
@@ -168,12 +171,18 @@ impl Hub {
             stream: Arc::default(),
             named_roots: std::sync::OnceLock::new(),
             board,
+            remotes: Arc::default(),
         })
     }
 
     /// Sets the roots the person named (once, at start; later calls are ignored).
     pub fn set_named_roots(&self, roots: Vec<crate::watch::Root>) {
         let _ = self.named_roots.set(roots);
+    }
+
+    /// Where the remotes' threads say how their links stand.
+    pub fn remote_links(&self) -> Arc<crate::remote::Links> {
+        Arc::clone(&self.remotes)
     }
 
     /// Where the event writer says whether it is blocked.
@@ -296,8 +305,8 @@ fn status_line(v: &SessionView) -> String {
 }
 
 /// The line that ends a `status` answer; it says so when the event stream is blocked,
-/// and lists the named roots that do not exist (yet) as `waiting`, the live mutes and
-/// the pages recently held back, when there are any.
+/// and lists the named roots that do not exist (yet) as `waiting`, the live mutes, the
+/// pages recently held back and how each remote's link stands, when there are any.
 fn end_line(sessions: usize, hub: &Hub) -> String {
     let mut end = serde_json::json!({"end": true, "sessions": sessions});
     if let Some(b) = hub.stream.get() {
@@ -326,6 +335,10 @@ fn end_line(sessions: usize, hub: &Hub) -> String {
     let held = hub.board.held.recent();
     if !held.is_empty() {
         end["held"] = serde_json::json!(held);
+    }
+    let remotes = hub.remotes.rows(std::time::Instant::now());
+    if !remotes.is_empty() {
+        end["remotes"] = serde_json::Value::Array(remotes);
     }
     end.to_string()
 }

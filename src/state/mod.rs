@@ -29,6 +29,7 @@ pub mod journal;
 pub mod ledger;
 pub mod lock;
 pub mod mutes;
+pub mod remotes;
 pub mod saver;
 pub mod store;
 

@@ -1,0 +1,44 @@
+//! How each remote's link stands, for `status`.
+
+use std::collections::BTreeMap;
+use std::sync::{Mutex, PoisonError};
+use std::time::Instant;
+
+#[derive(Debug, Clone)]
+pub enum Link {
+    Connected,
+    /// The child ended; the next try is at `at`.
+    Retrying {
+        at: Instant,
+        why: String,
+    },
+}
+
+/// Every remote's link, by name.
+#[derive(Debug, Default)]
+pub struct Links(Mutex<BTreeMap<String, Link>>);
+
+impl Links {
+    pub fn set(&self, name: &str, link: Link) {
+        self.0
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .insert(name.to_owned(), link);
+    }
+
+    /// One JSON object per remote, as of `now`.
+    pub fn rows(&self, now: Instant) -> Vec<serde_json::Value> {
+        let g = self.0.lock().unwrap_or_else(PoisonError::into_inner);
+        g.iter()
+            .map(|(name, l)| match l {
+                Link::Connected => serde_json::json!({"name": name, "state": "connected"}),
+                Link::Retrying { at, why } => serde_json::json!({
+                    "name": name,
+                    "state": "retrying",
+                    "retry_in_s": at.saturating_duration_since(now).as_secs_f64().ceil() as u64,
+                    "why": why,
+                }),
+            })
+            .collect()
+    }
+}

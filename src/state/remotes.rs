@@ -1,0 +1,70 @@
+//! Where each `[[remote]]` stands: `remote-<name>.json` holds the last event id handed on
+//! and the ids handed on just before it, written atomically (a temporary file, fsync,
+//! rename) after each batch was handed on.
+
+use serde::{Deserialize, Serialize};
+use std::fs::{self, File};
+use std::io::{self, Write};
+use std::path::{Path, PathBuf};
+
+#[derive(Debug, Default, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RemoteMark {
+    /// Resumed after with `--since-id`.
+    pub last: Option<String>,
+    /// Dropped if they come again (a remote that lost its ring sends what it holds).
+    #[serde(default)]
+    pub recent: Vec<String>,
+}
+
+/// `name` is a validated `[[remote]]` name: letters, digits, `.`, `_`, `-`.
+fn path(dir: &Path, name: &str) -> PathBuf {
+    dir.join(format!("remote-{name}.json"))
+}
+
+/// The saved mark; none when there is no file, or an unreadable one (said in the log:
+/// the remote then sends what it holds, and nothing already handed on is known).
+pub fn load(dir: &Path, name: &str) -> RemoteMark {
+    let p = path(dir, name);
+    match fs::read(&p) {
+        Ok(bytes) => serde_json::from_slice(&bytes).unwrap_or_else(|e| {
+            tracing::warn!(path = %p.display(), error = %e, "Unreadable remote mark; starting that remote afresh.");
+            RemoteMark::default()
+        }),
+        Err(e) if e.kind() == io::ErrorKind::NotFound => RemoteMark::default(),
+        Err(e) => {
+            tracing::warn!(path = %p.display(), error = %e, "Cannot read the remote mark; starting that remote afresh.");
+            RemoteMark::default()
+        }
+    }
+}
+
+pub fn save(dir: &Path, name: &str, mark: &RemoteMark) -> io::Result<()> {
+    let p = path(dir, name);
+    let tmp = dir.join(format!("remote-{name}.json.tmp"));
+    let mut f = File::create(&tmp)?;
+    f.write_all(&serde_json::to_vec(mark).map_err(io::Error::other)?)?;
+    f.sync_all()?;
+    drop(f);
+    fs::rename(&tmp, &p)?;
+    super::store::sync_dir(dir)
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+
+    #[test]
+    fn a_mark_round_trips_and_a_torn_one_reads_as_none() {
+        let d = tempfile::tempdir().unwrap();
+        assert_eq!(load(d.path(), "box"), RemoteMark::default());
+        let m = RemoteMark {
+            last: Some("b".to_owned()),
+            recent: vec!["a".to_owned(), "b".to_owned()],
+        };
+        save(d.path(), "box", &m).unwrap();
+        assert_eq!(load(d.path(), "box"), m);
+        fs::write(d.path().join("remote-box.json"), b"{\"last\":").unwrap();
+        assert_eq!(load(d.path(), "box"), RemoteMark::default());
+    }
+}
