@@ -21,6 +21,7 @@ pub mod error;
 pub mod feed;
 pub mod live;
 pub mod logging;
+pub mod metrics;
 pub mod model;
 pub mod pool;
 pub mod provider;
