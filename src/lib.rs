@@ -22,6 +22,7 @@ pub mod feed;
 pub mod focus;
 pub mod live;
 pub mod logging;
+pub mod metrics;
 pub mod model;
 pub mod people;
 pub mod pool;

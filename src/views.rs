@@ -78,6 +78,8 @@ impl Entry {
 pub struct Table {
     sessions: BTreeMap<SessionKey, Entry>,
     counts: Counts,
+    /// `baton_sessions`, kept with `counts`.
+    metrics: Option<Arc<crate::metrics::Metrics>>,
 }
 
 impl Table {
@@ -87,6 +89,7 @@ impl Table {
             let (key, old) = match change {
                 SessionChange::Updated(v) => {
                     self.counts.add(&v.key, v.state);
+                    self.gauge(&v.key, v.state, 1);
                     let key = v.key.clone();
                     (
                         key.clone(),
@@ -95,6 +98,7 @@ impl Table {
                 }
                 SessionChange::Parked(key, p) => {
                     self.counts.add(&key, p.state);
+                    self.gauge(&key, p.state, 1);
                     (key.clone(), self.sessions.insert(key, Entry::Parked(p)))
                 }
                 SessionChange::Removed(key) => {
@@ -104,7 +108,16 @@ impl Table {
             };
             if let Some(old) = old {
                 self.counts.sub(&key, old.state());
+                self.gauge(&key, old.state(), -1);
             }
+        }
+    }
+
+    fn gauge(&self, key: &SessionKey, state: SessionState, delta: i64) {
+        if let Some(m) = &self.metrics
+            && key.agent.is_none()
+        {
+            m.session(key.provider.as_str(), state, delta);
         }
     }
 
@@ -159,13 +172,21 @@ impl Client {
 /// shutdown token itself: `status` is answered until the socket closes, and the core and
 /// the socket server, which hold those ends, stop on the token.
 pub fn spawn(counts: watch::Sender<Counts>) -> io::Result<(ChangeTx, Client)> {
+    spawn_with(counts, None)
+}
+
+/// [`spawn`], also keeping `baton_sessions` in `metrics`.
+pub fn spawn_with(
+    counts: watch::Sender<Counts>,
+    metrics: Option<Arc<crate::metrics::Metrics>>,
+) -> io::Result<(ChangeTx, Client)> {
     // Unbounded: the core must never wait for `status`. The keeper drains it at once,
     // so it holds at most the batches of one scheduling delay.
     let (change_tx, changes) = crossbeam_channel::unbounded();
     let (requests_tx, requests) = crossbeam_channel::unbounded();
     std::thread::Builder::new()
         .name("baton-views".to_owned())
-        .spawn(move || keep(&changes, &requests, &counts))?;
+        .spawn(move || keep(&changes, &requests, &counts, metrics))?;
     Ok((
         change_tx,
         Client {
@@ -178,8 +199,12 @@ fn keep(
     changes: &Receiver<Batch>,
     requests: &Receiver<Sender<Snapshot>>,
     counts: &watch::Sender<Counts>,
+    metrics: Option<Arc<crate::metrics::Metrics>>,
 ) {
-    let mut table = Table::default();
+    let mut table = Table {
+        metrics,
+        ..Table::default()
+    };
     let (no_changes, no_requests) = (never(), never());
     let (mut changes, mut requests) = (Some(changes), Some(requests));
     let publish = |table: &Table| {

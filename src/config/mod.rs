@@ -70,6 +70,10 @@ pub struct Config {
     pub socket: Option<PathBuf>,
     /// Other machines whose events come here (`[[remote]]`).
     pub remotes: Vec<crate::remote::RemoteConfig>,
+    /// Where `/metrics` is served; `None`: no listener.
+    pub metrics: Option<std::net::SocketAddr>,
+    /// Whether `metrics` may be a non-loopback address.
+    pub metrics_allow_remote: bool,
 }
 
 impl Default for Config {
@@ -97,6 +101,8 @@ impl Default for Config {
             webhooks: Vec::new(),
             remotes: Vec::new(),
             socket: socket_path(),
+            metrics: None,
+            metrics_allow_remote: false,
         }
     }
 }
@@ -154,6 +160,21 @@ fn parse_kinds(list: &[String]) -> Result<Vec<EventKind>, String> {
             })
         })
         .collect()
+}
+
+/// Parses `metrics = "HOST:PORT"`: a loopback address unless remote scrapes are allowed,
+/// since the series name the agents and machines in use, and there is no authentication.
+pub fn parse_metrics(s: &str, allow_remote: bool) -> Result<std::net::SocketAddr, String> {
+    let addr: std::net::SocketAddr = s
+        .parse()
+        .map_err(|_| format!("`{s}` is not IP:PORT (e.g. 127.0.0.1:9464)"))?;
+    if !addr.ip().is_loopback() && !allow_remote {
+        return Err(format!(
+            "`{s}` is not a loopback address; the metrics have no authentication, so \
+             serving them beyond this machine needs metrics_allow_remote = true"
+        ));
+    }
+    Ok(addr)
 }
 
 impl Config {
@@ -253,6 +274,12 @@ impl Config {
                 return Err(("max_followers".to_owned(), "must be at least 1".to_owned()));
             }
             c.max_followers = n;
+        }
+        c.metrics_allow_remote = raw.metrics_allow_remote.unwrap_or(false);
+        if let Some(m) = raw.metrics {
+            c.metrics = Some(
+                parse_metrics(&m, c.metrics_allow_remote).map_err(|e| ("metrics".to_owned(), e))?,
+            );
         }
         if let Some(d) = raw.desktop {
             if let Some(b) = d.enabled {
@@ -438,6 +465,19 @@ impl Config {
             "# `baton tail` clients served at once; more are refused (`status` always answers).\n\
              max_followers = {}\n",
             self.max_followers
+        );
+        let metrics = self.metrics.map_or_else(
+            || "# metrics = \"127.0.0.1:9464\"".to_owned(),
+            |a| format!("metrics = {}", q(&a.to_string())),
+        );
+        let _ = writeln!(
+            o,
+            "# Serve Prometheus metrics at http://ADDR/metrics (off when unset).\n\
+             {metrics}\n\
+             # Whether `metrics` may be a non-loopback address (the endpoint has no authentication).\n\
+             {}metrics_allow_remote = {}\n",
+            if self.metrics_allow_remote { "" } else { "# " },
+            self.metrics_allow_remote
         );
         let d = &self.desktop;
         let _ = writeln!(

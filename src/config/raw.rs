@@ -21,6 +21,8 @@ pub struct RawConfig {
     pub liveness_after: Option<String>,
     pub max_line_bytes: Option<usize>,
     pub max_followers: Option<usize>,
+    pub metrics: Option<String>,
+    pub metrics_allow_remote: Option<bool>,
     pub desktop: Option<RawDesktop>,
     pub on_event: Option<RawExec>,
     pub webhook: Option<Vec<RawWebhook>>,

@@ -28,6 +28,9 @@ pub(super) struct Reduce {
     pub reducer: Reducer,
     /// Events produced by reads, until the loop flushes them.
     pub out: Vec<Event>,
+    /// With metrics on: when the bytes behind each event a read produced were read
+    /// (`Read.now`, monotonic ms), until the loop flushes them.
+    pub read_at: Option<Vec<u64>>,
     /// What the next state delta carries.
     pub pending: Pending,
     /// Checkpoints of the last run, while the files present at start are read; `None`
@@ -46,6 +49,7 @@ impl Reduce {
         Reduce {
             reducer,
             out: Vec::new(),
+            read_at: None,
             pending: Pending::default(),
             resume,
             since,
@@ -78,6 +82,9 @@ impl Reduce {
                     }
                     if read.quiet {
                         self.out.truncate(keep);
+                    }
+                    if let Some(at) = &mut self.read_at {
+                        at.extend(std::iter::repeat_n(read.now.mono, self.out.len() - keep));
                     }
                     let Some(c) = read.commit else {
                         continue;
@@ -267,6 +274,9 @@ impl Reduce {
         self.finish_new(files, path, f.mtime_ms, now, Mode::History);
         // History is silent on a first run.
         self.out.clear();
+        if let Some(at) = &mut self.read_at {
+            at.clear();
+        }
     }
 
     /// After the history read: only the most recently changed files keep a projector.

@@ -65,6 +65,7 @@ pub struct Core {
     views_at: Option<Instant>,
     /// The longest the core sleeps, idle or not, between two beats.
     beat_every: Duration,
+    metrics: Option<Arc<crate::metrics::Metrics>>,
 }
 
 impl Core {
@@ -127,7 +128,15 @@ impl Core {
             ready: false,
             views_at: None,
             beat_every: super::service::HEARTBEAT_EVERY,
+            metrics: None,
         })
+    }
+
+    /// Observes `baton_append_to_event_seconds` and sets `baton_files_tracked`.
+    pub fn with_metrics(mut self, m: Arc<crate::metrics::Metrics>) -> Self {
+        self.reduce.read_at = Some(Vec::new());
+        self.metrics = Some(m);
+        self
     }
 
     /// Sends the sessions that changed to `tx` after each batch (coalesced).
@@ -344,6 +353,15 @@ impl Core {
 
     fn flush(&mut self) {
         self.reduce.record_decided(&self.files);
+        if let (Some(m), Some(at)) = (&self.metrics, &mut self.reduce.read_at) {
+            // The span from the read to here: the bytes' reading, framing, projecting and
+            // reducing, and the wait for the batch to end; not the sinks' own time.
+            let now = self.files.now().mono;
+            for t in at.drain(..) {
+                m.observe_latency_ms(now.saturating_sub(t));
+            }
+            m.set_files_tracked(self.files.len());
+        }
         if self.reduce.out.is_empty() {
             return;
         }

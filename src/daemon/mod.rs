@@ -215,6 +215,8 @@ pub struct Settings {
     pub max_followers: usize,
     /// Other machines whose events come here.
     pub remotes: Vec<crate::remote::RemoteConfig>,
+    /// Where `/metrics` is served (already checked against `metrics_allow_remote`).
+    pub metrics: Option<std::net::SocketAddr>,
 }
 
 impl Settings {
@@ -303,6 +305,7 @@ impl Settings {
             socket: config.socket,
             max_followers: config.max_followers,
             remotes: config.remotes,
+            metrics: config.metrics,
         })
     }
 }
@@ -448,10 +451,21 @@ pub async fn run(settings: Settings, shutdown: impl Future<Output = ()>) -> Resu
     let sinks = build_sinks(&settings, &board)?;
     let token = Shutdown::new()
         .map_err(|e| Error::Usage(format!("cannot make the shutdown signal: {e}")))?;
+    let metrics = match settings.metrics {
+        Some(addr) => Some(
+            crate::metrics::serve::Listener::bind(addr).map_err(|e| Error::Usage(e.to_string()))?,
+        ),
+        None => None,
+    }
+    .map(|l| (l, Arc::new(crate::metrics::Metrics::new())));
     let (counts_tx, counts_rx) = tokio::sync::watch::channel(crate::views::Counts::default());
-    let (views_tx, views) = crate::views::spawn(counts_tx)
-        .map_err(|e| Error::Usage(format!("cannot start the status thread: {e}")))?;
+    let (views_tx, views) =
+        crate::views::spawn_with(counts_tx, metrics.as_ref().map(|(_, m)| Arc::clone(m)))
+            .map_err(|e| Error::Usage(format!("cannot start the status thread: {e}")))?;
     let hub = crate::socket::Hub::with_board(views, crate::socket::CLIENT_QUEUE, board);
+    if let Some((_, m)) = &metrics {
+        hub.remote_links().count_into(Arc::clone(m));
+    }
     // The roots the person named (the defaults appear as their agents are installed, and
     // are never "waiting").
     let defaults = crate::config::default_roots();
@@ -496,6 +510,10 @@ pub async fn run(settings: Settings, shutdown: impl Future<Output = ()>) -> Resu
         .with_views(views_tx)
         .with_poll_gate(poll_tx)
         .with_heartbeat(Arc::clone(&heartbeat), service::heartbeat_every(watchdog));
+    let core = match &metrics {
+        Some((_, m)) => core.with_metrics(Arc::clone(m)),
+        None => core,
+    };
     let core = {
         let token = token.clone();
         std::thread::Builder::new()
@@ -521,12 +539,23 @@ pub async fn run(settings: Settings, shutdown: impl Future<Output = ()>) -> Resu
         health: hub.stream_health(),
         shutdown: token.clone(),
     };
+    let (scrape_tx, scrapes) = tokio::sync::mpsc::channel(4);
     let fan = sink::Fanout {
         sinks,
         hub: Some(hub),
         ready: Some(ready_tx),
+        metrics: metrics.as_ref().map(|(_, m)| Arc::clone(m)),
     };
-    let mut sink = tokio::spawn(sink::run(event_rx, out, persist, replay, fan, writer));
+    let serving = metrics.map(|(l, m)| tokio::spawn(l.run(m, Some(scrape_tx), token.clone())));
+    let mut sink = tokio::spawn(sink::run(
+        event_rx,
+        out,
+        persist,
+        replay,
+        fan,
+        writer,
+        Some(scrapes),
+    ));
     tokio::pin!(shutdown);
     let sink_result = tokio::select! {
         () = &mut shutdown => {
@@ -556,6 +585,9 @@ pub async fn run(settings: Settings, shutdown: impl Future<Output = ()>) -> Resu
     // Both return at the token.
     let _ = ticker.await;
     let _ = notifier.await;
+    if let Some(s) = serving {
+        let _ = s.await;
+    }
     let core_result =
         tokio::time::timeout(CORE_GRACE, tokio::task::spawn_blocking(move || core.join())).await;
     let sink_result =

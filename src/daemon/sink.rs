@@ -10,9 +10,12 @@
 
 use super::stage::Stage;
 use crate::error::Error;
+use crate::metrics::Metrics;
+use crate::metrics::serve::SyncRx;
 use crate::model::{Event, EventKind};
 use crate::shutdown::Shutdown;
 use crate::sink::Sink;
+use crate::sink::delivery::{Counted, Courier, Delivered};
 use crate::sink::jsonl::{LineOut, StreamHealth};
 use crate::socket::Hub;
 use crate::state::{Delta, Persist};
@@ -31,10 +34,28 @@ pub enum Out {
 }
 
 /// A delivery sink, closed with a grace period at the end.
-pub struct Delivery(Box<dyn Sink>);
+pub struct Delivery(Box<dyn Counting>);
 
-impl<S: Sink + 'static> From<S> for Delivery {
-    fn from(s: S) -> Self {
+/// A sink whose deliveries and failures `baton_deliveries_total` counts.
+trait Counting: Sink {
+    fn counts(&self) -> (u64, u64);
+}
+
+impl<C: Courier> Counting for Delivered<C>
+where
+    C::Stats: Counted,
+{
+    fn counts(&self) -> (u64, u64) {
+        let s = self.stats();
+        (s.delivered(), s.failed())
+    }
+}
+
+impl<C: Courier> From<Delivered<C>> for Delivery
+where
+    C::Stats: Counted,
+{
+    fn from(s: Delivered<C>) -> Self {
         Delivery(Box::new(s))
     }
 }
@@ -47,7 +68,8 @@ impl Delivery {
     /// Lets the sink finish its queue for up to `grace`, and logs what it did.
     pub fn close(self, grace: Duration) {
         let name = self.0.name();
-        let closed = self.0.close(grace);
+        let sink: Box<dyn Sink> = self.0;
+        let closed = sink.close(grace);
         let stats = format!("{:?}", closed.stats);
         if closed.done {
             tracing::info!(sink = name, stats = %stats, "Sink closed.");
@@ -63,11 +85,16 @@ pub struct Fanout {
     pub hub: Option<Arc<Hub>>,
     /// Fired once, when `daemon_ready` goes out.
     pub ready: Option<oneshot::Sender<()>>,
+    /// Counts turns and anomalies; at each scrape's request, the sinks' deliveries.
+    pub metrics: Option<Arc<Metrics>>,
 }
 
 impl Fanout {
     fn deliver(&mut self, batch: &[Event]) {
         for ev in batch {
+            if let Some(m) = &self.metrics {
+                m.count_event(ev);
+            }
             for s in &mut self.sinks {
                 s.sink().deliver(ev);
             }
@@ -82,6 +109,16 @@ impl Fanout {
         }
         for s in &mut self.sinks {
             s.sink().flush();
+        }
+    }
+
+    /// Brings `baton_deliveries_total` up to the sinks' own counts (kept on their threads).
+    fn sync_metrics(&self) {
+        if let Some(m) = &self.metrics {
+            for s in &self.sinks {
+                let (delivered, failed) = s.0.counts();
+                m.set_deliveries(s.0.name(), delivered, failed);
+            }
         }
     }
 
@@ -112,6 +149,7 @@ pub async fn run(
     replay: Vec<Event>,
     mut fan: Fanout,
     writer: Writer,
+    mut scrapes: Option<SyncRx>,
 ) -> Result<Fanout, Error> {
     // After the last run's outage: what comes out again says `replay` to every sink.
     let mut suspect = persist.take_suspect();
@@ -130,6 +168,10 @@ pub async fn run(
         };
         tokio::select! {
             () = due => held_due = fan.tick(),
+            Some(done) = recv_some(&mut scrapes) => {
+                fan.sync_metrics();
+                let _ = done.send(());
+            }
             msg = rx.recv() => {
                 let Some(mut msg) = msg else { break };
                 if let Out::Batch(batch) = &mut msg {
@@ -234,6 +276,20 @@ async fn stage(
     Ok(())
 }
 
+/// The next scrape's request; never, without a listener (or once it is gone).
+async fn recv_some(rx: &mut Option<SyncRx>) -> Option<oneshot::Sender<()>> {
+    match rx {
+        Some(r) => match r.recv().await {
+            Some(m) => Some(m),
+            None => {
+                *rx = None;
+                std::future::pending().await
+            }
+        },
+        None => std::future::pending().await,
+    }
+}
+
 async fn sleep_until(at: Option<std::time::Instant>) {
     match at {
         Some(at) => tokio::time::sleep_until(at.into()).await,
@@ -305,6 +361,7 @@ mod tests {
             sinks: Vec::new(),
             hub: None,
             ready: None,
+            metrics: None,
         };
         // The runtime runs on its own thread, as in the daemon.
         let stream = Box::new(crate::sink::jsonl::Lines::new(out.clone(), "test"));
@@ -313,7 +370,7 @@ mod tests {
             shutdown: Shutdown::new().unwrap(),
         };
         let task = std::thread::spawn(move || {
-            rt.block_on(run(rx, stream, persist, Vec::new(), fan, writer))
+            rt.block_on(run(rx, stream, persist, Vec::new(), fan, writer, None))
         });
         // The sender gets stuck: both queues fill and nothing is thrown away.
         let deadline = std::time::Instant::now() + Duration::from_secs(30);

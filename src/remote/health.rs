@@ -14,16 +14,25 @@ pub enum Link {
     },
 }
 
-/// Every remote's link, by name.
+/// Every remote's link, by name; and, once metrics are on, the gauge of those connected.
 #[derive(Debug, Default)]
-pub struct Links(Mutex<BTreeMap<String, Link>>);
+pub struct Links(
+    Mutex<BTreeMap<String, Link>>,
+    std::sync::OnceLock<std::sync::Arc<crate::metrics::Metrics>>,
+);
 
 impl Links {
     pub fn set(&self, name: &str, link: Link) {
-        self.0
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .insert(name.to_owned(), link);
+        let mut g = self.0.lock().unwrap_or_else(PoisonError::into_inner);
+        g.insert(name.to_owned(), link);
+        if let Some(m) = self.1.get() {
+            m.set_remotes_connected(g.values().filter(|l| matches!(l, Link::Connected)).count());
+        }
+    }
+
+    /// Keeps `baton_remotes_connected` up to date from now on.
+    pub fn count_into(&self, metrics: std::sync::Arc<crate::metrics::Metrics>) {
+        let _ = self.1.set(metrics);
     }
 
     /// One JSON object per remote, as of `now`.

@@ -44,6 +44,43 @@ pub trait Courier: Send + 'static {
     fn finish(self, deadline: Instant) -> (Self::Stats, bool);
 }
 
+/// What a courier's stats say in the two numbers `baton_deliveries_total` and
+/// `baton_delivery_failures_total` count.
+pub trait Counted {
+    /// Pages that reached their target.
+    fn delivered(&self) -> u64;
+    /// Pages given up on: failed, timed out, or dropped from a full queue. (Skipped on
+    /// purpose, as by a cooldown, is neither.)
+    fn failed(&self) -> u64;
+}
+
+impl Counted for super::exec::ExecStats {
+    fn delivered(&self) -> u64 {
+        self.ok
+    }
+    fn failed(&self) -> u64 {
+        self.failed + self.timed_out + self.dropped
+    }
+}
+
+impl Counted for super::webhook::WebhookStats {
+    fn delivered(&self) -> u64 {
+        self.delivered
+    }
+    fn failed(&self) -> u64 {
+        self.failed + self.dropped
+    }
+}
+
+impl Counted for super::desktop::DesktopStats {
+    fn delivered(&self) -> u64 {
+        self.shown
+    }
+    fn failed(&self) -> u64 {
+        self.failed + self.dropped + self.skipped_no_bus
+    }
+}
+
 /// A delivery sink: the hold in front of a courier; see the module docs.
 pub struct Delivered<C> {
     hold: Hold,
