@@ -117,10 +117,13 @@ pub fn status(socket: Option<&Path>, json: bool, out: &mut impl Write) -> Result
             .map(ago)
             .unwrap_or_default();
         // Wider than its column when background tasks are named: never cut.
-        let state = crate::scan_view::state_text(
+        let mut state = crate::scan_view::state_text(
             text(r, "state"),
             r["background_tasks"].as_u64().unwrap_or(0),
         );
+        if let Some(reason) = r["reason"].as_str() {
+            state = format!("{state} ({})", one_line(reason, 20));
+        }
         let line = format!(
             "{} {} {} {} {} {}",
             w(&state, state.chars().count().max(12)),

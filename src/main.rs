@@ -85,11 +85,11 @@ fn run(command: Command) -> Result<(), Error> {
             Ok(())
         }
         Command::Status(args) => {
-            let socket = config::socket_path();
+            let socket = args.daemon.socket();
             baton::client::status(socket.as_deref(), args.json, &mut io::stdout().lock())
         }
         Command::Tail(args) => {
-            let socket = config::socket_path();
+            let socket = args.daemon.socket();
             baton::client::tail(
                 socket.as_deref(),
                 args.json,
@@ -127,8 +127,13 @@ fn run(command: Command) -> Result<(), Error> {
             } else {
                 replay::collect(&args.paths, args.pipeline.provider)?
             };
-            let (views, stats) =
-                replay::scan_with(&files, &options(&args.pipeline), !args.full_read)?;
+            let (views, stats) = replay::scan_live(
+                &files,
+                &options(&args.pipeline),
+                !args.full_read,
+                args.liveness_after,
+            )?;
+            let now = baton::clock::wall_now();
             tracing::info!("{}", stats.summary());
             if args.stats {
                 eprintln!("{}", stats.summary());
@@ -136,7 +141,8 @@ fn run(command: Command) -> Result<(), Error> {
             let mut out = io::BufWriter::new(io::stdout().lock());
             if args.json {
                 for v in &views {
-                    writeln!(out, "{}", scan_view::json_line(v)).map_err(Error::Output)?;
+                    writeln!(out, "{}", scan_view::json_line(v, now, args.liveness_after))
+                        .map_err(Error::Output)?;
                 }
             } else if views.is_empty() {
                 writeln!(out, "No sessions found.").map_err(Error::Output)?;
@@ -144,7 +150,7 @@ fn run(command: Command) -> Result<(), Error> {
                 write!(
                     out,
                     "{}",
-                    scan_view::table(&views, baton::clock::wall_now())
+                    scan_view::table(&views, now, args.liveness_after)
                 )
                 .map_err(Error::Output)?;
             }

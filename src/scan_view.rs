@@ -18,6 +18,9 @@ struct Row<'a> {
     record_ts: Option<String>,
     message: Option<&'a str>,
     evidence: Option<&'a str>,
+    /// Why the turn ended, where the state alone does not say (`writer_gone`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    reason: Option<&'a str>,
     #[serde(skip_serializing_if = "is_zero")]
     background_tasks: u32,
 }
@@ -36,20 +39,31 @@ pub fn state_text(state: &str, background_tasks: u64) -> String {
     }
 }
 
-/// One JSON object (no newline).
-pub fn json_line(v: &SessionView) -> String {
+/// A state as people read it, with the reason where the state alone does not say:
+/// `interrupted (writer_gone)`.
+pub fn state_cell(v: &SessionView, now: i64, after_ms: u64) -> String {
+    let state = state_text(v.shown_state(now, after_ms), u64::from(v.background_tasks));
+    match v.reason {
+        Some(r) => format!("{state} ({r})"),
+        None => state,
+    }
+}
+
+/// One JSON object (no newline); `now` (Unix ms) and `after_ms` decide `stale`.
+pub fn json_line(v: &SessionView, now: i64, after_ms: u64) -> String {
     let row = Row {
         provider: v.key.provider.as_str(),
         session: &v.key.session,
         agent: v.key.agent.as_deref(),
         project: crate::sink::view_project(v, 1),
         path: &v.path,
-        state: v.state.as_str(),
+        state: v.shown_state(now, after_ms),
         turn: v.turn.as_deref(),
         line: v.line,
         record_ts: v.record_ts.map(format_rfc3339),
         message: v.message.as_deref(),
         evidence: v.evidence,
+        reason: v.reason,
         background_tasks: v.background_tasks,
     };
     serde_json::to_string(&row).unwrap_or_default()
@@ -91,8 +105,9 @@ pub fn project_names(views: &[SessionView]) -> Vec<String> {
         .collect()
 }
 
-/// A readable table, one session a row; ages are counted to `now` (Unix ms).
-pub fn table(views: &[SessionView], now: i64) -> String {
+/// A readable table, one session a row; ages are counted to `now` (Unix ms), and a
+/// working session silent for `after_ms` that liveness cannot judge is `stale`.
+pub fn table(views: &[SessionView], now: i64, after_ms: u64) -> String {
     let mut out = format!(
         "{:<12} {:<11} {:<20} {:<13} {:<12} {:<12} {}\n",
         "STATE", "AGENT", "PROJECT", "SESSION", "SUBAGENT", "AGE", "LAST MESSAGE"
@@ -105,7 +120,7 @@ pub fn table(views: &[SessionView], now: i64) -> String {
             .unwrap_or_default();
         out.push_str(&format!(
             "{:<12} {:<11} {} {} {} {:<12} {}\n",
-            state_text(v.state.as_str(), u64::from(v.background_tasks)),
+            state_cell(v, now, after_ms),
             crate::sink::agent_name(Some(v.key.provider)),
             cell(project, 20),
             cell(&v.key.session, 13),

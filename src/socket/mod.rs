@@ -61,6 +61,9 @@ pub struct Hub {
     queue: usize,
     /// Whether the event stream is being written (for `status`).
     stream: Arc<StreamHealth>,
+    /// `liveness_after`: how long a working session may be silent before `status`
+    /// shows it `stale` where the liveness check cannot judge it.
+    stale_after_ms: std::sync::atomic::AtomicU64,
 }
 
 impl Hub {
@@ -70,7 +73,17 @@ impl Hub {
             views,
             queue: queue.max(1),
             stream: Arc::default(),
+            stale_after_ms: crate::config::DEFAULT_LIVENESS_AFTER_MS.into(),
         })
+    }
+
+    /// Sets `liveness_after` (see [`SessionView::shown_state`]).
+    pub fn set_stale_after(&self, ms: u64) {
+        self.stale_after_ms.store(ms, Ordering::Relaxed);
+    }
+
+    fn stale_after(&self) -> u64 {
+        self.stale_after_ms.load(Ordering::Relaxed)
     }
 
     /// Where the event writer says whether it is blocked.
@@ -165,24 +178,30 @@ struct StatusRow<'a> {
     since: Option<String>,
     message: Option<&'a str>,
     evidence: Option<&'a str>,
+    /// Why the turn ended, where the state alone does not say (`writer_gone`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    reason: Option<&'a str>,
     /// Background tasks still running or waiting to report back (absent when none).
     #[serde(skip_serializing_if = "Option::is_none")]
     background_tasks: Option<u32>,
 }
 
-fn status_line(v: &SessionView) -> String {
+/// One `status` row as of `now` (Unix ms); a working session silent for `after_ms` that
+/// the liveness check cannot judge is `stale`.
+fn status_line(v: &SessionView, now: i64, after_ms: u64) -> String {
     let row = StatusRow {
         provider: v.key.provider.as_str(),
         session: &v.key.session,
         agent: v.key.agent.as_deref(),
         project: crate::sink::view_project(v, 1),
         path: &v.path,
-        state: v.state.as_str(),
+        state: v.shown_state(now, after_ms),
         turn: v.turn.as_deref(),
         line: v.line,
         since: v.record_ts.map(format_rfc3339),
         message: v.message.as_deref(),
         evidence: v.evidence,
+        reason: v.reason,
         background_tasks: (v.background_tasks > 0).then_some(v.background_tasks),
     };
     serde_json::to_string(&row).unwrap_or_default()
