@@ -130,6 +130,8 @@ fn a_bad_setting_is_a_usage_error_before_the_state_dir_is_opened() {
     let bad = dir.join("bad.toml");
     let cases = [
         ("[[webhook]]\nurl = \"ftp://example.com/hook\"\n", "webhook"),
+        // Checked only where the sink is built: before the state directory all the same.
+        ("[[webhook]]\nurl = \"http://\"\n", "not a valid url"),
         ("on_event = [\"\"]\n", "command"),
         ("[desktop]\ncooldown = \"3 weeks\"\n", "cooldown"),
     ];
