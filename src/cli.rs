@@ -160,9 +160,32 @@ pub struct ScanArgs {
     pub stats: bool,
     #[command(flatten)]
     pub table: TableArgs,
+    /// Quiet time after which a working session's agent process is looked for, as the
+    /// daemon does: with none alive, it shows interrupted (writer_gone). Where no process
+    /// can tell (agents without a writer rule), a longer silence shows as `stale`.
+    #[arg(long, value_name = "DUR", default_value = "2m", value_parser = parse_positive_duration)]
+    pub liveness_after: u64,
     /// Transcript files or directories (default: the default roots; see `baton --help`).
     #[arg(value_name = "PATH")]
     pub paths: Vec<PathBuf>,
+}
+
+/// Which daemon a client asks.
+#[derive(Debug, Args)]
+pub struct DaemonArgs {
+    /// The socket of the daemon to ask (as given to `baton run --socket`).
+    #[arg(long, value_name = "PATH", conflicts_with = "state_dir")]
+    pub socket: Option<PathBuf>,
+    /// Ask the daemon of this state directory (as given to `baton run --state-dir`).
+    #[arg(long, value_name = "DIR")]
+    pub state_dir: Option<PathBuf>,
+}
+
+impl DaemonArgs {
+    /// The socket to connect to.
+    pub fn socket(&self) -> Option<PathBuf> {
+        crate::config::socket_for(self.socket.clone(), self.state_dir.as_deref())
+    }
 }
 
 #[derive(Debug, Args)]
@@ -174,9 +197,8 @@ pub struct StatusArgs {
     /// A full-screen table that follows the daemon live (keys: / filter, a all, q quit).
     #[arg(long, conflicts_with = "json")]
     pub watch: bool,
-    /// The daemon's socket (default: $XDG_RUNTIME_DIR/baton/baton.sock).
-    #[arg(long, value_name = "PATH")]
-    pub socket: Option<PathBuf>,
+    #[command(flatten)]
+    pub daemon: DaemonArgs,
     #[command(flatten)]
     pub table: TableArgs,
 }
@@ -240,13 +262,19 @@ pub struct TailArgs {
     /// from 100 ms to 2 s) and resume after the last event printed, with no repeats.
     #[arg(long, short = 'f')]
     pub follow: bool,
-    /// The daemon's socket (default: $XDG_RUNTIME_DIR/baton/baton.sock).
-    #[arg(long, value_name = "PATH")]
-    pub socket: Option<PathBuf>,
+    #[command(flatten)]
+    pub daemon: DaemonArgs,
 }
 
 fn parse_duration(s: &str) -> Result<u64, String> {
     crate::clock::parse_duration_ms(s)
+}
+
+fn parse_positive_duration(s: &str) -> Result<u64, String> {
+    match crate::clock::parse_duration_ms(s)? {
+        0 => Err(format!("`{s}` must be longer than zero")),
+        ms => Ok(ms),
+    }
 }
 
 fn parse_provider(s: &str) -> Result<crate::model::ProviderKind, String> {

@@ -85,7 +85,7 @@ fn run(command: Command) -> Result<(), Error> {
             Ok(())
         }
         Command::Status(args) => {
-            let socket = args.socket.or_else(config::socket_path);
+            let socket = args.daemon.socket();
             if args.watch {
                 return baton::live::watch(socket);
             }
@@ -111,7 +111,7 @@ fn run(command: Command) -> Result<(), Error> {
             baton::client::mute(socket.as_deref(), &target, None, &mut io::stdout().lock())
         }
         Command::Tail(args) => {
-            let socket = args.socket.or_else(config::socket_path);
+            let socket = args.daemon.socket();
             let opts = baton::client::TailOptions {
                 json: args.json,
                 since_ms: args.since,
@@ -150,15 +150,20 @@ fn run(command: Command) -> Result<(), Error> {
             } else {
                 replay::collect(&args.paths, args.pipeline.provider)?
             };
-            let (views, stats) =
-                replay::scan_with(&files, &options(&args.pipeline), !args.full_read)?;
+            let (views, stats) = replay::scan_live(
+                &files,
+                &options(&args.pipeline),
+                !args.full_read,
+                args.liveness_after,
+            )?;
             tracing::info!("{}", stats.summary());
             if args.stats {
                 eprintln!("{}", stats.summary());
             }
             let table = baton::people::Table::from_args(&args.table);
             let mut out = io::BufWriter::new(io::stdout().lock());
-            scan_view::write(&views, args.json, &table, &mut out).map_err(Error::Output)?;
+            scan_view::write(&views, args.json, &table, args.liveness_after, &mut out)
+                .map_err(Error::Output)?;
             out.flush().map_err(Error::Output)
         }
     }

@@ -273,13 +273,34 @@ pub fn scan_with(
     opts: &Options,
     tail_first: bool,
 ) -> Result<(Vec<SessionView>, ScanStats), Error> {
+    scan_judged(files, opts, tail_first, None)
+}
+
+/// [`scan_with`], then the daemon's liveness check on this machine's processes: a
+/// working session quiet for `liveness_after_ms` (by its last record's time) whose
+/// writer is not alive ends as interrupted (`writer_gone`), as the daemon would end it.
+pub fn scan_live(
+    files: &[Found],
+    opts: &Options,
+    tail_first: bool,
+    liveness_after_ms: u64,
+) -> Result<(Vec<SessionView>, ScanStats), Error> {
+    scan_judged(files, opts, tail_first, Some(liveness_after_ms))
+}
+
+fn scan_judged(
+    files: &[Found],
+    opts: &Options,
+    tail_first: bool,
+    liveness_after_ms: Option<u64>,
+) -> Result<(Vec<SessionView>, ScanStats), Error> {
     let mut stats = ScanStats::default();
     let wall = wall_now();
     let now = Now {
         mono: u64::try_from(wall).unwrap_or(0),
         wall,
     };
-    let (reducer, last_lines) = run_counting(
+    let (mut reducer, last_lines) = run_counting(
         files,
         opts,
         AtEof::StopAt(now),
@@ -287,6 +308,10 @@ pub fn scan_with(
         &mut stats,
         |_| Ok(()),
     )?;
+    if let Some(after) = liveness_after_ms {
+        // The events it makes are not scan's to print: only the states they leave.
+        crate::daemon::liveness::sweep(after, &mut reducer, now, &mut Vec::new());
+    }
     let mut views = reducer.sessions();
     for v in &mut views {
         // A working session is as recent as the last record read from its file, even a

@@ -161,7 +161,10 @@ fn scan_json_reports_each_sessions_state() {
     assert_eq!(rows[0]["evidence"], "stop_reason");
     assert_eq!(rows[0]["message"], "Done here.");
     assert_eq!(rows[1]["provider"], "codex");
-    assert_eq!(rows[1]["state"], "working");
+    // Working when its records were written, months ago, and no process holds the
+    // rollout open: the liveness check ends it, as the daemon would.
+    assert_eq!(rows[1]["state"], "interrupted");
+    assert_eq!(rows[1]["reason"], "writer_gone");
     assert_eq!(rows[1]["turn"], "t1");
     assert_eq!(rows[1]["line"], 3);
     for key in [
@@ -187,7 +190,7 @@ fn scan_json_reports_each_sessions_state() {
         .unwrap();
     let text = String::from_utf8(table.stdout).unwrap();
     assert!(text.starts_with("STATE"), "{text}");
-    assert!(text.contains("completed") && text.contains("working"));
+    assert!(text.contains("completed") && text.contains("interrupted (writer_gone)"));
 }
 
 #[test]

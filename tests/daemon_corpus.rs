@@ -216,7 +216,15 @@ fn status_at_ready_equals_scan_of_the_same_tree() {
     let mut scan = std::collections::BTreeMap::new();
     for (root, provider) in [(&claude, "claude"), (&codex, "codex")] {
         let out = std::process::Command::new(env!("CARGO_BIN_EXE_baton"))
-            .args(["scan", "--json", "--provider", provider])
+            // What the daemon knows at ready: its first liveness check comes later.
+            .args([
+                "scan",
+                "--json",
+                "--liveness-after",
+                "1000000h",
+                "--provider",
+                provider,
+            ])
             .arg(root)
             .output()
             .unwrap();

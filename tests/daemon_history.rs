@@ -99,8 +99,10 @@ impl Run {
 
     /// `status --json`, one row a session.
     fn status(&self) -> Vec<Value> {
+        // The daemon of that state directory listens in it.
         let out = Run::baton(&self.dir)
-            .args(["status", "--json"])
+            .args(["status", "--json", "--state-dir"])
+            .arg(self.dir.join("state"))
             .output()
             .unwrap();
         assert!(out.status.success(), "{out:?}");

@@ -3,7 +3,7 @@
 
 use crate::watch::Root;
 use std::env;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 /// A directory from the environment: set, not empty, and absolute. A relative value
 /// counts as unset (as the XDG Base Directory spec says of its variables), so that
@@ -48,10 +48,29 @@ pub fn default_state_dir() -> Option<PathBuf> {
         .map(|d| d.join("baton"))
 }
 
+/// The socket's file name, in whichever directory holds it.
+pub const SOCKET_NAME: &str = "baton.sock";
+
+/// Where the daemon of state directory `state_dir` listens, as `baton run` places it
+/// and `status`/`tail` look for it: `socket` when named; the state directory's own
+/// `baton.sock` for a state directory other than the default one, so that two daemons
+/// with two state directories never share a socket; else [`socket_path`] (the default
+/// instance keeps its socket in the runtime directory, where the systemd unit's clients
+/// find it).
+pub fn socket_for(socket: Option<PathBuf>, state_dir: Option<&Path>) -> Option<PathBuf> {
+    if socket.is_some() {
+        return socket;
+    }
+    match state_dir.map(std::path::absolute) {
+        Some(Ok(dir)) if Some(&dir) != default_state_dir().as_ref() => Some(dir.join(SOCKET_NAME)),
+        _ => socket_path(),
+    }
+}
+
 /// `$XDG_RUNTIME_DIR/baton/baton.sock`, falling back to the state directory.
 pub fn socket_path() -> Option<PathBuf> {
     env_dir("XDG_RUNTIME_DIR")
         .map(|d| d.join("baton"))
         .or_else(default_state_dir)
-        .map(|d| d.join("baton.sock"))
+        .map(|d| d.join(SOCKET_NAME))
 }

@@ -10,7 +10,7 @@ mod raw;
 mod remote;
 
 use dirs::home;
-pub use dirs::{default_config_path, default_roots, default_state_dir, socket_path};
+pub use dirs::{default_config_path, default_roots, default_state_dir, socket_for, socket_path};
 pub use raw::{RawConfig, RawDesktop, RawExec, RawWebhook};
 
 use crate::clock::parse_duration_ms;

@@ -99,6 +99,12 @@ pub struct RunArgs {
     /// One daemon per state directory.
     #[arg(long, value_name = "DIR")]
     pub state_dir: Option<PathBuf>,
+    /// Where to listen for `status` and `tail` (they take the same --socket, or the same
+    /// --state-dir). Default: $XDG_RUNTIME_DIR/baton/baton.sock; with a --state-dir other
+    /// than the default one, baton.sock in that directory, so daemons with their own
+    /// state directories never collide.
+    #[arg(long, value_name = "PATH")]
+    pub socket: Option<PathBuf>,
     /// Where events go: a file to append to, or - for stdout [default: -].
     #[arg(long, value_name = "FILE|-")]
     pub events: Option<PathBuf>,
@@ -259,6 +265,7 @@ impl Settings {
             None => config.events,
         };
         let desktop = (config.desktop.enabled && !args.no_desktop).then_some(config.desktop.sink);
+        let given_state_dir = args.state_dir.is_some();
         let state_dir = args
             .state_dir
             .or_else(crate::config::default_state_dir)
@@ -271,6 +278,14 @@ impl Settings {
             })?;
         let state_dir = std::path::absolute(&state_dir)
             .map_err(|e| Error::Usage(format!("--state-dir {}: {e}", state_dir.display())))?;
+        let socket = match (args.socket, given_state_dir) {
+            (Some(s), _) => Some(
+                std::path::absolute(&s)
+                    .map_err(|e| Error::Usage(format!("--socket {}: {e}", s.display())))?,
+            ),
+            (None, true) => crate::config::socket_for(None, Some(&state_dir)),
+            (None, false) => config.socket,
+        };
         Ok(Settings {
             roots,
             events,
@@ -302,7 +317,7 @@ impl Settings {
             desktop,
             on_event: config.on_event,
             webhooks: config.webhooks,
-            socket: config.socket,
+            socket,
             max_followers: config.max_followers,
             remotes: config.remotes,
             metrics: config.metrics,
@@ -439,16 +454,19 @@ const CORE_GRACE: Duration = Duration::from_secs(3);
 /// fails). Every task gets the one [`Shutdown`] token, and every wait of the stop is
 /// bounded.
 pub async fn run(settings: Settings, shutdown: impl Future<Output = ()>) -> Result<(), Error> {
-    // First: a second daemon on the same state directory must stop before it does
-    // anything else.
-    let (persist, mut loaded) = crate::state::open(&settings.state_dir, settings.catch_up_ms)?;
-    let replay = std::mem::take(&mut loaded.journal.undone);
-    let out = open_events(settings.events.as_ref())?;
+    // First the settings the sinks check (webhook URLs and headers, the exec command), so
+    // a bad one is a usage error whatever holds the state directory or the socket.
+    // (The mutes file is only read here; a second daemon stops at the lock below.)
     let board = crate::sink::desktop::Board {
         mutes: std::sync::Arc::new(crate::state::mutes::Mutes::load(&settings.state_dir)),
         held: std::sync::Arc::default(),
     };
     let sinks = build_sinks(&settings, &board)?;
+    // Then: a second daemon on the same state directory must stop before it does
+    // anything else.
+    let (persist, mut loaded) = crate::state::open(&settings.state_dir, settings.catch_up_ms)?;
+    let replay = std::mem::take(&mut loaded.journal.undone);
+    let out = open_events(settings.events.as_ref())?;
     let token = Shutdown::new()
         .map_err(|e| Error::Usage(format!("cannot make the shutdown signal: {e}")))?;
     let metrics = match settings.metrics {
@@ -477,6 +495,7 @@ pub async fn run(settings: Settings, shutdown: impl Future<Output = ()>) -> Resu
             .cloned()
             .collect(),
     );
+    hub.set_stale_after(settings.liveness_after_ms);
     let server = match &settings.socket {
         Some(path) => {
             let opts = crate::socket::Options {

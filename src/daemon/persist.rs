@@ -49,10 +49,13 @@ impl Pending {
         }
     }
 
-    /// Keeps the ids `reducer` decided that the ledger should hold.
+    /// Keeps the ids `reducer` decided that the ledger should hold, and marks their
+    /// files' checkpoints due: a decision absorbed as history (a `writer_gone` or quiet
+    /// completion of an old turn) emits no event, yet the next run must start from it.
     pub fn record_decided(&mut self, reducer: &mut Reducer, catch_up: i64) {
         let now = wall_now();
         for d in reducer.take_decided() {
+            self.mark(Path::new(&*d.path));
             if state::ledger::worth_keeping(d.record_ts, now, catch_up) {
                 self.decided
                     .push(Decision::new(&d.session, d.id, d.record_ts));

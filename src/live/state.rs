@@ -136,8 +136,13 @@ impl View {
             at: None,
             message: String::new(),
             background_tasks: 0,
+            reason: None,
         });
         s.state = state.to_owned();
+        s.reason = ev["reason"]
+            .as_str()
+            .filter(|r| *r == "writer_gone")
+            .map(str::to_owned);
         if since.is_some() {
             s.at = since;
         }

@@ -47,13 +47,17 @@ pub struct Row {
     /// The last message as the transcript has it (the render cleans it).
     pub message: String,
     pub background_tasks: u64,
+    /// Why the state is what it is, where the state alone does not say (`writer_gone`).
+    pub reason: Option<String>,
 }
 
 impl Row {
-    /// A `scan` row.
-    pub fn from_view(v: &SessionView) -> Row {
+    /// A `scan` row at `now`: a working session silent for `after_ms` that liveness
+    /// cannot judge shows as `stale`.
+    pub fn from_view(v: &SessionView, now: i64, after_ms: u64) -> Row {
         Row {
-            state: v.state.as_str().to_owned(),
+            reason: v.reason.map(str::to_owned),
+            state: v.shown_state(now, after_ms).to_owned(),
             provider: Some(v.key.provider),
             session: v.key.session.clone(),
             subagent: v.key.agent.clone(),
@@ -83,6 +87,7 @@ impl Row {
             at: v["since"].as_str().and_then(parse_rfc3339),
             message: text("message"),
             background_tasks: v["background_tasks"].as_u64().unwrap_or(0),
+            reason: v["reason"].as_str().map(str::to_owned),
         })
     }
 

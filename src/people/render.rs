@@ -159,7 +159,11 @@ pub fn cells(s: &Shown, now: i64) -> [String; 5] {
         (false, true) => note,
         (false, false) => format!("{note} · {message}"),
     };
-    [flat(&s.row.state), agent, flat(&s.project), age, last]
+    let state = match &s.row.reason {
+        Some(r) => format!("{} ({})", flat(&s.row.state), flat(r)),
+        None => flat(&s.row.state),
+    };
+    [state, agent, flat(&s.project), age, last]
 }
 
 /// `s` left-aligned in `w` columns, coloured with `sgr` if any.
@@ -248,6 +252,7 @@ mod tests {
             at: Some(0),
             message: "m".to_owned(),
             background_tasks: 0,
+            reason: None,
         };
         Shown {
             row: row(state, None),

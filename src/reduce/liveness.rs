@@ -8,7 +8,8 @@ use super::background;
 use super::session::{Session, close, draft};
 use super::views::mark;
 use crate::clock::Now;
-use crate::model::{Event, EventKind, SessionKey, SessionState};
+use crate::model::{Event, EventKind, ProviderKind, SessionKey, SessionState};
+use crate::provider::Writer;
 use std::sync::Arc;
 
 /// A working main session that has been quiet long enough to ask whether its writer
@@ -52,7 +53,7 @@ impl Reducer {
         let Some(t) = sess.turn.as_ref() else { return };
         let (turn, line, ts) = (t.id.clone(), t.last_line, t.last_ts);
         close(sess, SessionState::Interrupted, line, ts, None, None);
-        let guess = format!("writer_gone:{turn}:{line}");
+        let guess = format!("{WRITER_GONE}{turn}:{line}");
         // A guess, like quiet: if the writer was only slow, its next record takes this
         // back (`turn_resumed`) and the turn goes on.
         if let Some(t) = sess.turn.as_mut() {
@@ -73,9 +74,42 @@ impl Reducer {
     }
 }
 
-/// Working on an open turn with no answer pending, and quiet for `after_ms`.
+/// The key prefix of a `writer_gone` verdict (see [`Reducer::writer_gone`]).
+const WRITER_GONE: &str = "writer_gone:";
+
+/// Working on an open turn with no answer pending, and quiet for `after_ms`: since the
+/// last record arrived, or by the record's own time (a session read at start whose last
+/// record is old has been quiet that long, not since the read).
 pub(super) fn writer_check_due(s: &Session, now: Now, after_ms: u64) -> bool {
     s.state == SessionState::Working
         && s.turn.as_ref().is_some_and(|t| t.open && t.cand.is_none())
-        && background::liveness_due(s.last_seen, now.mono, after_ms)
+        && (background::liveness_due(s.last_seen, now.mono, after_ms)
+            || s.last_ts.is_some_and(|t| {
+                background::liveness_due(
+                    u64::try_from(t).unwrap_or(u64::MAX),
+                    u64::try_from(now.wall).unwrap_or(0),
+                    after_ms,
+                )
+            }))
+}
+
+/// Whether the liveness check could judge `s` while it works: its agent has a writer
+/// rule the session gives what it needs for, and no answer is pending.
+pub(super) fn judged(kind: ProviderKind, s: &Session) -> bool {
+    let rule = match kind.descriptor().writer() {
+        Some(Writer::HoldsOpen) => true,
+        Some(Writer::RunsIn) => s.cwd.is_some(),
+        None => false,
+    };
+    rule && s.turn.as_ref().is_none_or(|t| t.cand.is_none())
+}
+
+/// Whether `s` shows a turn ended by a `writer_gone` verdict (kept with the turn, so
+/// saved and restored with it).
+pub(super) fn writer_gone_shown(s: &Session) -> bool {
+    s.state == SessionState::Interrupted
+        && s.turn
+            .as_ref()
+            .and_then(|t| t.quiet.as_deref())
+            .is_some_and(|q| q.starts_with(WRITER_GONE))
 }

@@ -22,7 +22,7 @@ mod views;
 pub use dedup::{DEFAULT_SEEN, Seen};
 pub use liveness::Quiet;
 pub use persist::{Decided, SavedSession};
-pub use views::{ParkedView, SessionChange, SessionView};
+pub use views::{ParkedView, STALE, SessionChange, SessionView};
 
 /// How many event ids the seen-set remembers.
 pub fn dedup_capacity() -> usize {
@@ -313,6 +313,7 @@ impl Reducer {
             decided.push(Decided {
                 id: id.clone(),
                 session: key.clone(),
+                path: path.clone(),
                 record_ts: d.record_ts,
             });
         }

@@ -28,6 +28,9 @@ pub struct SavedSession {
 pub struct Decided {
     pub id: String,
     pub session: SessionKey,
+    /// The file that fed the session: a decision absorbed as history (no event) still
+    /// changed the session, so its checkpoint is due all the same.
+    pub path: Arc<str>,
     pub record_ts: Option<i64>,
 }
 

@@ -29,6 +29,34 @@ pub struct SessionView {
     /// The directory the session started in, if its transcript says (see
     /// `sink::project_name`).
     pub start_dir: Option<String>,
+    /// Why its turn ended, where the view alone cannot tell: `writer_gone` for a turn
+    /// ended because no process was left to write it.
+    pub reason: Option<&'static str>,
+    /// Whether the liveness check can judge it while it works (a main session of an
+    /// agent with a writer rule, on an open turn with no answer pending): where it
+    /// cannot, a long silence shows as [`STALE`] instead.
+    pub judged: bool,
+}
+
+/// The view state of a working session whose file has been silent for longer than
+/// `liveness_after` past its last record, where the liveness check cannot tell whether
+/// anything still writes it. A view state only: no event says it.
+pub const STALE: &str = "stale";
+
+impl SessionView {
+    /// The state as `scan` and `status` show it at `now` (Unix ms): the session's own, or
+    /// [`STALE`] for a working one silent for longer than `after_ms` that the liveness
+    /// check cannot judge.
+    pub fn shown_state(&self, now: i64, after_ms: u64) -> &'static str {
+        let silent = self.record_ts.is_some_and(|t| {
+            u64::try_from(now.saturating_sub(t)).is_ok_and(|quiet| quiet > after_ms)
+        });
+        if self.state == SessionState::Working && !self.judged && silent {
+            STALE
+        } else {
+            self.state.as_str()
+        }
+    }
 }
 
 /// What became of one session since the last [`Reducer::take_changes`].
@@ -83,6 +111,8 @@ pub(super) fn view(key: &SessionKey, s: &Session) -> SessionView {
         evidence: s.evidence.map(Evidence::as_str),
         background_tasks: s.bg.count(),
         start_dir: s.cwd.clone(),
+        reason: super::liveness::writer_gone_shown(s).then_some("writer_gone"),
+        judged: key.agent.is_none() && super::liveness::judged(key.provider, s),
     }
 }
 

@@ -151,6 +151,9 @@ pub struct Hub {
     board: crate::sink::desktop::Board,
     /// How each `[[remote]]`'s link stands (for `status`).
     remotes: Arc<crate::remote::Links>,
+    /// `liveness_after`: how long a working session may be silent before `status`
+    /// shows it `stale` where the liveness check cannot judge it.
+    stale_after_ms: std::sync::atomic::AtomicU64,
 }
 
 impl Hub {
@@ -172,6 +175,7 @@ impl Hub {
             named_roots: std::sync::OnceLock::new(),
             board,
             remotes: Arc::default(),
+            stale_after_ms: crate::config::DEFAULT_LIVENESS_AFTER_MS.into(),
         })
     }
 
@@ -183,6 +187,15 @@ impl Hub {
     /// Where the remotes' threads say how their links stand.
     pub fn remote_links(&self) -> Arc<crate::remote::Links> {
         Arc::clone(&self.remotes)
+    }
+
+    /// Sets `liveness_after` (see [`SessionView::shown_state`]).
+    pub fn set_stale_after(&self, ms: u64) {
+        self.stale_after_ms.store(ms, Ordering::Relaxed);
+    }
+
+    fn stale_after(&self) -> u64 {
+        self.stale_after_ms.load(Ordering::Relaxed)
     }
 
     /// Where the event writer says whether it is blocked.
@@ -278,12 +291,17 @@ struct StatusRow<'a> {
     since: Option<String>,
     message: Option<&'a str>,
     evidence: Option<&'a str>,
+    /// Why the turn ended, where the state alone does not say (`writer_gone`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    reason: Option<&'a str>,
     /// Background tasks still running or waiting to report back (absent when none).
     #[serde(skip_serializing_if = "Option::is_none")]
     background_tasks: Option<u32>,
 }
 
-fn status_line(v: &SessionView) -> String {
+/// One `status` row as of `now` (Unix ms); a working session silent for `after_ms` that
+/// the liveness check cannot judge is `stale`.
+fn status_line(v: &SessionView, now: i64, after_ms: u64) -> String {
     let project = crate::sink::view_project(v, 1);
     let long = crate::sink::view_project(v, 2);
     let row = StatusRow {
@@ -293,12 +311,13 @@ fn status_line(v: &SessionView) -> String {
         project_long: (long != project).then_some(long),
         project,
         path: &v.path,
-        state: v.state.as_str(),
+        state: v.shown_state(now, after_ms),
         turn: v.turn.as_deref(),
         line: v.line,
         since: v.record_ts.map(format_rfc3339),
         message: v.message.as_deref(),
         evidence: v.evidence,
+        reason: v.reason,
         background_tasks: (v.background_tasks > 0).then_some(v.background_tasks),
     };
     serde_json::to_string(&row).unwrap_or_default()

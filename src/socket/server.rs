@@ -523,8 +523,9 @@ fn answer_status(stream: &UnixStream, hub: &Hub) -> io::Result<()> {
     stream.set_write_timeout(Some(WRITE_TIMEOUT))?;
     let mut out = BufWriter::new(stream);
     let views = hub.views.snapshot();
+    let (now, after) = (crate::clock::wall_now(), hub.stale_after());
     for v in views.iter() {
-        writeln!(out, "{}", status_line(v))?;
+        writeln!(out, "{}", status_line(v, now, after))?;
     }
     writeln!(out, "{}", end_line(views.len(), hub))?;
     out.flush()

@@ -105,6 +105,19 @@ impl Daemon {
                     self.state_dir().display().to_string(),
                 ]
             })
+            // Where this harness's `status` and `tail` look (a daemon given its own
+            // state directory would otherwise listen in it).
+            .args(if extra.contains(&"--socket") {
+                Vec::new()
+            } else {
+                vec![
+                    "--socket".to_owned(),
+                    self.runtime_dir()
+                        .join("baton/baton.sock")
+                        .display()
+                        .to_string(),
+                ]
+            })
             .env("BATON_LOG", "baton=debug")
             .stdin(Stdio::null())
             .stdout(Stdio::null());

@@ -1,0 +1,128 @@
+//! `scan` judges liveness as the daemon does: a working Codex session quiet for longer
+//! than `--liveness-after` whose rollout no process holds open for writing shows
+//! `interrupted (writer_gone)`, in the table and in `--json`; with a writer alive it stays
+//! `working`. Where no process can tell (a Claude Code session whose transcript does not
+//! say where it runs), a working session silent that long shows `stale`.
+
+#![allow(clippy::unwrap_used)]
+
+mod common;
+
+use common::{claude, codex, lines};
+use serde_json::Value;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command};
+
+fn scan(path: &Path, json: bool) -> String {
+    let mut c = Command::new(env!("CARGO_BIN_EXE_baton"));
+    c.arg("scan").arg(path).env("COLUMNS", "200");
+    if json {
+        c.arg("--json");
+    }
+    let out = c.output().unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8(out.stdout).unwrap()
+}
+
+fn row(path: &Path) -> Value {
+    let text = scan(path, true);
+    let rows: Vec<Value> = text
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(rows.len(), 1, "{text}");
+    rows[0].clone()
+}
+
+struct Kill(Child);
+
+impl Drop for Kill {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+/// A working Codex rollout (a tool call out, no end), its records months old.
+fn working_codex(dir: &Path) -> PathBuf {
+    let path = dir.join("rollout-2026-03-01T10-00-00-x.jsonl");
+    std::fs::write(
+        &path,
+        lines(&[
+            codex::meta(0),
+            codex::started(1, "t1"),
+            codex::user(1, "refactor it"),
+            codex::call(5, "c1"),
+        ]),
+    )
+    .unwrap();
+    path
+}
+
+#[test]
+fn scan_ends_a_dead_writers_turn_as_the_daemon_does() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = working_codex(dir.path());
+    let r = row(&path);
+    assert_eq!(r["state"], "interrupted", "{r}");
+    assert_eq!(r["reason"], "writer_gone", "{r}");
+    let table = scan(&path, false);
+    assert!(table.contains("interrupted (writer_gone)"), "{table}");
+
+    // A process holding it open for writing, as Codex does: alive, so working.
+    let child = Command::new("sh")
+        .args(["-c", "exec 3>>\"$0\"; exec sleep 600"])
+        .arg(&path)
+        .spawn()
+        .unwrap();
+    let pid = child.id();
+    let _writer = Kill(child);
+    let real = std::fs::canonicalize(&path).unwrap();
+    let fd = PathBuf::from(format!("/proc/{pid}/fd/3"));
+    for _ in 0..500 {
+        let exe = std::fs::read_link(format!("/proc/{pid}/exe")).unwrap_or_default();
+        if exe.ends_with("sleep") && std::fs::read_link(&fd).is_ok_and(|t| t == real) {
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
+    let r = row(&path);
+    assert_eq!(r["state"], "working", "{r}");
+    assert!(r.get("reason").is_none(), "{r}");
+}
+
+#[test]
+fn scan_shows_stale_where_no_process_can_tell() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join(format!("{}.jsonl", claude::SESSION));
+    // Working (a tool call out), months ago; no `cwd`, so no process to look for.
+    std::fs::write(
+        &path,
+        lines(&[
+            claude::prompt("u1", 0, "build it"),
+            claude::tool_use("a1", 5, "msg_1", "toolu_1", "Bash"),
+        ]),
+    )
+    .unwrap();
+    let r = row(&path);
+    assert_eq!(r["state"], "stale", "{r}");
+    let table = scan(&path, false);
+    assert!(
+        table.lines().nth(1).unwrap().starts_with("stale"),
+        "{table}"
+    );
+    // Within liveness_after of its last record it is still working.
+    let r: Value = {
+        let out = Command::new(env!("CARGO_BIN_EXE_baton"))
+            .args(["scan", "--json", "--liveness-after", "10000h"])
+            .arg(&path)
+            .output()
+            .unwrap();
+        serde_json::from_slice(&out.stdout).unwrap()
+    };
+    assert_eq!(r["state"], "working", "{r}");
+}
