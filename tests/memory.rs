@@ -134,11 +134,11 @@ fn one_huge_append_is_read_a_chunk_at_a_time() {
     let (peak0, rss0) = rss(pid);
     let baseline = if reset { rss0 } else { peak0.max(rss0) };
 
-    // 48 MiB of streamed assistant text in one write: each record is an observation.
+    // 40 MiB of streamed assistant text in one write: each record is an observation.
     let (prompt, turn) = c.prompt("write a lot");
     let mut bulk = prompt;
     let text = "y".repeat(260);
-    while bulk.len() < 48 * 1024 * 1024 {
+    while bulk.len() < 40 * 1024 * 1024 {
         let line = serde_json::json!({
             "type": "assistant", "uuid": format!("p-{}", bulk.len()), "sessionId": c.session,
             "timestamp": "2026-11-29T10:00:00.000Z",
@@ -162,7 +162,7 @@ fn one_huge_append_is_read_a_chunk_at_a_time() {
     );
     assert!(
         peak <= bound,
-        "peak RSS {:.1} MiB over baseline + 32 MiB ({:.1} MiB) for a 48 MiB append",
+        "peak RSS {:.1} MiB over baseline + 32 MiB ({:.1} MiB) for a 40 MiB append",
         mib(peak),
         mib(bound)
     );
