@@ -15,7 +15,7 @@ use std::process::{Child, Command};
 
 fn scan(path: &Path, json: bool) -> String {
     let mut c = Command::new(env!("CARGO_BIN_EXE_baton"));
-    c.arg("scan").arg(path).env("COLUMNS", "200");
+    c.arg("scan").arg("--all").arg(path).env("COLUMNS", "200");
     if json {
         c.arg("--json");
     }

@@ -45,7 +45,8 @@ fn an_old_pending_answer_read_at_start_shows_stale_not_working() {
         std::thread::sleep(Duration::from_millis(20));
     };
     assert_eq!(row["state"], "stale", "{row}");
-    let out = d.baton().arg("status").output().unwrap();
+    // The record is months old: `--all`, or the table sums it up as an older session.
+    let out = d.baton().args(["status", "--all"]).output().unwrap();
     let table = String::from_utf8_lossy(&out.stdout);
     assert!(
         table.lines().nth(1).is_some_and(|l| l.starts_with("stale")),

@@ -27,9 +27,13 @@ fn person(mut c: Command) -> Command {
     c
 }
 
+/// `scan` as a person runs it, but with the liveness check kept off: the fixture's clock
+/// is fixed (`BATON_NOW_MS`, in March) while /proc is judged at the real now, which
+/// would end its working sessions as `writer_gone` (tests/liveness_scan.rs covers that).
 fn scan(args: &[&str]) -> Output {
     person(Command::new(env!("CARGO_BIN_EXE_baton")))
         .arg("scan")
+        .args(["--liveness-after", "1000000h"])
         .args(args)
         .arg(fixture())
         .output()
@@ -118,6 +122,7 @@ fn scan_fits_the_width_it_is_given() {
     let out = person(Command::new(env!("CARGO_BIN_EXE_baton")))
         .env("COLUMNS", "72")
         .arg("scan")
+        .args(["--liveness-after", "1000000h"])
         .arg(fixture())
         .output()
         .unwrap();
@@ -269,7 +274,7 @@ fn daemon() -> common::Daemon {
     let typo = format!("claude={}", d.dir.path().join("claude/projcets").display());
     // Liveness an hour off: a working session with no writer stays working while the
     // test reads it.
-    let d = d.start(&["--watch", &typo, "--liveness-after", "1h"]);
+    let d = d.start(&["--watch", &typo, "--liveness-after", "1000000h"]);
     let deadline = Instant::now() + common::DEADLINE;
     loop {
         let out = d.baton().args(["status", "--json"]).output().unwrap();

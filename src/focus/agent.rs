@@ -106,8 +106,9 @@ pub fn is_ancestor(ancestor: u32, pid: u32) -> bool {
 
 /// The agent of the session at `path`, with what its environment says.
 pub fn find(provider: ProviderKind, path: &Path) -> Option<Agent> {
-    let cwd = match provider {
-        ProviderKind::Codex => None,
+    // A writer that holds the file open is found by the file, not by where it runs.
+    let cwd = match provider.descriptor().writer() {
+        Some(crate::provider::Writer::HoldsOpen) => None,
         _ => start_dir(provider, path),
     };
     let pid = crate::daemon::liveness::writer_pid(provider, path, cwd.as_deref())?;
