@@ -17,6 +17,9 @@ pub struct Session {
     pub session: String,
     pub project: String,
     pub path: String,
+    /// The `[[remote]]` the event came from: its process is on another machine, so no
+    /// local one is looked for; `on_click` gets `BATON_REMOTE`.
+    pub remote: Option<String>,
 }
 
 /// What a click did, for the log.
@@ -83,6 +86,7 @@ pub fn click_env(agent: Option<&Agent>, s: &Session) -> Vec<(&'static str, Strin
         ("BATON_SESSION", s.session.clone()),
         ("BATON_PROVIDER", s.provider.clone()),
         ("BATON_PATH", s.path.clone()),
+        ("BATON_REMOTE", s.remote.clone().unwrap_or_default()),
     ]
 }
 
@@ -119,5 +123,32 @@ fn run(argv: &[&str], env: &[(&str, &str)]) -> bool {
                 return false;
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+
+    fn get<'a>(env: &'a [(&'static str, String)], k: &str) -> &'a str {
+        env.iter().find(|(n, _)| *n == k).map(|(_, v)| v.as_str()).unwrap()
+    }
+
+    #[test]
+    fn on_click_is_told_the_remote_and_the_session() {
+        let mut s = Session {
+            provider: "claude".into(),
+            session: "s1".into(),
+            project: "api".into(),
+            path: "/home/me/.claude/projects/p/s1.jsonl".into(),
+            remote: Some("devbox".into()),
+        };
+        let env = click_env(None, &s);
+        assert_eq!(get(&env, "BATON_REMOTE"), "devbox");
+        assert_eq!(get(&env, "BATON_PROJECT"), "api");
+        assert_eq!(get(&env, "BATON_PID"), "");
+        s.remote = None;
+        assert_eq!(get(&click_env(None, &s), "BATON_REMOTE"), "");
     }
 }

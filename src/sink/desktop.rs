@@ -112,6 +112,7 @@ pub fn compose_styled(kinds: &[EventKind], styles: &Styles, ev: &Event) -> Optio
             session: session.to_owned(),
             project: project_name(ev),
             path: ev.path.clone().unwrap_or_default(),
+            remote: ev.remote.clone(),
         },
     })
 }

@@ -97,6 +97,10 @@ pub fn work(jobs: crossbeam_channel::Receiver<Job>, setup: &Setup) {
 }
 
 fn in_front(note: &Note) -> bool {
+    // Another machine's session cannot be in front here: its path is not this machine's.
+    if note.click.remote.is_some() {
+        return false;
+    }
     let Some(provider) = crate::model::ProviderKind::parse(&note.click.provider) else {
         return false;
     };
@@ -253,6 +257,7 @@ fn listen(conn: &zbus::Connection, clicks: Clicks, setup: &Setup) {
                     let Some(target) = target else { continue };
                     shared.clicked.fetch_add(1, Ordering::Relaxed);
                     let agent = crate::model::ProviderKind::parse(&target.provider)
+                        .filter(|_| target.remote.is_none())
                         .and_then(|p| focus::agent::find(p, std::path::Path::new(&target.path)));
                     let done = click::go_to(agent.as_ref(), &target, &on_click);
                     tracing::info!(id, action = %key, session = %target.session, agent = ?agent.map(|a| a.pid), ?done, "Notification clicked.");
