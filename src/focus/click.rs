@@ -132,7 +132,10 @@ mod tests {
     use super::*;
 
     fn get<'a>(env: &'a [(&'static str, String)], k: &str) -> &'a str {
-        env.iter().find(|(n, _)| *n == k).map(|(_, v)| v.as_str()).unwrap()
+        env.iter()
+            .find(|(n, _)| *n == k)
+            .map(|(_, v)| v.as_str())
+            .unwrap()
     }
 
     #[test]
