@@ -47,6 +47,18 @@ pub fn go_to(agent: Option<&Agent>, s: &Session, on_click: &[String]) -> Done {
             && let Some(w) = d.window_showing(&shown_by)
         {
             done.raised = d.raise(w);
+            // A window manager may drop a request that races its own focus change (the
+            // tmux switch just above can cause one): ask again, a few times, until the
+            // window is active.
+            for _ in 0..5 {
+                if !done.raised || d.active_window() == Some(w) {
+                    break;
+                }
+                std::thread::sleep(std::time::Duration::from_millis(200));
+                if d.active_window() != Some(w) {
+                    done.raised = d.raise(w);
+                }
+            }
         }
         if let Some(id) = &a.wezterm_pane {
             done.terminal |= run(&["wezterm", "cli", "activate-pane", "--pane-id", id], &[]);
