@@ -1,22 +1,25 @@
 //! Desktop notifications over a real, private D-Bus session bus.
 //!
 //! The test starts its own `dbus-daemon` and serves `org.freedesktop.Notifications` on it
-//! with zbus, recording every call; the desktop sink reaches it through notify-rust,
-//! which finds the bus in `DBUS_SESSION_BUS_ADDRESS`. That variable is read by the
-//! library at each notification and cannot be changed safely inside a multi-threaded
+//! with zbus, recording every call; the desktop sink reaches it over its own zbus
+//! session connection, which finds the bus in `DBUS_SESSION_BUS_ADDRESS`. That variable
+//! is read when the sink connects and cannot be changed safely inside a multi-threaded
 //! test binary, so `notifications_over_a_private_bus` re-runs this binary for the
 //! `#[ignore]`d `private_bus_scenario` with the variable set to a fresh socket path.
 //!
 //! The scenario first runs the sink with no bus at that path (one warning, then a no-op
 //! until a retry), then starts the daemon and the server and checks what they receive.
 
+#[path = "common/bus.rs"]
+mod bus;
+
 use baton::model::{Event, EventKind, ProviderKind};
 use baton::sink::Sink;
 use baton::sink::desktop::{DesktopConfig, DesktopSink};
 use std::collections::HashMap;
-use std::io::{BufRead, BufReader, Write};
-use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::io::Write;
+use std::path::PathBuf;
+use std::process::Command;
 use std::sync::{Arc, Mutex};
 use std::thread;
 use std::time::{Duration, Instant};
@@ -135,55 +138,6 @@ impl Notifications {
     }
 }
 
-/// A `dbus-daemon` on a given socket path, killed on drop.
-struct Bus(Child);
-
-impl Bus {
-    fn start(dir: &Path, socket: &Path) -> Bus {
-        let config = dir.join("session.conf");
-        std::fs::write(
-            &config,
-            format!(
-                r#"<!DOCTYPE busconfig PUBLIC "-//freedesktop//DTD D-Bus Bus Configuration 1.0//EN"
- "http://www.freedesktop.org/standards/dbus/1.0/busconfig.dtd">
-<busconfig>
-  <type>session</type>
-  <listen>unix:path={}</listen>
-  <auth>EXTERNAL</auth>
-  <policy context="default">
-    <allow send_destination="*" eavesdrop="true"/>
-    <allow eavesdrop="true"/>
-    <allow own="*"/>
-  </policy>
-</busconfig>
-"#,
-                socket.display()
-            ),
-        )
-        .expect("bus config");
-        let mut child = Command::new("dbus-daemon")
-            .arg(format!("--config-file={}", config.display()))
-            .args(["--nofork", "--print-address"])
-            .stdout(Stdio::piped())
-            .spawn()
-            .expect("start dbus-daemon");
-        // The address is printed once the bus listens.
-        let mut line = String::new();
-        BufReader::new(child.stdout.take().expect("stdout"))
-            .read_line(&mut line)
-            .expect("bus address");
-        assert!(line.starts_with("unix:"), "dbus-daemon said {line:?}");
-        Bus(child)
-    }
-}
-
-impl Drop for Bus {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
 /// Captured log output, to count warnings.
 #[derive(Clone, Default)]
 struct Log(Arc<Mutex<Vec<u8>>>);
@@ -289,7 +243,8 @@ fn private_bus_scenario() {
     assert_eq!(warnings, 1, "log:\n{}", log.text());
 
     // --- The bus and the notification server come up.
-    let _bus = Bus::start(&dir, &socket);
+    // Listens at `dir/bus`, the `socket` the sink was given.
+    let (_bus, _) = bus::start_daemon(&dir).expect("start dbus-daemon");
     let calls = Arc::new(Mutex::new(Vec::<Call>::new()));
     let closed = Arc::new(Mutex::new(Vec::<u32>::new()));
     let server = Notifications {

@@ -4,13 +4,12 @@
 
 #![allow(clippy::unwrap_used)]
 
+#[path = "common/bus.rs"]
+mod bus;
 mod common;
 
 use common::{Claude, Daemon, append};
 use std::collections::HashMap;
-use std::io::BufRead;
-use std::path::Path;
-use std::process::{Child, Command, Stdio};
 use std::sync::{Arc, Mutex};
 
 #[derive(Debug, Clone)]
@@ -59,62 +58,11 @@ impl Notifications {
     fn close_notification(&self, _id: u32) {}
 }
 
-struct Bus(Child);
-
-impl Drop for Bus {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
-fn start_bus(dir: &Path) -> Option<(Bus, String)> {
-    let socket = dir.join("bus");
-    let config = dir.join("session.conf");
-    std::fs::write(
-        &config,
-        format!(
-            r#"<!DOCTYPE busconfig PUBLIC "-//freedesktop//DTD D-Bus Bus Configuration 1.0//EN"
- "http://www.freedesktop.org/standards/dbus/1.0/busconfig.dtd">
-<busconfig>
-  <type>session</type>
-  <listen>unix:path={}</listen>
-  <auth>EXTERNAL</auth>
-  <policy context="default">
-    <allow send_destination="*" eavesdrop="true"/>
-    <allow eavesdrop="true"/>
-    <allow own="*"/>
-  </policy>
-</busconfig>
-"#,
-            socket.display()
-        ),
-    )
-    .unwrap();
-    let Ok(mut child) = Command::new("dbus-daemon")
-        .arg(format!("--config-file={}", config.display()))
-        .args(["--nofork", "--print-address"])
-        .stdout(Stdio::piped())
-        .spawn()
-    else {
-        println!(
-            "NOTICE: dbus-daemon not found (install `dbus`); end-to-end desktop test skipped."
-        );
-        return None;
-    };
-    let mut line = String::new();
-    std::io::BufReader::new(child.stdout.take().unwrap())
-        .read_line(&mut line)
-        .unwrap();
-    assert!(line.starts_with("unix:"), "dbus-daemon said {line:?}");
-    Some((Bus(child), format!("unix:path={}", socket.display())))
-}
-
 /// Runs a daemon on a private bus with a notification server, completes two sessions'
 /// turns (the first with markup in its answer) and returns what the server received.
 fn notifications(flags: &[&str], config: &str) -> Option<Vec<Call>> {
     let d = Daemon::tree();
-    let (_bus, addr) = start_bus(d.dir.path())?;
+    let (_bus, addr) = bus::start_daemon(d.dir.path())?;
     let calls = Arc::new(Mutex::new(Vec::new()));
     let _conn = zbus::block_on(
         zbus::connection::Builder::address(addr.as_str())

@@ -67,7 +67,7 @@ impl Server {
 
 /// A `dbus-daemon` and a notification server on it; both end on drop.
 pub struct Bus {
-    daemon: Child,
+    _daemon: DbusDaemon,
     _conn: zbus::Connection,
     /// The address for `DBUS_SESSION_BUS_ADDRESS`.
     pub addr: String,
@@ -75,16 +75,25 @@ pub struct Bus {
     pub taken: Arc<AtomicUsize>,
 }
 
-impl Bus {
-    /// Starts a bus in `dir` with a server that records (`silent`: never answers)
-    /// every notification; `None`, with a printed notice, without `dbus-daemon`.
-    pub fn start(dir: &Path, silent: bool) -> Option<Bus> {
-        let socket = dir.join("bus");
-        let config = dir.join("session.conf");
-        std::fs::write(
-            &config,
-            format!(
-                r#"<!DOCTYPE busconfig PUBLIC "-//freedesktop//DTD D-Bus Bus Configuration 1.0//EN"
+/// A private `dbus-daemon` listening at `dir/bus`, killed on drop.
+pub struct DbusDaemon(Child);
+
+impl Drop for DbusDaemon {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+/// Starts a private session bus in `dir`, returning it and its address once it listens;
+/// `None`, with a printed notice, without `dbus-daemon`.
+pub fn start_daemon(dir: &Path) -> Option<(DbusDaemon, String)> {
+    let socket = dir.join("bus");
+    let config = dir.join("session.conf");
+    std::fs::write(
+        &config,
+        format!(
+            r#"<!DOCTYPE busconfig PUBLIC "-//freedesktop//DTD D-Bus Bus Configuration 1.0//EN"
  "http://www.freedesktop.org/standards/dbus/1.0/busconfig.dtd">
 <busconfig>
   <type>session</type>
@@ -97,25 +106,36 @@ impl Bus {
   </policy>
 </busconfig>
 "#,
-                socket.display()
-            ),
-        )
+            socket.display()
+        ),
+    )
+    .unwrap();
+    let Ok(mut daemon) = Command::new("dbus-daemon")
+        .arg(format!("--config-file={}", config.display()))
+        .args(["--nofork", "--print-address"])
+        .stdout(Stdio::piped())
+        .spawn()
+    else {
+        println!("NOTICE: dbus-daemon not found (install `dbus`); desktop part skipped.");
+        return None;
+    };
+    // The address is printed once the bus listens.
+    let mut line = String::new();
+    std::io::BufReader::new(daemon.stdout.take().unwrap())
+        .read_line(&mut line)
         .unwrap();
-        let Ok(mut daemon) = Command::new("dbus-daemon")
-            .arg(format!("--config-file={}", config.display()))
-            .args(["--nofork", "--print-address"])
-            .stdout(Stdio::piped())
-            .spawn()
-        else {
-            println!("NOTICE: dbus-daemon not found (install `dbus`); desktop part skipped.");
-            return None;
-        };
-        let mut line = String::new();
-        std::io::BufReader::new(daemon.stdout.take().unwrap())
-            .read_line(&mut line)
-            .unwrap();
-        assert!(line.starts_with("unix:"), "dbus-daemon said {line:?}");
-        let addr = format!("unix:path={}", socket.display());
+    assert!(line.starts_with("unix:"), "dbus-daemon said {line:?}");
+    Some((
+        DbusDaemon(daemon),
+        format!("unix:path={}", socket.display()),
+    ))
+}
+
+impl Bus {
+    /// Starts a bus in `dir` with a server that records (`silent`: never answers)
+    /// every notification; `None`, with a printed notice, without `dbus-daemon`.
+    pub fn start(dir: &Path, silent: bool) -> Option<Bus> {
+        let (daemon, addr) = start_daemon(dir)?;
         let calls = Arc::new(Mutex::new(Vec::new()));
         let taken = Arc::new(AtomicUsize::new(0));
         let conn = zbus::block_on(
@@ -133,7 +153,7 @@ impl Bus {
         )
         .unwrap();
         Some(Bus {
-            daemon,
+            _daemon: daemon,
             _conn: conn,
             addr,
             calls,
@@ -144,12 +164,5 @@ impl Bus {
     /// Notifications shown so far.
     pub fn shown(&self) -> usize {
         self.calls.lock().unwrap().len()
-    }
-}
-
-impl Drop for Bus {
-    fn drop(&mut self) {
-        let _ = self.daemon.kill();
-        let _ = self.daemon.wait();
     }
 }
