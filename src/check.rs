@@ -25,18 +25,12 @@ pub struct CheckArgs {
     #[arg(long, value_name = "BYTES", default_value_t = DEFAULT_MAX_LINE_BYTES)]
     pub max_line_bytes: usize,
     /// Read files as this provider's instead of detecting it (claude, codex, norma, sgme, cursor, copilot, pi).
-    #[arg(long, value_name = "PROVIDER", value_parser = parse_provider)]
+    #[arg(long, value_name = "PROVIDER", value_parser = crate::model::ProviderKind::parse_arg)]
     pub provider: Option<ProviderKind>,
     /// Transcript files, Noa `state.json` files, or directories to search for them
     /// (default: the default roots that exist; see `baton --help`).
     #[arg(value_name = "PATH")]
     pub paths: Vec<PathBuf>,
-}
-
-fn parse_provider(s: &str) -> Result<ProviderKind, String> {
-    ProviderKind::parse(s).ok_or_else(|| {
-        format!("unknown provider `{s}` (claude, codex, norma, sgme, cursor, copilot, pi)")
-    })
 }
 
 /// One problem in one file.
@@ -423,10 +417,7 @@ fn count_unclaimed(root: &Path, found: &[Found]) -> usize {
             let Ok(ft) = entry.file_type() else { continue };
             let path = entry.path();
             if ft.is_dir() {
-                let skip = ["archive", "node_modules", ".git"]
-                    .iter()
-                    .any(|s| entry.file_name() == *s);
-                if !skip {
+                if !crate::watch::discover::skip_dir(&path) {
                     stack.push(path);
                 }
             } else if ft.is_file()

@@ -129,7 +129,7 @@ pub struct PipelineArgs {
     #[arg(long, value_name = "BYTES", default_value_t = crate::tail::DEFAULT_MAX_LINE_BYTES)]
     pub max_line_bytes: usize,
     /// Read files as this provider's instead of detecting it (claude, codex, norma, sgme, cursor, copilot, pi).
-    #[arg(long, value_name = "PROVIDER", value_parser = parse_provider)]
+    #[arg(long, value_name = "PROVIDER", value_parser = crate::model::ProviderKind::parse_arg)]
     pub provider: Option<crate::model::ProviderKind>,
 }
 
@@ -275,10 +275,4 @@ fn parse_positive_duration(s: &str) -> Result<u64, String> {
         0 => Err(format!("`{s}` must be longer than zero")),
         ms => Ok(ms),
     }
-}
-
-fn parse_provider(s: &str) -> Result<crate::model::ProviderKind, String> {
-    crate::model::ProviderKind::parse(s).ok_or_else(|| {
-        format!("unknown provider `{s}` (claude, codex, norma, sgme, cursor, copilot, pi)")
-    })
 }

@@ -128,7 +128,8 @@ pub fn parse_watch(s: &str) -> Result<Root, String> {
         "auto" => None,
         p => Some(ProviderKind::parse(p).ok_or_else(|| {
             format!(
-                "unknown provider `{p}` (claude, codex, norma, sgme, cursor, copilot, pi or auto)"
+                "unknown provider `{p}` ({} or auto)",
+                crate::provider::agent::ids()
             )
         })?),
     };
@@ -295,12 +296,7 @@ impl Config {
             notify::apply(&d, &mut c.desktop.sink)?;
         }
         if let Some(x) = raw.on_event {
-            if x.command.first().is_none_or(|p| p.is_empty()) {
-                return Err((
-                    "on_event".to_owned(),
-                    "the command is empty (expected [\"program\", \"arg\", …])".to_owned(),
-                ));
-            }
+            check_argv("on_event", &x.command)?;
             let mut e = ExecConfig::new(x.command);
             if let Some(ms) = dur("on_event.timeout", &x.timeout, true)? {
                 e.timeout = Duration::from_millis(ms);
@@ -348,11 +344,8 @@ impl Config {
 
     /// The effective configuration as TOML, with a comment on every key.
     pub fn to_toml(&self) -> String {
-        let q = |s: &str| toml::Value::String(s.to_owned()).to_string();
-        let list = |v: &[String]| {
-            let items: Vec<String> = v.iter().map(|s| q(s)).collect();
-            format!("[{}]", items.join(", "))
-        };
+        let q = toml_str;
+        let list = toml_list;
         let kinds = |k: &[EventKind]| {
             let v: Vec<String> = k.iter().map(|k| k.as_str().to_owned()).collect();
             list(&v)
@@ -575,4 +568,26 @@ pub fn fmt_duration(ms: u64) -> String {
     } else {
         format!("{ms}ms")
     }
+}
+
+/// A string as a TOML value (quoted, escaped), for `baton config`.
+fn toml_str(s: &str) -> String {
+    toml::Value::String(s.to_owned()).to_string()
+}
+
+/// A list of strings as a TOML array, for `baton config`.
+fn toml_list(v: &[String]) -> String {
+    let items: Vec<String> = v.iter().map(|s| toml_str(s)).collect();
+    format!("[{}]", items.join(", "))
+}
+
+/// An argv to run (`on_event`, `desktop.on_click`): it must name a program.
+fn check_argv(key: &str, argv: &[String]) -> Result<(), (String, String)> {
+    if argv.first().is_none_or(|p| p.is_empty()) {
+        return Err((
+            key.to_owned(),
+            "the command is empty (expected [\"program\", \"arg\", …])".to_owned(),
+        ));
+    }
+    Ok(())
 }

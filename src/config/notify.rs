@@ -17,12 +17,7 @@ pub fn apply(d: &RawDesktop, cfg: &mut DesktopConfig) -> Result<(), Bad> {
         cfg.suppress_when_focused = b;
     }
     if let Some(argv) = &d.on_click {
-        if argv.first().is_none_or(|p| p.is_empty()) {
-            return Err((
-                "desktop.on_click".to_owned(),
-                "the command is empty (expected [\"program\", \"arg\", …])".to_owned(),
-            ));
-        }
+        super::check_argv("desktop.on_click", argv)?;
         cfg.on_click = argv.clone();
     }
     if let Some(m) = &d.mute {
@@ -100,11 +95,7 @@ fn style_from(k: &RawKind, style: &mut Style, key: &dyn Fn(&str) -> String) -> R
 
 /// The keys as `baton config` prints them, each with its comment.
 pub fn write(o: &mut String, cfg: &DesktopConfig) {
-    let q = |s: &str| toml::Value::String(s.to_owned()).to_string();
-    let list = |v: &[String]| {
-        let items: Vec<String> = v.iter().map(|s| q(s)).collect();
-        format!("[{}]", items.join(", "))
-    };
+    let (q, list) = (super::toml_str, super::toml_list);
     let _ = writeln!(
         o,
         "# No notification while the session is in front of you (its tmux pane active in an\n\

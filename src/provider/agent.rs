@@ -22,6 +22,11 @@ pub static ALL: &[&dyn Agent] = &[
     &pi::Pi,
 ];
 
+/// Every agent's id, in registry order: `claude, codex, …` (for messages).
+pub fn ids() -> String {
+    ALL.iter().map(|a| a.id()).collect::<Vec<_>>().join(", ")
+}
+
 /// The agent recorded for an event that names none (daemon events) where a session key
 /// needs one: the state journal has always written Claude there.
 pub const UNNAMED: ProviderKind = ProviderKind::Claude;
@@ -172,6 +177,11 @@ impl ProviderKind {
 
     pub fn parse(s: &str) -> Option<Self> {
         ALL.iter().find(|a| a.id() == s).map(|a| a.kind())
+    }
+
+    /// [`ProviderKind::parse`] for a flag or key, with an error that lists the ids.
+    pub fn parse_arg(s: &str) -> Result<Self, String> {
+        Self::parse(s).ok_or_else(|| format!("unknown provider `{s}` ({})", ids()))
     }
 
     /// See [`Agent::records_have_time`].

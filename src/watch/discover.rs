@@ -24,9 +24,7 @@ pub struct Root {
 const SNIFF_LIMIT: u64 = 64 * 1024;
 
 /// Is `path` a transcript file name for `provider` (or any provider when `None`)?
-pub fn is_candidate(path: &Path, provider: Option<ProviderKind>) -> bool {
-    provider::is_candidate(path, provider)
-}
+pub use crate::provider::is_candidate;
 
 /// The provider of one file: the root's, else from its path and first line.
 pub fn classify(path: &Path, root_provider: Option<ProviderKind>) -> Option<ProviderKind> {

@@ -3,7 +3,7 @@
 use super::{SgmeProjector, is_l0_file};
 use crate::model::ProviderKind;
 use crate::provider::Projector;
-use crate::provider::agent::{Agent, has_ext};
+use crate::provider::agent::Agent;
 use crate::provider::audit::{self, Audit};
 use std::path::Path;
 
@@ -34,7 +34,7 @@ impl Agent for Sgme {
             .and_then(Path::parent)
             .and_then(Path::file_name)
             .is_some_and(|n| n == "raw");
-        has_ext(path, ".md") && raw && is_l0_file(path)
+        raw && is_l0_file(path)
     }
 
     fn projector(&self, path: &Path) -> Box<dyn Projector> {
