@@ -13,7 +13,7 @@ use super::files::{Files, Look};
 use super::first::Admit;
 use super::history::{self, Deferred, Outcome};
 use super::persist::Pending;
-use super::read::{Mode, Step, last_commit};
+use super::read::{Mode, More, Step, last_commit};
 use crate::clock::Now;
 use crate::model::Event;
 use crate::reduce::{Reducer, Src};
@@ -253,22 +253,14 @@ impl Reduce {
                 let Some(mut read) = files.adopt(path, feed, tail, obs, res, now) else {
                     return;
                 };
-                let newest = read.commit.as_ref().and_then(|c| c.newest);
-                if more && let Some(c) = read.commit.as_mut() {
-                    // Counted once the rest is read.
-                    c.count_from = None;
+                if more {
+                    // The worker stopped at its cap: the rest is read on as any chunked
+                    // read is (the skew from the newest record of both, bytes counted once).
+                    read.more = Some(More {
+                        mode: Mode::History,
+                    });
                 }
                 self.apply(files, vec![Step::Read(Box::new(read))]);
-                if more {
-                    // The rest as a live read reads it; the skew is learnt from the newest
-                    // record of both reads, as one read would.
-                    let mut rest = files.read_upto(path, Mode::History, None, None);
-                    if let Some(c) = last_commit(&mut rest) {
-                        c.newest = c.newest.max(newest);
-                        c.count_from = Some(0);
-                    }
-                    self.apply(files, rest);
-                }
             }
         }
         self.finish_new(files, path, f.mtime_ms, now, Mode::History);

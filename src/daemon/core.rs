@@ -370,14 +370,6 @@ impl Core {
         if batch.is_empty() {
             return;
         }
-        // A quiet completion changes a session with no read: its file's state is due.
-        for ev in &batch {
-            if let Some(p) = &ev.path
-                && self.files.contains(Path::new(p))
-            {
-                self.reduce.pending.mark(Path::new(p));
-            }
-        }
         self.outbox.send(Out::Batch(batch));
         // After the events are on their way, so the views never delay them.
         self.publish_views(false);

@@ -160,14 +160,8 @@ pub async fn run(
     // When a page held back for background tasks falls due.
     let mut held_due: Option<std::time::Instant> = None;
     loop {
-        let due = async move {
-            match held_due {
-                Some(at) => tokio::time::sleep_until(at.into()).await,
-                None => std::future::pending().await,
-            }
-        };
         tokio::select! {
-            () = due => held_due = fan.tick(),
+            () = sleep_until(held_due) => held_due = fan.tick(),
             Some(done) = recv_some(&mut scrapes) => {
                 fan.sync_metrics();
                 let _ = done.send(());

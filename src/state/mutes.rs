@@ -5,7 +5,7 @@
 
 use crate::sink::quiet::Mute;
 use std::fs;
-use std::io::{self, Write};
+use std::io;
 use std::path::{Path, PathBuf};
 use std::sync::{Mutex, MutexGuard};
 
@@ -115,17 +115,12 @@ impl Mutes {
 
     fn save(&self, list: &[Mute]) -> Result<(), MuteError> {
         let Some(dir) = &self.dir else { return Ok(()) };
-        let write = || -> io::Result<()> {
-            let tmp = dir.join(TMP);
-            let mut f = fs::File::create(&tmp)?;
-            f.write_all(serde_json::to_string(list).unwrap_or_default().as_bytes())?;
-            f.sync_all()?;
-            fs::rename(&tmp, dir.join(FILE))?;
-            fs::File::open(dir)?.sync_all()
-        };
-        write().map_err(|source| MuteError::Save {
-            path: dir.join(FILE),
-            source,
+        let bytes = serde_json::to_string(list).unwrap_or_default();
+        super::store::write_atomic(dir, FILE, TMP, bytes.as_bytes()).map_err(|source| {
+            MuteError::Save {
+                path: dir.join(FILE),
+                source,
+            }
         })
     }
 }

@@ -3,8 +3,8 @@
 //! rename) after each batch was handed on.
 
 use serde::{Deserialize, Serialize};
-use std::fs::{self, File};
-use std::io::{self, Write};
+use std::fs;
+use std::io;
 use std::path::{Path, PathBuf};
 
 #[derive(Debug, Default, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -39,14 +39,9 @@ pub fn load(dir: &Path, name: &str) -> RemoteMark {
 }
 
 pub fn save(dir: &Path, name: &str, mark: &RemoteMark) -> io::Result<()> {
-    let p = path(dir, name);
-    let tmp = dir.join(format!("remote-{name}.json.tmp"));
-    let mut f = File::create(&tmp)?;
-    f.write_all(&serde_json::to_vec(mark).map_err(io::Error::other)?)?;
-    f.sync_all()?;
-    drop(f);
-    fs::rename(&tmp, &p)?;
-    super::store::sync_dir(dir)
+    let bytes = serde_json::to_vec(mark).map_err(io::Error::other)?;
+    let file = format!("remote-{name}.json");
+    super::store::write_atomic(dir, &file, &format!("{file}.tmp"), &bytes)
 }
 
 #[cfg(test)]

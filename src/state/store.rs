@@ -359,6 +359,18 @@ pub fn sync_dir(dir: &Path) -> io::Result<()> {
     File::open(dir)?.sync_all()
 }
 
+/// Replaces `dir/file` with `bytes` whole or not at all: written to `dir/tmp`, fsynced,
+/// renamed over it, and the directory fsynced (the small state files: mutes, remotes).
+pub fn write_atomic(dir: &Path, file: &str, tmp: &str, bytes: &[u8]) -> io::Result<()> {
+    let tmp = dir.join(tmp);
+    let mut f = File::create(&tmp)?;
+    f.write_all(bytes)?;
+    f.sync_all()?;
+    drop(f);
+    fs::rename(&tmp, dir.join(file))?;
+    sync_dir(dir)
+}
+
 pub fn log_name(n: u64) -> String {
     format!("state-log-{n}.jsonl")
 }
