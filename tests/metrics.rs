@@ -6,7 +6,7 @@
 
 mod common;
 
-use common::{Claude, DEADLINE, Daemon, append};
+use common::{Claude, Codex, DEADLINE, Daemon, append};
 use serde_json::{Value, json};
 use std::io::{Read, Write};
 use std::net::{TcpListener, TcpStream};
@@ -110,10 +110,15 @@ const EXPECTED: [(&str, f64); 11] = [
 /// Scrapes until every expected sample has its value (the views and the hook's runs
 /// land a moment after the events); the last scrape.
 fn scrape_until_expected(d: &Daemon, port: u16) -> String {
+    scrape_until(d, port, &EXPECTED)
+}
+
+/// Scrapes until every sample of `expected` has its value; the last scrape.
+fn scrape_until(d: &Daemon, port: u16, expected: &[(&str, f64)]) -> String {
     let start = Instant::now();
     loop {
         let text = get(port, "/metrics").map(|(_, b)| b).unwrap_or_default();
-        if EXPECTED.iter().all(|(s, v)| sample(&text, s) == Some(*v)) {
+        if expected.iter().all(|(s, v)| sample(&text, s) == Some(*v)) {
             return text;
         }
         if start.elapsed() > DEADLINE {
@@ -186,6 +191,40 @@ fn metrics_count_turns_sessions_anomalies_and_deliveries() {
     d.stop();
     // Stopped with the daemon.
     assert!(TcpStream::connect(("127.0.0.1", port)).is_err());
+}
+
+/// A first run's history makes events that are never sent: their read times must go
+/// with them, or the first live flush times them too. `--debug-history-threads 1`
+/// reads history on the core thread, where its events are dropped file by file.
+#[test]
+fn history_a_first_run_drops_is_not_timed() {
+    let port = free_port();
+    let d = Daemon::tree();
+    write_config(&d, &metrics_config(port));
+    // A Codex session, so the Claude series the scrape waits for stay as they are.
+    let old = Codex::new();
+    let (turn, _) = old.turn("answered before the start");
+    std::fs::create_dir_all(d.codex()).unwrap();
+    // A malformed line: its anomaly has no record time, so the history read makes an
+    // event (discarded, as history is silent) that a read time stands for.
+    append(
+        &old.path_in(&d.codex()),
+        (old.meta() + "{not json\n" + &turn).as_bytes(),
+    );
+    let mut d = d.start(&["--debug-history-threads", "1"]);
+    three_sessions(&d.claude());
+    d.wait_for("the failed turn", |e| e["event"] == "turn_failed");
+    // The three turns counted, and the history session's file tracked too.
+    let mut expected = EXPECTED[..3].to_vec();
+    expected.push(("baton_files_tracked", 4.0));
+    let text = scrape_until(&d, port, &expected);
+    let from_reads = d.events().iter().filter(|e| e["path"].is_string()).count();
+    assert_eq!(
+        sample(&text, "baton_append_to_event_seconds_count"),
+        Some(from_reads as f64),
+        "{text}"
+    );
+    d.stop();
 }
 
 #[test]

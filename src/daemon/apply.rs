@@ -265,6 +265,12 @@ impl Reduce {
         }
         self.finish_new(files, path, f.mtime_ms, now, Mode::History);
         // History is silent on a first run.
+        self.discard_out();
+    }
+
+    /// Drops the events made so far (history is silent), and their read times with
+    /// them, so `baton_append_to_event_seconds` only measures events that go out.
+    pub fn discard_out(&mut self) {
         self.out.clear();
         if let Some(at) = &mut self.read_at {
             at.clear();
@@ -369,7 +375,7 @@ impl Visit for Looker<'_> {
             self.reduce.pump(self.files);
         }
         if self.mode == Mode::History && self.reduce.resume.is_none() {
-            self.reduce.out.clear();
+            self.reduce.discard_out();
         }
     }
 

@@ -199,7 +199,7 @@ impl Core {
                 std::mem::take(&mut r.out)
             }
             None => {
-                r.out.clear();
+                r.discard_out();
                 Vec::new()
             }
         };
@@ -433,7 +433,7 @@ impl Core {
             let now = self.clock.now();
             self.reduce.tick(&self.files, now);
         } else {
-            self.reduce.out.clear();
+            self.reduce.discard_out();
         }
         self.lifecycle(EventKind::DaemonStopping);
         self.flush();
