@@ -170,13 +170,9 @@ impl Client {
 /// Starts the keeper thread. It publishes the counts on `counts` whenever they change,
 /// and ends when both the core's sender and every [`Client`] are gone. Not on the
 /// shutdown token itself: `status` is answered until the socket closes, and the core and
-/// the socket server, which hold those ends, stop on the token.
-pub fn spawn(counts: watch::Sender<Counts>) -> io::Result<(ChangeTx, Client)> {
-    spawn_with(counts, None)
-}
-
-/// [`spawn`], also keeping `baton_sessions` in `metrics`.
-pub fn spawn_with(
+/// the socket server, which hold those ends, stop on the token. With `metrics`, it keeps
+/// `baton_sessions` there too.
+pub fn spawn(
     counts: watch::Sender<Counts>,
     metrics: Option<Arc<crate::metrics::Metrics>>,
 ) -> io::Result<(ChangeTx, Client)> {
@@ -313,7 +309,7 @@ mod tests {
     #[test]
     fn keeper_answers_with_every_batch_sent_before_the_request() {
         let (counts_tx, mut counts) = watch::channel(Counts::default());
-        let (tx, client) = spawn(counts_tx).unwrap();
+        let (tx, client) = spawn(counts_tx, None).unwrap();
         for i in 0..100 {
             let name = format!("s{i:03}");
             tx.send(vec![SessionChange::Updated(view(

@@ -13,10 +13,10 @@
 use super::Settings;
 use super::apply::{Looker, Reduce};
 use super::files::{Files, Limits};
+use super::outbox::Out;
 use super::outbox::Outbox;
 use super::persist::{self, Deltas};
 use super::read::Mode;
-use super::sink::Out;
 use crate::clock::{Clock, format_rfc3339, wall_now};
 use crate::error::Error;
 use crate::model::{Event, EventKind};

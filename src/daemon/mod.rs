@@ -147,7 +147,7 @@ fn build_sinks(
 fn start_remotes(
     settings: &Settings,
     hub: &crate::socket::Hub,
-    events: &tokio::sync::mpsc::Sender<sink::Out>,
+    events: &tokio::sync::mpsc::Sender<outbox::Out>,
     token: &Shutdown,
 ) -> Result<Vec<std::thread::JoinHandle<()>>, Error> {
     settings
@@ -156,7 +156,7 @@ fn start_remotes(
         .map(|cfg| {
             let tx = events.clone();
             let hand_on: crate::remote::link::HandOn =
-                Box::new(move |batch| tx.blocking_send(sink::Out::Batch(batch)).is_ok());
+                Box::new(move |batch| tx.blocking_send(outbox::Out::Batch(batch)).is_ok());
             crate::remote::spawn(
                 cfg.clone(),
                 settings.state_dir.clone(),
@@ -200,9 +200,9 @@ pub async fn run(settings: Settings, shutdown: impl Future<Output = ()>) -> Resu
     .map(|l| (l, Arc::new(crate::metrics::Metrics::new())));
     let (counts_tx, counts_rx) = tokio::sync::watch::channel(crate::views::Counts::default());
     let (views_tx, views) =
-        crate::views::spawn_with(counts_tx, metrics.as_ref().map(|(_, m)| Arc::clone(m)))
+        crate::views::spawn(counts_tx, metrics.as_ref().map(|(_, m)| Arc::clone(m)))
             .map_err(|e| Error::Usage(format!("cannot start the status thread: {e}")))?;
-    let hub = crate::socket::Hub::with_board(views, crate::socket::CLIENT_QUEUE, board);
+    let hub = crate::socket::Hub::new(views, crate::socket::CLIENT_QUEUE, board);
     if let Some((_, m)) = &metrics {
         hub.remote_links().count_into(Arc::clone(m));
     }

@@ -1,11 +1,18 @@
 //! The core's way out to the sink task: event batches and state deltas, in order, on
 //! one bounded channel. It waits for room rather than drop anything.
 
-use super::sink::Out;
+use crate::model::Event;
+use crate::state::Delta;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 use tokio::sync::mpsc;
+
+/// What the core sends.
+pub enum Out {
+    Batch(Vec<Event>),
+    Save(Box<Delta>),
+}
 
 /// The way out to the sink task: events and deltas, in order.
 pub(super) struct Outbox {

@@ -13,8 +13,8 @@
 //! the event stream.
 
 use super::files::Files;
+use super::outbox::Out;
 use super::outbox::Outbox;
-use super::sink::Out;
 use super::tracked::Tracked;
 use crate::clock::{Now, wall_now};
 use crate::model::Event;

@@ -1,7 +1,6 @@
 //! `baton run`'s flags and the settings they resolve to (config file, flags, defaults),
 //! checked once before anything starts.
 
-use crate::clock::parse_duration_ms;
 use crate::config::Config;
 use crate::error::Error;
 use crate::sink::desktop::DesktopConfig;
@@ -75,24 +74,24 @@ pub struct RunArgs {
     pub watcher: Option<WatcherMode>,
     /// How often live files are stat'ed, whatever the watcher says (e.g. 500ms, 2s)
     /// [default: 2s].
-    #[arg(long, value_name = "DUR", value_parser = parse_positive_duration)]
+    #[arg(long, value_name = "DUR", value_parser = crate::clock::parse_positive_duration_ms)]
     pub poll_interval: Option<u64>,
     /// Quiet period after which an unmarked final answer counts as complete. Explicit
     /// end markers confirm at once; this is the last resort [default: 90s].
-    #[arg(long, value_name = "DUR", value_parser = parse_duration)]
+    #[arg(long, value_name = "DUR", value_parser = crate::clock::parse_duration_ms)]
     pub settle: Option<u64>,
     /// Turns whose record time is older than this are history: they update state but
     /// emit nothing (so a late file full of old turns pages nobody) [default: 10m].
-    #[arg(long, value_name = "DUR", value_parser = parse_duration)]
+    #[arg(long, value_name = "DUR", value_parser = crate::clock::parse_duration_ms)]
     pub catch_up: Option<u64>,
     /// How long a completion's page (desktop, exec hook, webhook) waits while background
     /// tasks the session launched still run; the event stream never waits [default: 10m].
-    #[arg(long, value_name = "DUR", value_parser = parse_duration)]
+    #[arg(long, value_name = "DUR", value_parser = crate::clock::parse_duration_ms)]
     pub hold_background: Option<u64>,
     /// How long a `needs_input` page (desktop, exec hook, webhook) waits: a wait answered
     /// sooner, as when a rule approves a tool in 0.2 s, asked nobody and never pages. The
     /// event stream has it either way; 0 pages at once [default: 1.5s].
-    #[arg(long, value_name = "DUR", value_parser = parse_duration)]
+    #[arg(long, value_name = "DUR", value_parser = crate::clock::parse_duration_ms)]
     pub needs_input_grace: Option<u64>,
     /// Page the completion of scheduled turns too (`/loop`, cron jobs: turns nobody
     /// typed); their questions and failures always page [config: page_scheduled].
@@ -100,7 +99,7 @@ pub struct RunArgs {
     pub page_scheduled: bool,
     /// Quiet time after which a working session's agent process is looked for; with
     /// none alive, the turn ends as interrupted (writer_gone) [default: 2m].
-    #[arg(long, value_name = "DUR", value_parser = parse_positive_duration)]
+    #[arg(long, value_name = "DUR", value_parser = crate::clock::parse_positive_duration_ms)]
     pub liveness_after: Option<u64>,
     /// Longest line parsed, in bytes. Longer lines are streamed past (memory stays
     /// bounded) and reported as an `oversized_line` anomaly [default: 16777216].
@@ -128,19 +127,8 @@ pub struct RunArgs {
     #[arg(long, hide = true, value_name = "N", default_value = "0")]
     pub debug_history_threads: usize,
     /// Test and benchmark only: how often the whole tree is re-listed.
-    #[arg(long, hide = true, value_name = "DUR", default_value = "30s", value_parser = parse_positive_duration)]
+    #[arg(long, hide = true, value_name = "DUR", default_value = "30s", value_parser = crate::clock::parse_positive_duration_ms)]
     pub debug_sweep_interval: u64,
-}
-
-fn parse_duration(s: &str) -> Result<u64, String> {
-    parse_duration_ms(s)
-}
-
-fn parse_positive_duration(s: &str) -> Result<u64, String> {
-    match parse_duration_ms(s)? {
-        0 => Err(format!("`{s}` must be longer than zero")),
-        ms => Ok(ms),
-    }
 }
 
 fn parse_watch(s: &str) -> Result<Root, String> {

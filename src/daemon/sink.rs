@@ -8,6 +8,7 @@
 //! holds, the stream stays blocked), this task waits, and so, once its queue is full,
 //! does the core.
 
+use super::outbox::Out;
 use super::stage::Stage;
 use crate::error::Error;
 use crate::metrics::Metrics;
@@ -18,7 +19,7 @@ use crate::sink::Sink;
 use crate::sink::delivery::{Counted, Courier, Delivered};
 use crate::sink::jsonl::{LineOut, StreamHealth};
 use crate::socket::Hub;
-use crate::state::{Delta, Persist};
+use crate::state::Persist;
 use std::io;
 use std::sync::Arc;
 use std::time::Duration;
@@ -26,12 +27,6 @@ use tokio::sync::{mpsc, oneshot};
 
 /// How many messages may wait for the sink before the core waits for it.
 pub const BATCH_CAPACITY: usize = 1024;
-
-/// What the core sends.
-pub enum Out {
-    Batch(Vec<Event>),
-    Save(Box<Delta>),
-}
 
 /// A delivery sink, closed with a grace period at the end.
 pub struct Delivery(Box<dyn Counting>);

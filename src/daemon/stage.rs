@@ -15,7 +15,7 @@
 //! so they keep delivering. Past [`HELD_MAX`] waiting events the writer stops taking
 //! more, and the daemon waits for it, as it does for a stalled reader of stdout.
 
-use super::sink::Out;
+use super::outbox::Out;
 use crate::clock::{format_rfc3339, wall_now};
 use crate::model::Event;
 use crate::sink::jsonl::{Blocked, LineOut, StreamHealth};

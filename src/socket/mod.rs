@@ -157,12 +157,8 @@ pub struct Hub {
 }
 
 impl Hub {
-    pub fn new(views: crate::views::Client, queue: usize) -> Arc<Hub> {
-        Hub::with_board(views, queue, crate::sink::desktop::Board::default())
-    }
-
-    /// [`Hub::new`] sharing `board` with the desktop sink.
-    pub fn with_board(
+    /// The hub, sharing `board` (mutes, pages held back) with the desktop sink.
+    pub fn new(
         views: crate::views::Client,
         queue: usize,
         board: crate::sink::desktop::Board,
