@@ -122,7 +122,7 @@ pub struct PipelineArgs {
     /// Quiet period after which an unmarked final answer counts as complete
     /// (e.g. 500ms, 30s, 2m). Explicit end markers confirm at once; this is the last
     /// resort.
-    #[arg(long, value_name = "DUR", default_value = "90s", value_parser = parse_duration)]
+    #[arg(long, value_name = "DUR", default_value = "90s", value_parser = crate::clock::parse_duration_ms)]
     pub settle: u64,
     /// Longest line parsed, in bytes. Longer lines are streamed past (memory stays
     /// bounded) and reported as an `oversized_line` anomaly.
@@ -163,7 +163,7 @@ pub struct ScanArgs {
     /// Quiet time after which a working session's agent process is looked for, as the
     /// daemon does: with none alive, it shows interrupted (writer_gone). Where no process
     /// can tell (agents without a writer rule), a longer silence shows as `stale`.
-    #[arg(long, value_name = "DUR", default_value = "2m", value_parser = parse_positive_duration)]
+    #[arg(long, value_name = "DUR", default_value = "2m", value_parser = crate::clock::parse_positive_duration_ms)]
     pub liveness_after: u64,
     /// Transcript files or directories (default: the default roots; see `baton --help`).
     #[arg(value_name = "PATH")]
@@ -241,7 +241,7 @@ pub struct MuteArgs {
     #[arg(value_name = "PROJECT|SESSION")]
     pub target: String,
     /// For this long (e.g. 30m, 1h); without it, until `baton unmute`.
-    #[arg(long = "for", value_name = "DUR", value_parser = parse_duration)]
+    #[arg(long = "for", value_name = "DUR", value_parser = crate::clock::parse_duration_ms)]
     pub for_ms: Option<u64>,
 }
 
@@ -252,7 +252,7 @@ pub struct TailArgs {
     pub json: bool,
     /// First replay the events of this last while (e.g. 10m) that the daemon still
     /// holds (its last 1024 events).
-    #[arg(long, value_name = "DUR", value_parser = parse_duration)]
+    #[arg(long, value_name = "DUR", value_parser = crate::clock::parse_duration_ms)]
     pub since: Option<u64>,
     /// Start after the event with this id (its `id` field), if the daemon still holds
     /// it; otherwise from every event it holds, minus those printed already.
@@ -264,15 +264,4 @@ pub struct TailArgs {
     pub follow: bool,
     #[command(flatten)]
     pub daemon: DaemonArgs,
-}
-
-fn parse_duration(s: &str) -> Result<u64, String> {
-    crate::clock::parse_duration_ms(s)
-}
-
-fn parse_positive_duration(s: &str) -> Result<u64, String> {
-    match crate::clock::parse_duration_ms(s)? {
-        0 => Err(format!("`{s}` must be longer than zero")),
-        ms => Ok(ms),
-    }
 }

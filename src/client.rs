@@ -4,29 +4,15 @@ use crate::clock::{parse_rfc3339, wall_now};
 use crate::error::Error;
 use crate::model::{Event, EventKind, ProviderKind};
 use crate::sink::title;
-use crate::text::strip_terminal;
 use serde_json::Value;
 use std::io::{self, BufRead, BufReader, Write};
-use std::os::unix::net::UnixStream;
 use std::path::Path;
 
-use crate::live::follow::{connect, socket_err};
-
-fn request(stream: &mut UnixStream, req: &Value) -> Result<(), Error> {
-    writeln!(stream, "{req}").map_err(|e| Error::Output(io::Error::other(format!("socket: {e}"))))
-}
+use crate::live::follow::{connect, request, socket_err};
 
 /// Text from the transcript, for a terminal: escapes stripped, one line, capped.
 fn one_line(s: &str, max: usize) -> String {
-    let clean = strip_terminal(s);
-    let flat: String = clean.split_whitespace().collect::<Vec<_>>().join(" ");
-    if flat.chars().count() <= max {
-        flat
-    } else {
-        let mut cut: String = flat.chars().take(max.saturating_sub(1)).collect();
-        cut.push('…');
-        cut
-    }
+    crate::text::cut(&crate::text::one_line(s), max)
 }
 
 /// "just now", "5 min ago", "3 h ago", "2 days ago".

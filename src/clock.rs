@@ -191,6 +191,14 @@ pub fn age(then: i64, now: i64) -> String {
     }
 }
 
+/// [`parse_duration_ms`] for a value that must be longer than zero.
+pub fn parse_positive_duration_ms(s: &str) -> Result<u64, String> {
+    match parse_duration_ms(s)? {
+        0 => Err(format!("`{s}` must be longer than zero")),
+        ms => Ok(ms),
+    }
+}
+
 /// Parses a human duration such as `500ms`, `30s`, `2m`, `1h` or a bare number of seconds.
 pub fn parse_duration_ms(s: &str) -> Result<u64, String> {
     let s = s.trim();

@@ -27,6 +27,7 @@ pub mod model;
 pub mod people;
 pub mod pool;
 pub mod provider;
+pub mod recent;
 pub mod reduce;
 pub mod remote;
 pub mod replay;

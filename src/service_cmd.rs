@@ -133,24 +133,17 @@ pub const NOT_RUNNING: u8 = 3;
 
 /// `$XDG_CONFIG_HOME/systemd/user/baton.service` or `~/.config/systemd/user/baton.service`.
 pub fn user_unit_path() -> Result<PathBuf, Error> {
-    abs_env("XDG_CONFIG_HOME")
-        .or_else(|| abs_env("HOME").map(|h| h.join(".config")))
+    crate::config::env_dir("XDG_CONFIG_HOME")
+        .or_else(|| crate::config::env_dir("HOME").map(|h| h.join(".config")))
         .map(|d| d.join("systemd").join("user").join(UNIT_NAME))
         .ok_or(Error::NoHome)
 }
 
 /// The package's unit, `/usr/lib/systemd/user/baton.service`.
 pub fn system_unit_path() -> PathBuf {
-    abs_env("BATON_SYSTEM_UNIT_DIR")
+    crate::config::env_dir("BATON_SYSTEM_UNIT_DIR")
         .unwrap_or_else(|| PathBuf::from(SYSTEM_UNIT_DIR))
         .join(UNIT_NAME)
-}
-
-/// Set, and absolute (a relative XDG variable counts as unset, as the spec says).
-fn abs_env(var: &str) -> Option<PathBuf> {
-    std::env::var_os(var)
-        .map(PathBuf::from)
-        .filter(|p| p.is_absolute())
 }
 
 /// The unit `install` writes: the marker, then the template naming `bin`.

@@ -160,6 +160,36 @@ pub fn strip_terminal(s: &str) -> String {
         .collect()
 }
 
+/// `s` as one printable line: escapes and controls stripped as [`strip_terminal`] does,
+/// but line breaks and tabs turned into spaces first (or "done\nnow" reads "donenow"),
+/// and every run of whitespace one space.
+pub fn one_line(s: &str) -> String {
+    let spaced: String = Printable::new(s.chars())
+        .map(|c| {
+            if matches!(c, '\n' | '\r' | '\t') {
+                ' '
+            } else {
+                c
+            }
+        })
+        .filter(|c| !c.is_control())
+        .collect();
+    spaced.split_whitespace().collect::<Vec<_>>().join(" ")
+}
+
+/// At most `max` characters, ending in `…` when cut.
+pub fn cut(s: &str, max: usize) -> String {
+    if s.chars().count() <= max {
+        return s.to_owned();
+    }
+    if max == 0 {
+        return String::new();
+    }
+    let mut out: String = s.chars().take(max - 1).collect();
+    out.push('…');
+    out
+}
+
 /// Longest directory name shown for a project.
 const DIR_NAME_MAX: usize = 40;
 
@@ -197,6 +227,15 @@ mod tests {
         assert_eq!(strip_terminal("x\u{1b}]8;;http://e\u{1b}\\y"), "xy");
         assert_eq!(strip_terminal("bell\u{7}\u{9b}"), "bell");
         assert_eq!(strip_terminal("tab\tnl\n"), "tabnl");
+    }
+
+    #[test]
+    fn one_line_keeps_words_apart() {
+        assert_eq!(
+            one_line("done\nnow\r\n\tthen \u{1b}[31mred\u{1b}[0m  x\n"),
+            "done now then red x"
+        );
+        assert_eq!(cut(&one_line("a\nbcd"), 4), "a b…");
     }
 
     #[test]

@@ -8,7 +8,7 @@ use std::path::{Path, PathBuf};
 /// A directory from the environment: set, not empty, and absolute. A relative value
 /// counts as unset (as the XDG Base Directory spec says of its variables), so that
 /// nothing is ever made or read relative to whatever the working directory is.
-pub(super) fn env_dir(var: &str) -> Option<PathBuf> {
+pub(crate) fn env_dir(var: &str) -> Option<PathBuf> {
     env::var_os(var)
         .filter(|v| !v.is_empty())
         .map(PathBuf::from)

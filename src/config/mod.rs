@@ -9,6 +9,7 @@ mod notify;
 mod raw;
 mod remote;
 
+pub(crate) use dirs::env_dir;
 use dirs::home;
 pub use dirs::{default_config_path, default_roots, default_state_dir, socket_for, socket_path};
 pub use raw::{RawConfig, RawDesktop, RawExec, RawWebhook};

@@ -7,8 +7,8 @@
 //! rather than printed twice.
 
 use crate::error::Error;
+use crate::recent::Recent;
 use serde_json::Value;
-use std::collections::{HashSet, VecDeque};
 use std::io::{self, BufRead, BufReader, Write};
 use std::os::unix::net::UnixStream;
 use std::path::{Path, PathBuf};
@@ -19,30 +19,6 @@ const SEEN: usize = 4 * crate::socket::RING;
 /// The first wait before connecting again; it doubles up to [`BACKOFF_MAX`].
 pub const BACKOFF_MIN: Duration = Duration::from_millis(100);
 pub const BACKOFF_MAX: Duration = Duration::from_secs(2);
-
-/// A bounded set of the ids seen last.
-#[derive(Debug, Default)]
-pub struct Recent {
-    order: VecDeque<String>,
-    set: HashSet<String>,
-}
-
-impl Recent {
-    /// Adds `id`; false if it was there already.
-    pub fn insert(&mut self, id: &str) -> bool {
-        if self.set.contains(id) {
-            return false;
-        }
-        if self.order.len() == SEEN
-            && let Some(old) = self.order.pop_front()
-        {
-            self.set.remove(&old);
-        }
-        self.order.push_back(id.to_owned());
-        self.set.insert(id.to_owned());
-        true
-    }
-}
 
 /// How a connection ended.
 #[derive(Debug)]
@@ -76,19 +52,18 @@ pub fn connect(socket: Option<&Path>) -> Result<UnixStream, Error> {
     })
 }
 
+/// Sends one request line to the daemon.
+pub(crate) fn request(stream: &mut UnixStream, req: &Value) -> Result<(), Error> {
+    writeln!(stream, "{req}").map_err(|e| Error::Output(io::Error::other(format!("socket: {e}"))))
+}
+
 pub(crate) fn socket_err(e: io::Error) -> Error {
     Error::Output(io::Error::other(format!("reading from the daemon: {e}")))
 }
 
 /// Text from the daemon, for a terminal: escapes stripped, one line, capped.
 fn clean(s: &str) -> String {
-    let s = crate::text::strip_terminal(s);
-    s.split_whitespace()
-        .collect::<Vec<_>>()
-        .join(" ")
-        .chars()
-        .take(300)
-        .collect()
+    crate::text::one_line(s).chars().take(300).collect()
 }
 
 /// One follower of the stream, across connections.
@@ -116,7 +91,7 @@ impl Follower {
         let now = crate::clock::wall_now();
         Follower {
             socket,
-            seen: Recent::default(),
+            seen: Recent::new(SEEN),
             last_id: since_id,
             from: since_ms.map(|ms| now.saturating_sub(i64::try_from(ms).unwrap_or(i64::MAX))),
             saw_stop: false,
@@ -140,8 +115,7 @@ impl Follower {
         let mut stream = connect(self.socket.as_deref())?;
         let now = crate::clock::wall_now();
         let req = self.request(now);
-        writeln!(stream, "{req}")
-            .map_err(|e| Error::Output(io::Error::other(format!("socket: {e}"))))?;
+        request(&mut stream, &req)?;
         self.from.get_or_insert(now);
         Ok(BufReader::new(stream))
     }
@@ -213,8 +187,7 @@ impl Follower {
 /// The daemon's `status` answer: one row per session, and its end line.
 pub fn status_rows(socket: Option<&Path>) -> Result<(Vec<Value>, Value), Error> {
     let mut stream = connect(socket)?;
-    writeln!(stream, "{}", serde_json::json!({"cmd": "status"}))
-        .map_err(|e| Error::Output(io::Error::other(format!("socket: {e}"))))?;
+    request(&mut stream, &serde_json::json!({"cmd": "status"}))?;
     let mut rows = Vec::new();
     for line in BufReader::new(stream).lines() {
         let line = line.map_err(socket_err)?;
@@ -309,16 +282,5 @@ mod tests {
         assert_eq!(waits[6], BACKOFF_MAX);
         feed(&mut f, "{\"id\":\"a\"}\n");
         assert_eq!(f.next_backoff(), BACKOFF_MIN);
-    }
-
-    #[test]
-    fn recent_is_bounded() {
-        let mut r = Recent::default();
-        for i in 0..SEEN + 5 {
-            assert!(r.insert(&i.to_string()));
-        }
-        assert!(!r.insert(&(SEEN + 4).to_string()));
-        assert!(r.insert("0"), "the oldest were let go");
-        assert_eq!(r.order.len(), SEEN);
     }
 }

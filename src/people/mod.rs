@@ -8,7 +8,7 @@
 
 mod render;
 
-pub use render::{Table, cells, note, now, render, state_sgr, use_colour, width};
+pub use render::{Table, cells, render};
 
 use crate::clock::parse_rfc3339;
 use crate::model::ProviderKind;
@@ -119,11 +119,6 @@ impl Filter {
                     || r.project_long.to_lowercase() == p.to_lowercase()
             })
             && self.agent.is_none_or(|a| r.provider == Some(a))
-    }
-
-    /// Whether any of state, project or agent is set.
-    pub fn narrows(&self) -> bool {
-        !self.states.is_empty() || self.project.is_some() || self.agent.is_some()
     }
 }
 

@@ -2,7 +2,7 @@
 //! to the terminal's width, the state in colour on a terminal.
 
 use super::{Filter, STATES, Shown, View, rank};
-use crate::text::strip_terminal;
+use crate::text::cut;
 use std::io::IsTerminal;
 
 /// Width when neither `COLUMNS` nor the terminal says.
@@ -89,25 +89,7 @@ pub fn state_sgr(state: &str) -> &'static str {
 /// Untrusted text on one line: escapes and control characters gone, whitespace runs
 /// made one space.
 fn flat(s: &str) -> String {
-    // Line breaks and tabs are control characters the sanitizer drops: make them spaces
-    // first, or "done\nnow" reads "donenow".
-    strip_terminal(&s.replace(['\n', '\r', '\t'], " "))
-        .split_whitespace()
-        .collect::<Vec<_>>()
-        .join(" ")
-}
-
-/// At most `max` characters, ending in `…` when cut.
-fn cut(s: &str, max: usize) -> String {
-    if s.chars().count() <= max {
-        return s.to_owned();
-    }
-    if max == 0 {
-        return String::new();
-    }
-    let mut out: String = s.chars().take(max - 1).collect();
-    out.push('…');
-    out
+    crate::text::one_line(s)
 }
 
 fn plural(n: usize, one: &str, many: &str) -> String {

@@ -3,8 +3,8 @@
 
 use super::RemoteConfig;
 use super::health::{Link, Links};
-use super::recent::Recent;
 use crate::model::Event;
+use crate::recent::Recent;
 use crate::shutdown::Shutdown;
 use crate::state::remotes::{self, RemoteMark};
 use crate::tail::reader::{Item, LineReader};
@@ -25,6 +25,8 @@ const BACKOFF_MAX: Duration = Duration::from_secs(60);
 const LASTED: Duration = Duration::from_secs(60);
 /// Ids saved beside the last one.
 const SAVED_RECENT: usize = 256;
+/// Ids remembered per remote for dropping repeats (the remote's own ring is smaller).
+const SEEN: usize = 4096;
 /// How long a child has to go after SIGTERM before SIGKILL.
 const KILL_GRACE: Duration = Duration::from_secs(2);
 
@@ -42,7 +44,8 @@ pub fn spawn(
 ) -> io::Result<std::thread::JoinHandle<()>> {
     let mark = remotes::load(&state_dir, &cfg.name);
     let remote = Remote {
-        seen: Recent::from_saved(mark.recent),
+        seen: Recent::from_saved(SEEN, mark.recent),
+        saved: mark.last.clone(),
         last: mark.last,
         cfg,
         state_dir,
@@ -67,6 +70,9 @@ struct Remote {
     seen: Recent,
     /// The last id read and handed on: where the next connection resumes.
     last: Option<String>,
+    /// The `last` on disk: a batch that moved nothing (every event a repeat) is not
+    /// saved again.
+    saved: Option<String>,
     bad_lines: u64,
     repeats: u64,
     save_failed: bool,
@@ -303,12 +309,18 @@ impl Remote {
             return false;
         }
         *delivered += n;
+        if self.last == self.saved && !self.save_failed {
+            return true;
+        }
         let mark = RemoteMark {
             last: self.last.clone(),
             recent: self.seen.newest(SAVED_RECENT),
         };
         match remotes::save(&self.state_dir, &self.cfg.name, &mark) {
-            Ok(()) => self.save_failed = false,
+            Ok(()) => {
+                self.save_failed = false;
+                self.saved = self.last.clone();
+            }
             Err(e) if !self.save_failed => {
                 self.save_failed = true;
                 tracing::warn!(remote = %self.cfg.name, error = %e, "Cannot save where the remote's stream stands; a restart may show its recent events again.");
@@ -367,7 +379,5 @@ fn end_child(child: &mut Child, eof: bool) -> String {
 
 /// A reason for `status`: one printable line, capped.
 fn clean(s: &str) -> String {
-    let s = crate::text::strip_terminal(s);
-    let flat = s.split_whitespace().collect::<Vec<_>>().join(" ");
-    flat.chars().take(200).collect()
+    crate::text::one_line(s).chars().take(200).collect()
 }

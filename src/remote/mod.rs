@@ -11,7 +11,6 @@
 
 pub mod health;
 pub mod link;
-mod recent;
 
 pub use health::Links;
 pub use link::spawn;
