@@ -54,17 +54,27 @@ pub struct Report {
 
 /// Audits transcripts; returns true when problems were found.
 pub fn main(args: CheckArgs) -> Result<bool, Error> {
-    let paths = if args.paths.is_empty() {
-        // As `scan`: the roots that are not there yet hold nothing to audit.
+    let roots: Vec<Root> = if args.paths.is_empty() {
+        // As `scan`: the roots that are not there yet hold nothing to audit, and each
+        // default root is read as its own agent's (unless `--provider` says otherwise).
         crate::config::default_roots()
             .into_iter()
-            .map(|r| r.path)
-            .filter(|p| p.is_dir())
+            .filter(|r| r.path.is_dir())
+            .map(|r| Root {
+                provider: args.provider.or(r.provider),
+                ..r
+            })
             .collect()
     } else {
         args.paths
+            .into_iter()
+            .map(|path| Root {
+                path,
+                provider: args.provider,
+            })
+            .collect()
     };
-    let report = run(&paths, args.provider, args.max_line_bytes)?;
+    let report = run(&roots, args.max_line_bytes)?;
     let mut out = io::BufWriter::new(io::stdout().lock());
     if args.json {
         for f in &report.findings {
@@ -78,21 +88,16 @@ pub fn main(args: CheckArgs) -> Result<bool, Error> {
     Ok(!report.findings.is_empty())
 }
 
-/// Audits every transcript and Noa `state.json` under `paths`.
-pub fn run(
-    paths: &[PathBuf],
-    provider: Option<ProviderKind>,
-    max_line: usize,
-) -> Result<Report, Error> {
+/// Audits every transcript and Noa `state.json` under `roots`, each read as its
+/// provider's (detected when `None`).
+pub fn run(roots: &[Root], max_line: usize) -> Result<Report, Error> {
     let mut report = Report::default();
-    for p in paths {
+    for root in roots {
+        let p = &root.path;
         if !p.exists() {
             return Err(Error::Missing(p.clone()));
         }
-        let found = watch::find(&Root {
-            path: p.clone(),
-            provider,
-        });
+        let found = watch::find(root);
         let states = if p.is_dir() {
             find_named(p, "state.json")
         } else if p.file_name().is_some_and(|n| n == "state.json") {

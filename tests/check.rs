@@ -340,3 +340,39 @@ fn unknown_record_types_are_listed_per_file() {
         );
     }
 }
+
+/// Without paths, `check` reads each default root as its own agent's, as `scan` and the
+/// daemon do: in a Pi root moved by `PI_CODING_AGENT_SESSION_DIR` (so no path rule names
+/// it), a session whose first record is damaged is still audited as Pi's, not skipped as
+/// a file no agent claims.
+#[test]
+fn default_roots_are_read_as_their_agents() {
+    let home = tempfile::tempdir().expect("tempdir");
+    let root = home.path().join("pi-sessions");
+    let dir = root.join("--work-web--");
+    std::fs::create_dir_all(&dir).expect("mkdir");
+    std::fs::write(
+        dir.join("2026-11-29T10-00-00-000Z_abc.jsonl"),
+        concat!(
+            "{\"type\":\"session\",\"id\":\"abc\",\"cwd\":\"/work/web\n",
+            "{\"type\":\"message\",\"id\":\"m1\",\"timestamp\":\"2026-11-29T10:00:01Z\",",
+            "\"message\":{\"role\":\"user\",\"content\":\"hi\"}}\n",
+        ),
+    )
+    .expect("write");
+    let out = Command::new(env!("CARGO_BIN_EXE_baton"))
+        .args(["check", "--json"])
+        .env_clear()
+        .env("HOME", home.path())
+        .env("PI_CODING_AGENT_SESSION_DIR", &root)
+        .output()
+        .expect("runs baton");
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        text.lines()
+            .any(|l| l.contains("_abc.jsonl") && l.contains("\"malformed_line\"")),
+        "stdout: {text}\nstderr: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(out.status.code(), Some(1));
+}
