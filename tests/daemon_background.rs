@@ -93,13 +93,7 @@ fn a_working_session_whose_writer_exits_is_interrupted() {
     let mut d =
         Daemon::tree().start(&["--liveness-after", "1s", "--debug-sweep-interval", "500ms"]);
     let x = Codex::new();
-    let dir = d.codex().join("2026").join("11").join("29");
-    fs::create_dir_all(&dir).unwrap();
-    let path = x.path_in(&dir);
-    let turn = uuid();
-    let open = json!({"timestamp": ts_now(), "type": "event_msg",
-        "payload": {"type": "task_started", "turn_id": turn}});
-    append(&path, format!("{}{open}\n", x.meta()).as_bytes());
+    let (path, turn) = x.working_in(&d.codex());
     let mut writer = Command::new("sh")
         .args(["-c", "exec 3>>\"$0\"; exec sleep 600"])
         .arg(&path)

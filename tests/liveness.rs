@@ -17,9 +17,10 @@ use baton::model::{Event, EventKind, ProviderKind, SessionState};
 use baton::reduce::Reducer;
 use baton::replay::{self, AtEof};
 use baton::watch::Found;
+use common::Kill;
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command};
+use std::process::Command;
 
 const AFTER_MS: u64 = 120_000;
 
@@ -63,23 +64,6 @@ fn state(reducer: &Reducer) -> SessionState {
     let views = reducer.sessions();
     assert_eq!(views.len(), 1);
     views[0].state
-}
-
-struct Kill(Child);
-
-impl Drop for Kill {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
-impl Kill {
-    /// Ends the process and waits until it is gone (reaped).
-    fn exit(mut self) {
-        self.0.kill().unwrap();
-        self.0.wait().unwrap();
-    }
 }
 
 /// Waits (bounded) until `pid` shows `what` in /proc, so the check cannot race the

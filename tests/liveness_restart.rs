@@ -86,13 +86,7 @@ fn a_restart_keeps_the_writer_gone_verdict() {
     let mut d =
         Daemon::tree().start(&["--liveness-after", "1s", "--debug-sweep-interval", "500ms"]);
     let x = Codex::new();
-    let dir = d.codex().join("2026").join("11").join("29");
-    fs::create_dir_all(&dir).unwrap();
-    let path = x.path_in(&dir);
-    let turn = uuid();
-    let open = json!({"timestamp": ts_now(), "type": "event_msg",
-        "payload": {"type": "task_started", "turn_id": turn}});
-    append(&path, format!("{}{open}\n", x.meta()).as_bytes());
+    let (_, turn) = x.working_in(&d.codex());
     d.wait_for("the turn start", is("turn_started", turn.clone()));
     let ev = d.wait_for("the interruption", is("turn_interrupted", turn.clone()));
     assert_eq!(ev["reason"], "writer_gone");

@@ -8,10 +8,10 @@
 
 mod common;
 
-use common::{claude, codex, lines};
+use common::{Kill, claude, codex, lines};
 use serde_json::Value;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command};
+use std::process::Command;
 
 fn scan(path: &Path, json: bool) -> String {
     let mut c = Command::new(env!("CARGO_BIN_EXE_baton"));
@@ -36,15 +36,6 @@ fn row(path: &Path) -> Value {
         .collect();
     assert_eq!(rows.len(), 1, "{text}");
     rows[0].clone()
-}
-
-struct Kill(Child);
-
-impl Drop for Kill {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
 }
 
 /// A working Codex rollout (a tool call out, no end), its records months old.

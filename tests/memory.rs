@@ -27,20 +27,37 @@ fn rss(pid: u32) -> (u64, u64) {
 /// the other's daemon on a small machine.
 static ONE_AT_A_TIME: std::sync::Mutex<()> = std::sync::Mutex::new(());
 
+/// The daemon on a fresh tree and its `proj` folder, or `None` (with a notice) where
+/// there is no /proc to measure it by.
+fn start() -> Option<(Daemon, std::path::PathBuf)> {
+    if !std::path::Path::new("/proc/self/status").exists() {
+        println!("NOTICE: no /proc; memory test skipped.");
+        return None;
+    }
+    let d = Daemon::tree().start(&[]);
+    let dir = d.claude().join("proj");
+    fs::create_dir_all(&dir).unwrap();
+    Some((d, dir))
+}
+
+/// The RSS to measure from once the daemon has settled: the peak is reset to now where
+/// the kernel allows it (Linux 4.0+), else the peak so far counts in it. With whether it
+/// was reset.
+fn baseline(pid: u32) -> (u64, bool) {
+    std::thread::sleep(std::time::Duration::from_millis(300));
+    let reset = fs::write(format!("/proc/{pid}/clear_refs"), "5").is_ok();
+    let (peak0, rss0) = rss(pid);
+    (if reset { rss0 } else { peak0.max(rss0) }, reset)
+}
+
 const FILES: usize = 64;
 const LINE: usize = 5 * 1024 * 1024;
 
 #[test]
 fn large_lines_in_many_files_do_not_pin_memory() {
     let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
-    if !std::path::Path::new("/proc/self/status").exists() {
-        println!("NOTICE: no /proc; memory test skipped.");
-        return;
-    }
-    let mut d = Daemon::tree().start(&[]);
+    let Some((mut d, dir)) = start() else { return };
     let pid = d.pid();
-    let dir = d.claude().join("proj");
-    fs::create_dir_all(&dir).unwrap();
 
     // First every file with one small turn, so the baseline includes what each file
     // costs anyway (its reader, projector and session state).
@@ -55,12 +72,7 @@ fn large_lines_in_many_files_do_not_pin_memory() {
     d.wait_count("small completions", FILES, |e| {
         e["event"] == "turn_completed"
     });
-    std::thread::sleep(std::time::Duration::from_millis(300));
-    // Reset the peak to now where the kernel allows it (Linux 4.0+); else the peak so
-    // far counts in the baseline.
-    let reset = fs::write(format!("/proc/{pid}/clear_refs"), "5").is_ok();
-    let (peak0, rss0) = rss(pid);
-    let baseline = if reset { rss0 } else { peak0.max(rss0) };
+    let (baseline, reset) = baseline(pid);
 
     // Then one line of LINE bytes in every file: a final answer carrying the bulk.
     let mut turns = Vec::new();
@@ -117,22 +129,13 @@ fn large_lines_in_many_files_do_not_pin_memory() {
 #[test]
 fn one_huge_append_is_read_a_chunk_at_a_time() {
     let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
-    if !std::path::Path::new("/proc/self/status").exists() {
-        println!("NOTICE: no /proc; memory test skipped.");
-        return;
-    }
-    let mut d = Daemon::tree().start(&[]);
+    let Some((mut d, dir)) = start() else { return };
     let pid = d.pid();
-    let dir = d.claude().join("proj");
-    fs::create_dir_all(&dir).unwrap();
     let c = Claude::new();
     let (warm, _) = c.turn("hello", "small");
     append(&c.path_in(&dir), warm.as_bytes());
     d.wait_count("the first turn", 1, |e| e["event"] == "turn_completed");
-    std::thread::sleep(std::time::Duration::from_millis(300));
-    let reset = fs::write(format!("/proc/{pid}/clear_refs"), "5").is_ok();
-    let (peak0, rss0) = rss(pid);
-    let baseline = if reset { rss0 } else { peak0.max(rss0) };
+    let (baseline, _) = baseline(pid);
 
     // 40 MiB of streamed assistant text in one write: each record is an observation.
     let (prompt, turn) = c.prompt("write a lot");

@@ -33,16 +33,7 @@ impl Tail {
             .stderr(Stdio::null())
             .spawn()
             .unwrap();
-        let out = child.stdout.take().unwrap();
-        let (tx, lines) = mpsc::channel();
-        std::thread::spawn(move || {
-            for l in BufReader::new(out).lines() {
-                let Ok(l) = l else { break };
-                if tx.send(l).is_err() {
-                    break;
-                }
-            }
-        });
+        let lines = common::stdout_lines(&mut child);
         Tail { child, lines }
     }
 

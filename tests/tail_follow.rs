@@ -7,7 +7,7 @@ mod common;
 
 use common::{Claude, DEADLINE, Daemon, append};
 use serde_json::Value;
-use std::io::{BufRead, BufReader, Read};
+use std::io::Read;
 use std::process::{Child, Stdio};
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
@@ -29,16 +29,7 @@ impl Tail {
             .stderr(Stdio::piped())
             .spawn()
             .unwrap();
-        let out = child.stdout.take().unwrap();
-        let (tx, lines) = mpsc::channel();
-        std::thread::spawn(move || {
-            for l in BufReader::new(out).lines() {
-                let Ok(l) = l else { break };
-                if tx.send(l).is_err() {
-                    break;
-                }
-            }
-        });
+        let lines = common::stdout_lines(&mut child);
         Tail {
             child,
             lines,

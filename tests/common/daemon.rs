@@ -523,6 +523,19 @@ impl Codex {
         format!("{line}\n")
     }
 
+    /// A rollout under `root`'s date folders, its meta and a `task_started` written now,
+    /// and no end: (its path, the turn id).
+    pub fn working_in(&self, root: &Path) -> (PathBuf, String) {
+        let dir = root.join("2026").join("11").join("29");
+        fs::create_dir_all(&dir).expect("the rollout's folder");
+        let path = self.path_in(&dir);
+        let turn = uuid();
+        let open = json!({"timestamp": ts_now(), "type": "event_msg",
+            "payload": {"type": "task_started", "turn_id": turn}});
+        append(&path, format!("{}{open}\n", self.meta()).as_bytes());
+        (path, turn)
+    }
+
     /// task_started + task_complete: (bytes, turn id).
     pub fn turn(&self, answer: &str) -> (String, String) {
         let turn = uuid();
@@ -534,6 +547,24 @@ impl Codex {
     }
 }
 
+/// A child that is killed and reaped when the test lets go of it, even on a panic.
+pub struct Kill(pub Child);
+
+impl Drop for Kill {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+impl Kill {
+    /// Ends the process and waits until it is gone (reaped).
+    pub fn exit(mut self) {
+        self.0.kill().expect("kill");
+        self.0.wait().expect("reap");
+    }
+}
+
 /// Appends bytes (one write).
 pub fn append(path: &Path, bytes: &[u8]) {
     let mut f = fs::OpenOptions::new()
@@ -542,4 +573,21 @@ pub fn append(path: &Path, bytes: &[u8]) {
         .open(path)
         .expect("open for append");
     f.write_all(bytes).expect("append");
+}
+
+/// A child's stdout, line by line, on a channel (read on a thread of its own, so a test
+/// can wait with a deadline). Takes the child's piped stdout.
+pub fn stdout_lines(child: &mut Child) -> std::sync::mpsc::Receiver<String> {
+    use std::io::BufRead;
+    let out = child.stdout.take().expect("stdout is piped");
+    let (tx, lines) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        for l in std::io::BufReader::new(out).lines() {
+            let Ok(l) = l else { break };
+            if tx.send(l).is_err() {
+                break;
+            }
+        }
+    });
+    lines
 }
