@@ -440,4 +440,120 @@ mod tests {
             }]
         );
     }
+
+    /// A records type of no real agent: what the engine checks beyond ids and calls is
+    /// what the records type says, so a new agent turns a check on from its own folder.
+    struct Toy {
+        bare_ids: bool,
+        forks: bool,
+        claims: bool,
+    }
+
+    #[derive(serde::Deserialize)]
+    struct ToyRec {
+        id: Option<String>,
+        parent: Option<String>,
+        session: Option<String>,
+        meta: Option<String>,
+        stamp: Option<String>,
+        call: Option<String>,
+        #[serde(default)]
+        prompt: bool,
+    }
+
+    impl JsonRecords for Toy {
+        fn facts(&self, line: &[u8]) -> Result<Facts, serde_json::Error> {
+            let r: ToyRec = serde_json::from_slice(line)?;
+            Ok(Facts {
+                id: r.id,
+                parent: r.parent,
+                session: r.session,
+                meta: r.meta,
+                stamp: r.stamp,
+                calls: r.call.into_iter().collect(),
+                prompt: r.prompt,
+                ..Facts::default()
+            })
+        }
+        fn ids_under_id_key(&self) -> bool {
+            self.bare_ids
+        }
+        fn forks_copy_history(&self) -> bool {
+            self.forks
+        }
+        fn file_session(&self, path: &Path) -> Option<FileSession> {
+            self.claims.then(|| FileSession {
+                session: crate::provider::file_stem(path),
+                agent: None,
+            })
+        }
+    }
+
+    static PLAIN: Toy = Toy {
+        bare_ids: false,
+        forks: false,
+        claims: false,
+    };
+    static ALL_ON: Toy = Toy {
+        bare_ids: true,
+        forks: true,
+        claims: true,
+    };
+
+    fn toy_audit(records: &'static Toy, lines: &[&str]) -> (Vec<&'static str>, Vec<Unresolved>) {
+        let mut a = JsonAudit::new(records, Path::new("/x/s.jsonl"));
+        let mut out = Vec::new();
+        for (i, l) in lines.iter().enumerate() {
+            a.line(i as u64 + 1, l.as_bytes(), &mut out);
+        }
+        let links = a.finish(&mut out);
+        (out.iter().map(|p| p.kind).collect(), links)
+    }
+
+    #[test]
+    fn records_that_claim_a_session_are_checked_against_the_files() {
+        let lines = [
+            r#"{"id":"a","session":"s"}"#,
+            r#"{"id":"b","parent":"a","session":"other"}"#,
+        ];
+        assert_eq!(toy_audit(&PLAIN, &lines), (vec![], vec![]));
+        assert_eq!(
+            toy_audit(&ALL_ON, &lines),
+            (vec!["session_mismatch"], vec![])
+        );
+    }
+
+    #[test]
+    fn a_bare_id_glimpsed_in_a_broken_line_resolves_a_link_when_ids_sit_there() {
+        let lines = [
+            r#"{"id":"a"}"#,
+            r#"{"id":"c","parent":"a","te"#,
+            r#"{"id":"d","parent":"c"}"#,
+        ];
+        let broken = Unresolved {
+            line: 3,
+            parent: "c".to_owned(),
+        };
+        assert_eq!(
+            toy_audit(&PLAIN, &lines),
+            (vec!["malformed_line"], vec![broken])
+        );
+        assert_eq!(toy_audit(&ALL_ON, &lines), (vec!["malformed_line"], vec![]));
+    }
+
+    #[test]
+    fn calls_in_a_forks_copied_history_are_not_dangling_when_forks_copy() {
+        let lines = [
+            r#"{"meta":"own","stamp":"t0"}"#,
+            r#"{"meta":"parent","stamp":"t1"}"#,
+            r#"{"call":"k","stamp":"t1"}"#,
+            r#"{"prompt":true,"stamp":"t1"}"#,
+            r#"{"prompt":true,"stamp":"t2"}"#,
+        ];
+        assert_eq!(
+            toy_audit(&PLAIN, &lines),
+            (vec!["dangling_tool_call"], vec![])
+        );
+        assert_eq!(toy_audit(&ALL_ON, &lines), (vec![], vec![]));
+    }
 }
