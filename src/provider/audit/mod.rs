@@ -1,12 +1,16 @@
-//! Audit facts for `baton check`: what each provider's records say about their own
+//! Audit facts for `baton check`: what each agent's records say about their own
 //! integrity (ids, parent links, tool calls and results), and the per-file checks built on
 //! them. Pure: lines in, problems out; `check` owns the files.
+//!
+//! JSON Lines agents share one engine (`jsonl`): each agent's folder reads its records
+//! into the engine's vocabulary (`Facts`) through its own `JsonRecords`, and its
+//! descriptor hands that to `json_audit`.
 
 mod jsonl;
 mod noa;
 mod sgme;
 
-pub use jsonl::Flavor as JsonFlavor;
+pub(crate) use jsonl::{Block, Facts, FileSession, JsonRecords, Resp, blocks, has_text, ids_of};
 pub use noa::{NoaBlock, NoaState, noa_state};
 
 use super::file_stem;
@@ -54,9 +58,9 @@ pub fn auditor(kind: ProviderKind, path: &Path) -> Box<dyn Audit> {
     kind.descriptor().auditor(path)
 }
 
-/// The audit of a JSON Lines transcript, reading records as `flavor`'s.
-pub fn json_audit(flavor: JsonFlavor, path: &Path) -> Box<dyn Audit> {
-    Box::new(jsonl::JsonAudit::new(flavor, path))
+/// The audit of a JSON Lines transcript, reading its records through `records`.
+pub(crate) fn json_audit(records: &'static dyn JsonRecords, path: &Path) -> Box<dyn Audit> {
+    Box::new(jsonl::JsonAudit::new(records, path))
 }
 
 /// The audit of an SGME Markdown file.

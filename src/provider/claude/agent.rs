@@ -4,7 +4,7 @@
 use super::{ClaudeProjector, looks_like_uuid, may_defer};
 use crate::model::ProviderKind;
 use crate::provider::agent::{Agent, EnvDir, WRITER_ARGS, Writer, env_or_home, uuid_of};
-use crate::provider::audit::{self, Audit, JsonFlavor};
+use crate::provider::audit::{self, Audit};
 use crate::provider::background::LAUNCH_NEEDLES;
 use crate::provider::restart::{Restart, Restarts, finders};
 use crate::provider::{ObsKind, Projector, file_stem};
@@ -68,7 +68,7 @@ impl Agent for Claude {
     }
 
     fn auditor(&self, path: &Path) -> Box<dyn Audit> {
-        audit::json_audit(JsonFlavor::Claude, path)
+        audit::json_audit(&super::facts::ClaudeRecords, path)
     }
 
     fn record_id(&self, line: &[u8]) -> Option<String> {

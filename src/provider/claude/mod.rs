@@ -2,6 +2,7 @@
 //! files). Rules: shared/docs/transcript-formats.md, Part A and C.
 
 mod agent;
+mod facts;
 use super::content::{StrOrList, reset_hint};
 use super::{Evidence, Malformed, Obs, ObsKind, Projector, content_hash, file_stem, parse_line};
 use crate::clock::parse_rfc3339;

@@ -5,7 +5,7 @@ use super::CodexProjector;
 use crate::model::ProviderKind;
 use crate::provider::Projector;
 use crate::provider::agent::{Agent, EnvDir, Writer, env_or_home, has_ext};
-use crate::provider::audit::{self, Audit, JsonFlavor};
+use crate::provider::audit::{self, Audit};
 use crate::provider::restart::{Restart, Restarts, finders};
 use memchr::memmem::Finder;
 use std::path::{Path, PathBuf};
@@ -67,7 +67,7 @@ impl Agent for Codex {
     }
 
     fn auditor(&self, path: &Path) -> Box<dyn Audit> {
-        audit::json_audit(JsonFlavor::Codex, path)
+        audit::json_audit(&super::facts::CodexRecords, path)
     }
 }
 

@@ -2,6 +2,7 @@
 //! shared/docs/transcript-formats.md, Part B and C.
 
 mod agent;
+mod facts;
 pub use agent::Codex;
 mod plain;
 mod record;

@@ -4,7 +4,7 @@ use super::CopilotProjector;
 use crate::model::ProviderKind;
 use crate::provider::Projector;
 use crate::provider::agent::{Agent, EnvDir, FirstRecord, env_or_home, has_ext};
-use crate::provider::audit::{self, Audit, JsonFlavor};
+use crate::provider::audit::{self, Audit};
 use std::path::{Path, PathBuf};
 
 pub struct Copilot;
@@ -41,6 +41,6 @@ impl Agent for Copilot {
     }
 
     fn auditor(&self, path: &Path) -> Box<dyn Audit> {
-        audit::json_audit(JsonFlavor::Copilot, path)
+        audit::json_audit(&super::facts::CopilotRecords, path)
     }
 }

@@ -18,6 +18,7 @@
 //! `interactionId`: a turn nobody typed, keyed by the notification's `id`.
 
 mod agent;
+mod facts;
 use super::background::Background;
 use super::{
     Evidence, Initiator, Malformed, Obs, ObsKind, Origin, Projector, content_hash, file_stem,

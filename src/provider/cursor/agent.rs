@@ -1,10 +1,10 @@
 //! Cursor's descriptor: where its agent transcripts live and how they are told.
 
-use super::{CursorProjector, is_transcript};
+use super::{CursorProjector, Rec, is_transcript};
 use crate::model::ProviderKind;
 use crate::provider::Projector;
 use crate::provider::agent::{Agent, EnvDir, FirstRecord, has_ext};
-use crate::provider::audit::{self, Audit, JsonFlavor};
+use crate::provider::audit::{self, Audit, Facts, JsonRecords};
 use std::path::{Path, PathBuf};
 
 pub struct Cursor;
@@ -62,6 +62,16 @@ impl Agent for Cursor {
     }
 
     fn auditor(&self, path: &Path) -> Box<dyn Audit> {
-        audit::json_audit(JsonFlavor::Cursor, path)
+        audit::json_audit(&CursorRecords, path)
+    }
+}
+
+/// Cursor writes no ids and no tool results: only that lines parse is checked.
+struct CursorRecords;
+
+impl JsonRecords for CursorRecords {
+    fn facts(&self, line: &[u8]) -> Result<Facts, serde_json::Error> {
+        serde_json::from_slice::<Rec<'_>>(line)?;
+        Ok(Facts::default())
     }
 }

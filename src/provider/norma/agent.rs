@@ -4,7 +4,7 @@ use super::NormaProjector;
 use crate::model::ProviderKind;
 use crate::provider::Projector;
 use crate::provider::agent::{Agent, uuid_of};
-use crate::provider::audit::{self, Audit, JsonFlavor};
+use crate::provider::audit::{self, Audit};
 use std::path::Path;
 
 pub struct Norma;
@@ -34,7 +34,7 @@ impl Agent for Norma {
     }
 
     fn auditor(&self, path: &Path) -> Box<dyn Audit> {
-        audit::json_audit(JsonFlavor::Norma, path)
+        audit::json_audit(&super::facts::NormaRecords, path)
     }
 
     fn record_id(&self, line: &[u8]) -> Option<String> {

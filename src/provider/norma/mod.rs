@@ -6,6 +6,7 @@
 //! the agent loop: it completes the turn at once, no quiet period needed.
 
 mod agent;
+mod facts;
 use super::content::StrOrList;
 use super::{
     Evidence, Initiator, Malformed, Obs, ObsKind, Origin, Projector, content_hash, file_stem,

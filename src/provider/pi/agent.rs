@@ -5,7 +5,7 @@ use super::PiProjector;
 use crate::model::ProviderKind;
 use crate::provider::Projector;
 use crate::provider::agent::{Agent, EnvDir, FirstRecord, has_ext};
-use crate::provider::audit::{self, Audit, JsonFlavor};
+use crate::provider::audit::{self, Audit};
 use std::path::{Path, PathBuf};
 
 pub struct Pi;
@@ -59,6 +59,6 @@ impl Agent for Pi {
     }
 
     fn auditor(&self, path: &Path) -> Box<dyn Audit> {
-        audit::json_audit(JsonFlavor::Pi, path)
+        audit::json_audit(&super::facts::PiRecords, path)
     }
 }

@@ -13,6 +13,7 @@
 //! `credential_pin` and the other `custom` records start or end nothing.
 
 mod agent;
+mod facts;
 use super::content::StrOrList;
 use super::omp::{self, YieldDetails, YieldEnd};
 use super::{

@@ -1,35 +1,56 @@
-//! Audit of the JSON Lines providers (Claude, Codex, Norma, Pi, Copilot CLI, Cursor): ids,
+//! Audit of the JSON Lines agents (Claude, Codex, Norma, Pi, Copilot CLI, Cursor): ids,
 //! parent links, tool calls and their results.
 //!
 //! Records are read through each projector's own serde types, so a record's shape is written
 //! once, and `check` calls a line malformed exactly when the projector cannot read it.
 //!
 //! This file is the shared engine: what it remembers across a file's lines (ids seen,
-//! calls still open, the session named by the file, a Codex fork's copied history) and
-//! the problems that follow. What each provider's record says is read in [`facts`]; the
-//! engine never looks at a provider's fields itself.
+//! calls still open, the session named by the file, a fork's copied history) and the
+//! problems that follow. What each agent's record says is read in its own folder, by its
+//! [`JsonRecords`], into the vocabulary of [`facts`]; the engine never looks at an agent's
+//! fields itself, and asks the records type, never an agent kind, what else to check.
 
 mod facts;
 
-use facts::{
-    Facts, Resp, claude_facts, codex_facts, copilot_facts, cursor_facts, norma_facts, pi_facts,
-};
+pub(crate) use facts::{Block, Facts, Resp, blocks, has_text, ids_of};
 
-use super::{Audit, Problem, Unresolved, glimpse_ids, main_file_of, shown, string_values};
-use crate::model::ProviderKind;
-use crate::provider::{Malformed, file_stem, repair, strip_nul};
+use super::{Audit, Problem, Unresolved, glimpse_ids, shown, string_values};
+use crate::provider::{Malformed, repair, strip_nul};
 use std::collections::{HashMap, HashSet};
 use std::path::Path;
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Flavor {
-    Claude,
-    Codex,
-    Norma,
-    Pi,
-    Copilot,
-    /// Cursor writes no ids and no tool results: only that lines parse is checked.
-    Cursor,
+/// How one JSON Lines agent's records read for the audit: an agent's folder implements it
+/// and passes it to [`super::json_audit`].
+pub(crate) trait JsonRecords: Sync {
+    /// What one line's record says; an error when the agent's projector could not read it.
+    fn facts(&self, line: &[u8]) -> Result<Facts, serde_json::Error>;
+
+    /// Whether record ids sit under a bare `id` key (as well as `uuid`): a line that
+    /// cannot be parsed is glimpsed for those too.
+    fn ids_under_id_key(&self) -> bool {
+        false
+    }
+
+    /// Whether a forked file begins with a copy of its parent's history (Codex: another
+    /// thread's `session_meta`, then records with one timestamp), whose calls were
+    /// answered in the parent's file.
+    fn forks_copy_history(&self) -> bool {
+        false
+    }
+
+    /// The session the file at `path` names, when records claim a session of their own
+    /// (Norma): a record that claims another one is reported. `None`: claims are not
+    /// checked.
+    fn file_session(&self, _path: &Path) -> Option<FileSession> {
+        None
+    }
+}
+
+/// The session a file names, and the subagent whose file it is, if any.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct FileSession {
+    pub(crate) session: String,
+    pub(crate) agent: Option<String>,
 }
 
 #[derive(Debug)]
@@ -41,14 +62,13 @@ struct OpenCall {
     superseded: bool,
 }
 
-/// How many distinct disagreeing session ids a Norma file reports.
+/// How many distinct disagreeing session ids a file reports.
 const SESSION_REPORTS: usize = 8;
 
 pub(super) struct JsonAudit {
-    flavor: Flavor,
-    /// Norma: the session named by the file, and the subagent id if any.
-    session: String,
-    agent: Option<String>,
+    records: &'static dyn JsonRecords,
+    /// The session named by the file, when records claim one.
+    session: Option<FileSession>,
     ids: HashMap<String, u64>,
     /// Ids and result links glimpsed in lines that could not be parsed: they may resolve
     /// a link, but never count as duplicates.
@@ -63,28 +83,19 @@ pub(super) struct JsonAudit {
     reported_sessions: Vec<String>,
     /// Unknown record types: first line and count, listed at the end of the file.
     unknown: std::collections::BTreeMap<String, (u64, u64)>,
-    /// Codex: the file's own thread, from its first `session_meta`.
+    /// Forks that copy history: the file's own thread, from its first `session_meta`.
     own_thread: Option<String>,
-    /// Codex: a forked child is copying its parent's history (another thread's
-    /// `session_meta`, then records with one timestamp): the line it began at, and the
-    /// copy's timestamp once seen.
+    /// A forked child is copying its parent's history (another thread's `session_meta`,
+    /// then records with one timestamp): the line it began at, and the copy's timestamp
+    /// once seen.
     copy: Option<(u64, Option<String>)>,
 }
 
 impl JsonAudit {
-    pub(super) fn new(flavor: Flavor, path: &Path) -> Self {
-        let stem = file_stem(path);
-        let (session, agent) = match (
-            main_file_of(ProviderKind::Norma, path),
-            stem.strip_prefix("agent-"),
-        ) {
-            (Some(main), Some(a)) => (file_stem(&main), Some(a.to_owned())),
-            _ => (stem.clone(), None),
-        };
+    pub(super) fn new(records: &'static dyn JsonRecords, path: &Path) -> Self {
         JsonAudit {
-            flavor,
-            session,
-            agent,
+            records,
+            session: records.file_session(path),
             ids: HashMap::new(),
             weak_ids: HashSet::new(),
             weak_results: HashSet::new(),
@@ -99,22 +110,11 @@ impl JsonAudit {
         }
     }
 
-    fn facts(&self, line: &[u8]) -> Result<Facts, serde_json::Error> {
-        match self.flavor {
-            Flavor::Claude => claude_facts(line),
-            Flavor::Codex => codex_facts(line),
-            Flavor::Norma => norma_facts(line),
-            Flavor::Pi => pi_facts(line),
-            Flavor::Copilot => copilot_facts(line),
-            Flavor::Cursor => cursor_facts(line),
-        }
-    }
-
     fn glimpse(&mut self, bytes: &[u8]) {
         for id in glimpse_ids(bytes) {
             self.weak_ids.insert(id);
         }
-        if matches!(self.flavor, Flavor::Pi | Flavor::Copilot) {
+        if self.records.ids_under_id_key() {
             for id in string_values(bytes, b"\"id\":\"") {
                 self.weak_ids.insert(id);
             }
@@ -130,7 +130,7 @@ impl JsonAudit {
         }
     }
 
-    /// Codex fork copies: the parent's calls in the copy were answered in the parent's
+    /// Fork copies: the parent's calls in the copy were answered in the parent's
     /// file, not here, so when the copy ends its open calls are dropped.
     fn fork_copy(&mut self, line_no: u64, f: &Facts) {
         if let Some(meta) = &f.meta {
@@ -158,7 +158,7 @@ impl JsonAudit {
     }
 
     fn apply(&mut self, line_no: u64, f: Facts, out: &mut Vec<Problem>) {
-        if self.flavor == Flavor::Codex {
+        if self.records.forks_copy_history() {
             self.fork_copy(line_no, &f);
         }
         if let Some(ty) = f.unknown {
@@ -216,9 +216,9 @@ impl JsonAudit {
     }
 
     fn session_claim(&mut self, line_no: u64, claimed: String, out: &mut Vec<Problem>) {
-        if self.flavor != Flavor::Norma
-            || claimed == self.session
-            || self.agent.as_deref() == Some(claimed.as_str())
+        let Some(file) = &self.session else { return };
+        if claimed == file.session
+            || file.agent.as_deref() == Some(claimed.as_str())
             || self.reported_sessions.contains(&claimed)
             || self.reported_sessions.len() >= SESSION_REPORTS
         {
@@ -230,7 +230,7 @@ impl JsonAudit {
             format!(
                 "record session_id {} differs from the file's session {}",
                 shown(&claimed),
-                shown(&self.session)
+                shown(&file.session)
             ),
         ));
         self.reported_sessions.push(claimed);
@@ -250,18 +250,11 @@ impl Audit for JsonAudit {
         if clean.iter().all(u8::is_ascii_whitespace) {
             return;
         }
-        let facts = match self.facts(clean) {
+        let facts = match self.records.facts(clean) {
             Ok(f) => f,
             Err(e) => {
-                let flavor = self.flavor;
-                let parses = |b: &[u8]| match flavor {
-                    Flavor::Claude => claude_facts(b).is_ok(),
-                    Flavor::Codex => codex_facts(b).is_ok(),
-                    Flavor::Norma => norma_facts(b).is_ok(),
-                    Flavor::Pi => pi_facts(b).is_ok(),
-                    Flavor::Copilot => copilot_facts(b).is_ok(),
-                    Flavor::Cursor => cursor_facts(b).is_ok(),
-                };
+                let records = self.records;
+                let parses = |b: &[u8]| records.facts(b).is_ok();
                 match repair(clean, parses, &e) {
                     Ok((fixed, why)) => {
                         // The clobbered head may have held the real record's id.
@@ -271,7 +264,7 @@ impl Audit for JsonAudit {
                             why,
                             "line is damaged but its record could be recovered".to_owned(),
                         ));
-                        match self.facts(&fixed) {
+                        match self.records.facts(&fixed) {
                             Ok(f) => f,
                             Err(_) => return,
                         }
@@ -446,5 +439,121 @@ mod tests {
                 parent: "zz".to_owned()
             }]
         );
+    }
+
+    /// A records type of no real agent: what the engine checks beyond ids and calls is
+    /// what the records type says, so a new agent turns a check on from its own folder.
+    struct Toy {
+        bare_ids: bool,
+        forks: bool,
+        claims: bool,
+    }
+
+    #[derive(serde::Deserialize)]
+    struct ToyRec {
+        id: Option<String>,
+        parent: Option<String>,
+        session: Option<String>,
+        meta: Option<String>,
+        stamp: Option<String>,
+        call: Option<String>,
+        #[serde(default)]
+        prompt: bool,
+    }
+
+    impl JsonRecords for Toy {
+        fn facts(&self, line: &[u8]) -> Result<Facts, serde_json::Error> {
+            let r: ToyRec = serde_json::from_slice(line)?;
+            Ok(Facts {
+                id: r.id,
+                parent: r.parent,
+                session: r.session,
+                meta: r.meta,
+                stamp: r.stamp,
+                calls: r.call.into_iter().collect(),
+                prompt: r.prompt,
+                ..Facts::default()
+            })
+        }
+        fn ids_under_id_key(&self) -> bool {
+            self.bare_ids
+        }
+        fn forks_copy_history(&self) -> bool {
+            self.forks
+        }
+        fn file_session(&self, path: &Path) -> Option<FileSession> {
+            self.claims.then(|| FileSession {
+                session: crate::provider::file_stem(path),
+                agent: None,
+            })
+        }
+    }
+
+    static PLAIN: Toy = Toy {
+        bare_ids: false,
+        forks: false,
+        claims: false,
+    };
+    static ALL_ON: Toy = Toy {
+        bare_ids: true,
+        forks: true,
+        claims: true,
+    };
+
+    fn toy_audit(records: &'static Toy, lines: &[&str]) -> (Vec<&'static str>, Vec<Unresolved>) {
+        let mut a = JsonAudit::new(records, Path::new("/x/s.jsonl"));
+        let mut out = Vec::new();
+        for (i, l) in lines.iter().enumerate() {
+            a.line(i as u64 + 1, l.as_bytes(), &mut out);
+        }
+        let links = a.finish(&mut out);
+        (out.iter().map(|p| p.kind).collect(), links)
+    }
+
+    #[test]
+    fn records_that_claim_a_session_are_checked_against_the_files() {
+        let lines = [
+            r#"{"id":"a","session":"s"}"#,
+            r#"{"id":"b","parent":"a","session":"other"}"#,
+        ];
+        assert_eq!(toy_audit(&PLAIN, &lines), (vec![], vec![]));
+        assert_eq!(
+            toy_audit(&ALL_ON, &lines),
+            (vec!["session_mismatch"], vec![])
+        );
+    }
+
+    #[test]
+    fn a_bare_id_glimpsed_in_a_broken_line_resolves_a_link_when_ids_sit_there() {
+        let lines = [
+            r#"{"id":"a"}"#,
+            r#"{"id":"c","parent":"a","te"#,
+            r#"{"id":"d","parent":"c"}"#,
+        ];
+        let broken = Unresolved {
+            line: 3,
+            parent: "c".to_owned(),
+        };
+        assert_eq!(
+            toy_audit(&PLAIN, &lines),
+            (vec!["malformed_line"], vec![broken])
+        );
+        assert_eq!(toy_audit(&ALL_ON, &lines), (vec!["malformed_line"], vec![]));
+    }
+
+    #[test]
+    fn calls_in_a_forks_copied_history_are_not_dangling_when_forks_copy() {
+        let lines = [
+            r#"{"meta":"own","stamp":"t0"}"#,
+            r#"{"meta":"parent","stamp":"t1"}"#,
+            r#"{"call":"k","stamp":"t1"}"#,
+            r#"{"prompt":true,"stamp":"t1"}"#,
+            r#"{"prompt":true,"stamp":"t2"}"#,
+        ];
+        assert_eq!(
+            toy_audit(&PLAIN, &lines),
+            (vec!["dangling_tool_call"], vec![])
+        );
+        assert_eq!(toy_audit(&ALL_ON, &lines), (vec![], vec![]));
     }
 }

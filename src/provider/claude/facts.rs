@@ -1,0 +1,69 @@
+//! What a Claude Code record says for `baton check` (its `JsonRecords`), read through the
+//! projector's own types.
+
+use super::{Block, KNOWN_TYPES, Rec};
+use crate::provider::audit::{self, Facts, JsonRecords, Resp, blocks, has_text, ids_of};
+
+pub(super) struct ClaudeRecords;
+
+impl audit::Block for Block<'_> {
+    fn ty(&self) -> Option<&str> {
+        self.ty.as_deref()
+    }
+    fn id(&self) -> Option<&str> {
+        self.id.as_deref()
+    }
+    fn answers(&self) -> Option<&str> {
+        self.tool_use_id.as_deref()
+    }
+    fn text(&self) -> Option<&str> {
+        self.text.as_deref()
+    }
+}
+
+impl JsonRecords for ClaudeRecords {
+    fn facts(&self, line: &[u8]) -> Result<Facts, serde_json::Error> {
+        let r: Rec<'_> = serde_json::from_slice(line)?;
+        let content = r.message.as_ref().and_then(|m| m.content.as_ref());
+        let bs = blocks(content);
+        let mut f = Facts {
+            id: r.uuid.as_deref().map(str::to_owned),
+            parent: r.parent.as_deref().map(str::to_owned),
+            boundary: r.subtype.as_deref() == Some("compact_boundary")
+                || r.logical_parent.is_some(),
+            scope: match (&r.agent, r.sidechain) {
+                (Some(a), _) => Some(a.to_string()),
+                (None, Some(true)) => Some("sidechain".to_owned()),
+                _ => None,
+            },
+            unknown: r
+                .ty
+                .as_deref()
+                .filter(|t| !KNOWN_TYPES.contains(t))
+                .map(str::to_owned),
+            ..Facts::default()
+        };
+        match r.ty.as_deref() {
+            Some("assistant") => {
+                f.calls = ids_of(bs, "tool_use", audit::Block::id);
+                let key = r
+                    .message
+                    .as_ref()
+                    .and_then(|m| m.id.as_deref())
+                    .or(r.uuid.as_deref())
+                    .unwrap_or_default();
+                f.response = Some(Resp::Key(key.to_owned()));
+            }
+            Some("user") => {
+                f.results = ids_of(bs, "tool_result", audit::Block::answers);
+                f.prompt = f.results.is_empty()
+                    && r.tool_use_result.is_none()
+                    && r.meta != Some(true)
+                    && r.compact_summary != Some(true)
+                    && has_text(content);
+            }
+            _ => {}
+        }
+        Ok(f)
+    }
+}
