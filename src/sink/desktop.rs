@@ -1,4 +1,5 @@
-//! Desktop notifications over the freedesktop D-Bus session bus (`notify-rust`).
+//! Desktop notifications over the freedesktop D-Bus session bus (zbus, in
+//! [`super::notifier`]).
 //!
 //! Only the main conversation's hand-backs notify: `turn_completed`, `turn_failed`
 //! (critical urgency) and `needs_input`. Subagents and anomalies never do, nor does a
@@ -83,7 +84,6 @@ pub struct Note {
     pub summary: String,
     /// Plain text with markup escaped.
     pub body: String,
-    pub critical: bool,
     /// Its kind's look and sound.
     pub style: Style,
     /// The session, for a click and for focus.
@@ -105,7 +105,6 @@ pub fn compose_styled(kinds: &[EventKind], styles: &Styles, ev: &Event) -> Optio
         event: ev.id.clone(),
         summary: title(ev),
         body: escape_markup(&plain_message(ev)),
-        critical: style.urgency == super::kinds::Urgency::Critical,
         style: style.clone(),
         click: click::Session {
             provider: provider.to_owned(),
@@ -408,6 +407,7 @@ impl Courier for Desktop {
 mod tests {
     use super::*;
     use crate::model::ProviderKind;
+    use crate::sink::kinds::Urgency;
     use crate::sink::tests::event;
 
     const CLAUDE: &str = "/h/.claude/projects/-h-src-myproject/s.jsonl";
@@ -421,7 +421,7 @@ mod tests {
         let note = compose(&kinds, &ev).expect("notifies");
         assert_eq!(note.summary, "Claude Code · myproject: your turn");
         assert_eq!(note.body, "&lt;b&gt;bold&lt;/b&gt; &amp; red");
-        assert!(!note.critical);
+        assert_eq!(note.style.urgency, Urgency::Normal);
 
         ev.evidence = Some("next_prompt".to_owned());
         assert_eq!(compose(&kinds, &ev), None);
@@ -430,7 +430,10 @@ mod tests {
         assert_eq!(compose(&kinds, &ev), None);
 
         let failed = event(EventKind::TurnFailed, ProviderKind::Claude, CLAUDE);
-        assert!(compose(&kinds, &failed).expect("notifies").critical);
+        assert_eq!(
+            compose(&kinds, &failed).expect("notifies").style.urgency,
+            Urgency::Critical
+        );
         for k in [
             EventKind::Anomaly,
             EventKind::TurnStarted,
