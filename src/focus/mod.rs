@@ -36,9 +36,7 @@ pub fn in_front(a: &Agent) -> bool {
     }
 }
 
-/// Whether the active window's process is an ancestor of one of `pids`.
+/// Whether the active window shows one of `pids`.
 fn active_shows(d: &x11::Display, pids: &[u32]) -> bool {
-    d.active_window()
-        .and_then(|w| d.window_pid(w))
-        .is_some_and(|wp| pids.iter().any(|p| agent::is_ancestor(wp, *p)))
+    d.active_window().is_some_and(|w| d.shows(w, pids))
 }
