@@ -20,7 +20,7 @@
 use super::delivery::{Courier, Delivered, Drain, Workers};
 use super::kinds::{Style, Styles};
 use super::notifier::{self, Setup, Shared};
-use super::quiet::{HeldLog, Rules, local_minute};
+use super::quiet::{HeldLog, HeldPage, Rules, local_minute};
 use super::{HANDBACK_KINDS, SinkError, escape_markup, plain_message, project_name, title};
 use crate::focus::click;
 use crate::model::{Event, EventKind};
@@ -221,8 +221,8 @@ pub struct Desktop {
     muted: u64,
 }
 
-/// What the sink shares with the rest of the daemon: the mutes `baton mute` sets and
-/// the log of pages held back (both read by `status`).
+/// What the sinks share with the rest of the daemon: the mutes `baton mute` sets (the
+/// desktop's) and the log of pages held back (both read by `status`).
 #[derive(Clone, Default)]
 pub struct Board {
     pub mutes: Arc<Mutes>,
@@ -321,7 +321,8 @@ impl Desktop {
         match self.rules.hold(&c.project, &c.session, minute, &live) {
             Some(why) => {
                 self.muted += 1;
-                self.held.record_at(&c.session, &c.project, why, now);
+                let page = HeldPage::new("desktop", why, &c.session, &c.project, &note.event, now);
+                self.held.record(page);
                 tracing::debug!(session = %note.key, reason = why.as_str(), "Notification not shown.");
                 true
             }

@@ -6,7 +6,7 @@
 
 use super::desktop::{Job, Note};
 use super::kinds::Urgency;
-use super::quiet::{Held, HeldLog};
+use super::quiet::{Held, HeldLog, HeldPage};
 use crate::focus::{self, click};
 use lru::LruCache;
 use std::collections::HashMap;
@@ -71,9 +71,17 @@ pub fn work(jobs: crossbeam_channel::Receiver<Job>, setup: &Setup) {
                     && local_agent(&note.click).is_some_and(|a| focus::in_front(&a))
                 {
                     setup.shared.focused.fetch_add(1, Ordering::Relaxed);
-                    setup
-                        .held
-                        .record(&note.click.session, &note.click.project, Held::Focused);
+                    let c = &note.click;
+                    let at = crate::clock::wall_now();
+                    let page = HeldPage::new(
+                        "desktop",
+                        Held::Focused,
+                        &c.session,
+                        &c.project,
+                        &note.event,
+                        at,
+                    );
+                    setup.held.record(page);
                     tracing::debug!(session = %note.key, "Not shown: the session is in front of the person.");
                     continue;
                 }
