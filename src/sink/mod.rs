@@ -9,6 +9,7 @@
 pub mod delivery;
 pub mod desktop;
 pub mod exec;
+pub mod focused;
 pub mod hold;
 pub mod jsonl;
 pub mod kinds;
