@@ -1,14 +1,15 @@
 //! A real desktop for end-to-end notification tests: Xvfb on a free display, a private
 //! D-Bus session bus, openbox, dunst (its own dunstrc, so `dunstctl history` works) and
 //! a tmux server on its own socket. Everything ends on drop. `None`, with a printed
-//! notice, when one of the programs is missing (CI installs them all).
+//! notice, when one of the programs is missing (CI installs them all). One desktop at a
+//! time per test binary: two starting together could pick the same free display.
 #![allow(dead_code, clippy::unwrap_used)]
 
 use std::collections::HashMap;
 use std::io::BufRead;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
 const NEEDED: [&str; 8] = [
@@ -43,7 +44,12 @@ pub struct Desktop {
     pub bus: String,
     pub tmux_socket: PathBuf,
     children: Vec<Child>,
+    /// Dropped after the children have ended (fields drop after `Drop::drop`).
+    _one: MutexGuard<'static, ()>,
 }
+
+/// Held by the desktop that runs.
+static ONE: Mutex<()> = Mutex::new(());
 
 fn have(prog: &str) -> bool {
     std::env::var_os("PATH")
@@ -90,6 +96,8 @@ impl Desktop {
             );
             return None;
         }
+        // A test that failed with its desktop up poisons the lock; the desktop is gone.
+        let one = ONE.lock().unwrap_or_else(|p| p.into_inner());
         let n = (90..200)
             .find(|n| {
                 !Path::new(&format!("/tmp/.X11-unix/X{n}")).exists()
@@ -106,6 +114,7 @@ impl Desktop {
             bus: String::new(),
             tmux_socket: dir.join("tmux.sock"),
             children: Vec::new(),
+            _one: one,
         };
         let xvfb = Command::new("Xvfb")
             .args([
