@@ -1,15 +1,14 @@
 //! A real desktop for end-to-end notification tests: Xvfb on a free display, a private
 //! D-Bus session bus, openbox, dunst (its own dunstrc, so `dunstctl history` works) and
 //! a tmux server on its own socket. Everything ends on drop. `None`, with a printed
-//! notice, when one of the programs is missing (CI installs them all). One desktop at a
-//! time per test binary: two starting together could pick the same free display.
+//! notice, when one of the programs is missing (CI installs them all).
 #![allow(dead_code, clippy::unwrap_used)]
 
 use std::collections::HashMap;
 use std::io::BufRead;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 const NEEDED: [&str; 8] = [
@@ -44,12 +43,7 @@ pub struct Desktop {
     pub bus: String,
     pub tmux_socket: PathBuf,
     children: Vec<Child>,
-    /// Dropped after the children have ended (fields drop after `Drop::drop`).
-    _one: MutexGuard<'static, ()>,
 }
-
-/// Held by the desktop that runs.
-static ONE: Mutex<()> = Mutex::new(());
 
 fn have(prog: &str) -> bool {
     std::env::var_os("PATH")
@@ -96,44 +90,44 @@ impl Desktop {
             );
             return None;
         }
-        // A test that failed with its desktop up poisons the lock; the desktop is gone.
-        let one = ONE.lock().unwrap_or_else(|p| p.into_inner());
-        let n = (90..200)
-            .find(|n| {
-                !Path::new(&format!("/tmp/.X11-unix/X{n}")).exists()
-                    && !Path::new(&format!("/tmp/.X{n}-lock")).exists()
-            })
-            .expect("a free display");
-        let display = format!(":{n}");
         let tmp = tempfile::tempdir().unwrap();
         let dir = tmp.path().to_path_buf();
-        let mut d = Desktop {
-            dir: dir.clone(),
-            _tmp: tmp,
-            display: display.clone(),
-            bus: String::new(),
-            tmux_socket: dir.join("tmux.sock"),
-            children: Vec::new(),
-            _one: one,
-        };
-        let xvfb = Command::new("Xvfb")
+        // `-displayfd`: Xvfb picks a free display itself and writes its number once it
+        // accepts connections. (Its socket file appears earlier: a client started then,
+        // as openbox was, could fail to connect and exit. And two tests picking a free
+        // number themselves could pick the same one.)
+        let mut xvfb = Command::new("Xvfb")
             .args([
-                display.as_str(),
+                "-displayfd",
+                "1",
                 "-screen",
                 "0",
                 "1024x768x24",
                 "-nolisten",
                 "tcp",
             ])
-            .stdout(Stdio::null())
+            .stdout(Stdio::piped())
             .stderr(log_to(&dir.join("xvfb.log")))
             .spawn()
             .unwrap();
-        d.children.push(xvfb);
-        let sock = format!("/tmp/.X11-unix/X{n}");
-        wait("Xvfb", Duration::from_secs(30), || {
-            Path::new(&sock).exists().then_some(())
-        });
+        let mut n = String::new();
+        std::io::BufReader::new(xvfb.stdout.take().unwrap())
+            .read_line(&mut n)
+            .unwrap();
+        let display = format!(":{}", n.trim());
+        let mut d = Desktop {
+            dir: dir.clone(),
+            _tmp: tmp,
+            display: display.clone(),
+            bus: String::new(),
+            tmux_socket: dir.join("tmux.sock"),
+            children: vec![xvfb],
+        };
+        assert!(
+            n.trim().parse::<u32>().is_ok(),
+            "Xvfb did not start:\n{}",
+            std::fs::read_to_string(dir.join("xvfb.log")).unwrap_or_default()
+        );
         let mut bus = Command::new("dbus-daemon")
             .args(["--session", "--nofork", "--print-address"])
             .stdout(Stdio::piped())
