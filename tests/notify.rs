@@ -1,7 +1,8 @@
 //! Notifications you can act on, on a real desktop (Xvfb, openbox, dunst, tmux, xterm):
 //! kinds' hints as dunst records them, `baton mute`, a click (`dunstctl action`) going
 //! back to the agent's tmux pane and raising its xterm, and no notification while that
-//! pane is in front. The agent is a copy of `sleep` named `claude`, run in the
+//! pane is in front; the exec hook and a webhook quiet then too only when they ask
+//! (`suppress_when_focused`). The agent is a copy of `sleep` named `claude`, run in the
 //! session's `cwd` inside a tmux pane.
 
 #![allow(clippy::unwrap_used)]
@@ -13,7 +14,10 @@ mod desktop;
 use common::{Daemon, append};
 use desktop::{Desktop, wait};
 use serde_json::{Value, json};
-use std::path::Path;
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::TcpListener;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 const LIMIT: Duration = Duration::from_secs(20);
@@ -66,12 +70,8 @@ fn status_end(d: &Daemon) -> Value {
     let _ = out;
     let sock = d.runtime_dir().join("baton").join("baton.sock");
     let mut s = std::os::unix::net::UnixStream::connect(sock).unwrap();
-    use std::io::{BufRead, Write};
     writeln!(s, "{{\"cmd\":\"status\"}}").unwrap();
-    let lines: Vec<String> = std::io::BufReader::new(s)
-        .lines()
-        .map(Result::unwrap)
-        .collect();
+    let lines: Vec<String> = BufReader::new(s).lines().map(Result::unwrap).collect();
     serde_json::from_str(lines.last().unwrap()).unwrap()
 }
 
@@ -337,4 +337,223 @@ fn click_goes_back_to_the_agent_and_a_focused_pane_stays_quiet() {
     assert_eq!(field(first, "summary"), "Claude Code · myproj: your turn");
     assert_eq!(field(first, "default_action_name"), "default");
     d.stop();
+}
+
+/// A webhook endpoint on 127.0.0.1 that answers 200 and keeps each request's body.
+fn webhook_server() -> (String, Arc<Mutex<Vec<String>>>) {
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let url = format!("http://{}/hook", listener.local_addr().unwrap());
+    let bodies = Arc::new(Mutex::new(Vec::new()));
+    let kept = Arc::clone(&bodies);
+    std::thread::spawn(move || {
+        for conn in listener.incoming().flatten() {
+            conn.set_read_timeout(Some(LIMIT)).unwrap();
+            let mut r = BufReader::new(conn.try_clone().unwrap());
+            let mut len = 0;
+            loop {
+                let mut h = String::new();
+                if r.read_line(&mut h).unwrap_or(0) == 0 || h.trim_end().is_empty() {
+                    break;
+                }
+                if let Some((k, v)) = h.split_once(':')
+                    && k.eq_ignore_ascii_case("content-length")
+                {
+                    len = v.trim().parse().unwrap();
+                }
+            }
+            let mut body = vec![0; len];
+            r.read_exact(&mut body).unwrap();
+            kept.lock().unwrap().push(String::from_utf8(body).unwrap());
+            let mut conn = conn;
+            let _ = conn
+                .write_all(b"HTTP/1.1 200 OK\r\nContent-Length: 0\r\nConnection: close\r\n\r\n");
+        }
+    });
+    (url, bodies)
+}
+
+/// The config: the exec hook (writing its stdin to `out`), focus-quiet if `hook_quiet`,
+/// and two webhooks, the first focus-quiet.
+fn hooks_config(d: &Daemon, script: &Path, out: &Path, hook_quiet: bool, urls: [&str; 2]) {
+    let cfg = d.config_home().join("baton").join("config.toml");
+    std::fs::create_dir_all(cfg.parent().unwrap()).unwrap();
+    let quiet = if hook_quiet {
+        "suppress_when_focused = true\n"
+    } else {
+        ""
+    };
+    std::fs::write(
+        &cfg,
+        format!(
+            "needs_input_grace = \"0s\"\n[desktop]\ncooldown = \"0s\"\n\
+             [on_event]\ncommand = [{:?}, {:?}]\n{quiet}\
+             [[webhook]]\nurl = {:?}\nsuppress_when_focused = true\n\
+             [[webhook]]\nurl = {:?}\n",
+            script.display().to_string(),
+            out.display().to_string(),
+            urls[0],
+            urls[1],
+        ),
+    )
+    .unwrap();
+}
+
+/// The sinks the status end line says held the session's latest page.
+fn held_by(d: &Daemon) -> Vec<String> {
+    let end = status_end(d);
+    end["held"][0]["sinks"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|s| s.as_str().map(str::to_owned))
+        .collect()
+}
+
+/// The `Sink closed.` log line of each sink, in the order they closed.
+fn closed_lines(log: &str, sink: &str) -> Vec<String> {
+    log.lines()
+        .filter(|l| l.contains("Sink closed.") && l.contains(&format!("sink=\"{sink}\"")))
+        .map(str::to_owned)
+        .collect()
+}
+
+#[test]
+fn the_exec_hook_and_a_webhook_stay_quiet_while_you_look_only_when_asked() {
+    let d = Daemon::tree();
+    let Some(mut desk) = Desktop::start() else {
+        return;
+    };
+    let cwd = d.dir.path().join("myproj");
+    std::fs::create_dir_all(&cwd).unwrap();
+    let agent_bin = d.dir.path().join("bin").join("claude");
+    std::fs::create_dir_all(agent_bin.parent().unwrap()).unwrap();
+    std::fs::copy("/bin/sleep", &agent_bin).unwrap();
+    let sock = desk.tmux_socket.display().to_string();
+    // The agent alone in its tmux session: its pane is the active one.
+    desk.tmux(&[
+        "-f",
+        "/dev/null",
+        "new-session",
+        "-d",
+        "-s",
+        "work",
+        "-c",
+        cwd.to_str().unwrap(),
+        agent_bin.to_str().unwrap(),
+        "1000",
+    ]);
+    let mut xterm = desk.cmd("xterm");
+    xterm.args(["-e", "tmux", "-S", &sock, "attach", "-t", "work"]);
+    let xterm_pid = desk.spawn(xterm);
+    wait("the tmux client", LIMIT, || {
+        (!desk.tmux(&["list-clients"]).is_empty()).then_some(())
+    });
+    let xterm_win = wait("the xterm window", LIMIT, || desk.window_of(xterm_pid));
+    wait("the xterm active", LIMIT, || {
+        (desk.active_window() == Some(xterm_win)).then_some(())
+    });
+
+    let script = d.dir.path().join("hook");
+    std::fs::write(&script, "#!/bin/sh\ncat > \"$1\"\n").unwrap();
+    std::fs::set_permissions(&script, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+    let (quiet_url, quiet_got) = webhook_server();
+    let (loud_url, loud_got) = webhook_server();
+    let ran: PathBuf = d.dir.path().join("hook-ran.json");
+    hooks_config(&d, &script, &ran, true, [&quiet_url, &loud_url]);
+    let mut d = d
+        .env("DISPLAY", &desk.display)
+        .env("DBUS_SESSION_BUS_ADDRESS", &desk.bus)
+        .start(&[]);
+    let project_dir = d.claude().join("projects").join("-myproj");
+    std::fs::create_dir_all(&project_dir).unwrap();
+    let session = common::uuid();
+    let path = project_dir.join(format!("{session}.jsonl"));
+
+    // --- In front, both asking: no run, no post; the webhook that did not ask posts.
+    turn(&mut d, &path, &session, &cwd, "first answer");
+    wait("the loud webhook", LIMIT, || {
+        (loud_got.lock().unwrap().len() == 1).then_some(())
+    });
+    let loud: Value = serde_json::from_str(&loud_got.lock().unwrap()[0]).unwrap();
+    assert_eq!(
+        (loud["event"].as_str(), loud["session"].as_str()),
+        (Some("turn_completed"), Some(session.as_str()))
+    );
+    // Once `status` says they held it (the desktop too, by default), neither will send
+    // it.
+    wait("the desktop, exec hook and webhook noted", LIMIT, || {
+        let s = held_by(&d);
+        ["desktop", "exec", "webhook"]
+            .iter()
+            .all(|k| s.iter().any(|s| s == k))
+            .then_some(())
+    });
+    let end = status_end(&d);
+    assert_eq!(end["held"][0]["reason"], "focused", "{end}");
+    assert_eq!(
+        end["held"].as_array().map(Vec::len),
+        Some(1),
+        "one entry: {end}"
+    );
+    let human = d.baton().arg("status").output().unwrap();
+    assert!(
+        String::from_utf8_lossy(&human.stdout).contains("Not shown: myproj (focused"),
+        "{}",
+        String::from_utf8_lossy(&human.stdout)
+    );
+    assert!(!ran.exists(), "the quiet hook ran");
+    assert!(
+        quiet_got.lock().unwrap().is_empty(),
+        "the quiet webhook was posted to"
+    );
+    // Counted in each sink's stats (logged as it closes).
+    d.terminate();
+    let log = d.log_text();
+    let exec = closed_lines(&log, "exec");
+    assert!(
+        exec.len() == 1 && exec[0].contains("ok: 0") && exec[0].contains("focused: 1"),
+        "{exec:?}"
+    );
+    let hooks = closed_lines(&log, "webhook");
+    let focused: Vec<bool> = hooks.iter().map(|l| l.contains("focused: 1")).collect();
+    assert_eq!(hooks.len(), 2, "{hooks:?}");
+    assert!(
+        focused.contains(&true) && focused.contains(&false),
+        "{hooks:?}"
+    );
+
+    // --- Still in front, the hook no longer asking: it runs; the quiet webhook still
+    // posts nothing.
+    hooks_config(&d, &script, &ran, false, [&quiet_url, &loud_url]);
+    d.restart(&[]);
+    turn(&mut d, &path, &session, &cwd, "second answer");
+    let got = wait("the hook's run", LIMIT, || {
+        std::fs::read_to_string(&ran)
+            .ok()
+            .filter(|s| s.ends_with('\n'))
+    });
+    let ev: Value = serde_json::from_str(got.trim_end()).unwrap();
+    assert_eq!(
+        (ev["event"].as_str(), ev["session"].as_str()),
+        (Some("turn_completed"), Some(session.as_str()))
+    );
+    wait("the loud webhook again", LIMIT, || {
+        (loud_got.lock().unwrap().len() == 2).then_some(())
+    });
+    let sinks = wait("the webhook noted", LIMIT, || {
+        let s = held_by(&d);
+        s.iter().any(|s| s == "webhook").then_some(s)
+    });
+    assert!(!sinks.iter().any(|s| s == "exec"), "{sinks:?}");
+    assert!(
+        quiet_got.lock().unwrap().is_empty(),
+        "the quiet webhook was posted to"
+    );
+    let (_, log) = d.stop_with_log();
+    let exec = closed_lines(&log, "exec");
+    assert!(
+        exec.last()
+            .is_some_and(|l| l.contains("ok: 1") && l.contains("focused: 0")),
+        "{exec:?}"
+    );
 }

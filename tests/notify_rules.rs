@@ -130,11 +130,23 @@ timeout_ms = 5000
 priority = 5
 [desktop.kinds.turn_completed]
 sound_file = "/usr/share/sounds/done.oga"
+[on_event]
+command = ["/bin/hook"]
+suppress_when_focused = true
+[[webhook]]
+url = "https://ntfy.example/quiet"
+suppress_when_focused = true
+[[webhook]]
+url = "https://ntfy.example/loud"
 "#,
     )
     .unwrap();
     let d = &c.desktop.sink;
     assert!(!d.suppress_when_focused);
+    // The hook's and webhooks' own: as set, else off.
+    assert!(c.on_event.as_ref().unwrap().suppress_when_focused);
+    let hooks: Vec<bool> = c.webhooks.iter().map(|w| w.suppress_when_focused).collect();
+    assert_eq!(hooks, [true, false]);
     assert_eq!(d.on_click, ["code", "--goto"]);
     let q = d.styles.get(EventKind::NeedsInput).unwrap();
     assert_eq!(
@@ -157,16 +169,40 @@ sound_file = "/usr/share/sounds/done.oga"
         "priority = 5",
         "sound_file = \"/usr/share/sounds/done.oga\"",
         "[desktop.kinds.turn_failed]",
+        "events = [\"turn_completed\", \"turn_failed\", \"needs_input\"]\n\
+         # No run while the session is in front of you (as desktop's).\n\
+         suppress_when_focused = true\n",
+        "url = \"https://ntfy.example/loud\"",
     ] {
         assert!(toml.contains(line), "missing {line:?} in:\n{toml}");
     }
+    let webhook_lines: Vec<&str> = toml
+        .lines()
+        .filter(|l| l.starts_with("suppress_when_focused"))
+        .collect();
+    assert_eq!(
+        webhook_lines,
+        [
+            "suppress_when_focused = false",
+            "suppress_when_focused = true",
+            "suppress_when_focused = true",
+            "suppress_when_focused = false"
+        ],
+        "desktop, on_event, then each webhook:\n{toml}"
+    );
     // What `baton config` prints parses back to the same settings.
     let again = parse(&toml).unwrap();
     assert_eq!(again.desktop, c.desktop);
+    assert_eq!(again.on_event, c.on_event);
+    assert_eq!(again.webhooks, c.webhooks);
     // Defaults are printed too, commented where unset.
     let def = Config::default().to_toml();
     assert!(def.contains("# quiet_hours = \"22:00-07:30\""), "{def}");
     assert!(def.contains("suppress_when_focused = true"), "{def}");
+    let hooks =
+        parse("on_event = [\"/bin/hook\"]\n[[webhook]]\nurl = \"http://127.0.0.1:1/\"\n").unwrap();
+    assert!(!hooks.on_event.unwrap().suppress_when_focused);
+    assert!(!hooks.webhooks[0].suppress_when_focused);
     assert_eq!(parse(&def).unwrap().desktop, Config::default().desktop);
 
     for (text, says) in [
@@ -202,6 +238,14 @@ sound_file = "/usr/share/sounds/done.oga"
         (
             "[desktop.kinds.needs_input]\nvolume = 3",
             "unknown field `volume`",
+        ),
+        (
+            "[on_event]\ncommand = [\"/bin/hook\"]\nsuppress_when_focused = \"yes\"",
+            "invalid type: string \"yes\", expected a boolean",
+        ),
+        (
+            "[[webhook]]\nurl = \"http://127.0.0.1:1/\"\nsuppress_when_focused = 1",
+            "invalid type: integer `1`, expected a boolean",
         ),
     ] {
         let e = parse(text).unwrap_err();

@@ -314,6 +314,7 @@ impl Config {
             if let Some(ev) = x.events {
                 e.filter.kinds = parse_kinds(&ev).map_err(|e| ("on_event.events".to_owned(), e))?;
             }
+            e.suppress_when_focused = x.suppress_when_focused.unwrap_or(false);
             c.on_event = Some(e);
         }
         for (i, w) in raw.webhook.unwrap_or_default().into_iter().enumerate() {
@@ -337,6 +338,7 @@ impl Config {
             if let Some(ev) = w.events {
                 cfg.filter.kinds = parse_kinds(&ev).map_err(|e| (key("events"), e))?;
             }
+            cfg.suppress_when_focused = w.suppress_when_focused.unwrap_or(false);
             c.webhooks.push(cfg);
         }
         c.remotes = remote::parse(raw.remote.unwrap_or_default())?;
@@ -500,23 +502,26 @@ impl Config {
                      # Runs at once.\n\
                      concurrency = {}\n\
                      # Which events run it (main conversations only).\n\
-                     events = {}\n",
+                     events = {}\n\
+                     # No run while the session is in front of you (as desktop's).\n\
+                     suppress_when_focused = {}\n",
                     list(&e.command),
                     q(&fmt_duration(ms_of(e.timeout))),
                     e.max_concurrent,
-                    kinds(&e.filter.kinds)
+                    kinds(&e.filter.kinds),
+                    e.suppress_when_focused
                 );
             }
             None => o.push_str(
                 "# Exec hook (off): on_event = [\"program\", \"arg\"] runs the program with each\n\
                  # event's JSON on stdin; or an [on_event] table with command, timeout, concurrency,\n\
-                 # events.\n\n",
+                 # events, suppress_when_focused.\n\n",
             ),
         }
         if self.webhooks.is_empty() {
             o.push_str(
                 "# Webhooks (none): [[webhook]] with url, format (\"json\" or \"ntfy\"), headers,\n\
-                 # events.\n",
+                 # events, suppress_when_focused.\n",
             );
         }
         for w in &self.webhooks {
@@ -540,11 +545,14 @@ impl Config {
                      # Extra request headers, e.g. Authorization.\n\
                      headers = {{ {} }}\n\
                      # Which events are posted (main conversations only).\n\
-                     events = {}\n",
+                     events = {}\n\
+                     # Nothing posted while the session is in front of you (as desktop's).\n\
+                     suppress_when_focused = {}\n",
                     q(&ep.url),
                     q(format),
                     headers.join(", "),
-                    kinds(&w.filter.kinds)
+                    kinds(&w.filter.kinds),
+                    w.suppress_when_focused
                 );
             }
         }

@@ -60,6 +60,7 @@ pub struct RawExec {
     pub timeout: Option<String>,
     pub concurrency: Option<usize>,
     pub events: Option<Vec<String>>,
+    pub suppress_when_focused: Option<bool>,
 }
 
 #[derive(Deserialize)]
@@ -69,6 +70,7 @@ struct RawExecTable {
     timeout: Option<String>,
     concurrency: Option<usize>,
     events: Option<Vec<String>>,
+    suppress_when_focused: Option<bool>,
 }
 
 impl<'de> Deserialize<'de> for RawExec {
@@ -96,6 +98,7 @@ impl<'de> Deserialize<'de> for RawExec {
                     timeout: t.timeout,
                     concurrency: t.concurrency,
                     events: t.events,
+                    suppress_when_focused: t.suppress_when_focused,
                 })
             }
         }
@@ -110,6 +113,7 @@ pub struct RawWebhook {
     pub format: Option<String>,
     pub headers: Option<BTreeMap<String, String>>,
     pub events: Option<Vec<String>>,
+    pub suppress_when_focused: Option<bool>,
 }
 
 /// `[[remote]]`: another machine's baton, followed through `ssh` or any `command`.

@@ -125,7 +125,7 @@ fn build_sinks(
     }
     if let Some(cfg) = &settings.on_event {
         sinks.push(sink::Delivery::from(
-            ExecSink::new(cfg.clone())
+            ExecSink::with_held(cfg.clone(), board.held.clone())
                 .map_err(bad)?
                 .with_hold(settings.hold_background)
                 .with_pages(settings.pages),
@@ -133,7 +133,7 @@ fn build_sinks(
     }
     for cfg in &settings.webhooks {
         sinks.push(sink::Delivery::from(
-            WebhookSink::new(cfg.clone())
+            WebhookSink::with_held(cfg.clone(), board.held.clone())
                 .map_err(bad)?
                 .with_hold(settings.hold_background)
                 .with_pages(settings.pages),

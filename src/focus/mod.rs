@@ -1,5 +1,6 @@
-//! Where a session is shown, for the desktop sink: whether it is in front of the person
-//! (then its page is noise), and going back to it on a click.
+//! Where a session is shown: whether it is in front of the person (then a page is
+//! noise: the desktop's, and the exec hook's or a webhook's that ask), and going back to
+//! it on a click.
 //!
 //! - The agent's process is the one the liveness check finds ([`agent::find`]); its
 //!   environment (`/proc/PID/environ`, same user only) names its tmux pane, WezTerm pane
@@ -17,6 +18,25 @@ pub mod tmux;
 pub mod x11;
 
 pub use agent::Agent;
+
+use crate::model::ProviderKind;
+use std::path::Path;
+
+/// The agent of the session at `path`, if it runs on this machine: another machine's
+/// session (`remote`) has no process here, and its path names nothing here.
+pub fn local_agent(provider: Option<ProviderKind>, path: &Path, remote: bool) -> Option<Agent> {
+    if remote || path.as_os_str().is_empty() {
+        return None;
+    }
+    agent::find(provider?, path)
+}
+
+/// Whether the session at `path` is in front of the person ([`in_front`] of its
+/// [`local_agent`]): the one rule behind every sink's `suppress_when_focused`. It reads
+/// `/proc` and runs tmux, so it belongs on a sink's worker thread.
+pub fn session_in_front(provider: Option<ProviderKind>, path: &Path, remote: bool) -> bool {
+    local_agent(provider, path, remote).is_some_and(|a| in_front(&a))
+}
 
 /// Whether `a`'s session is in front of the person: its tmux pane is the active pane
 /// of an attached client and, with an X11 display, that client's terminal (or, outside
@@ -36,9 +56,7 @@ pub fn in_front(a: &Agent) -> bool {
     }
 }
 
-/// Whether the active window's process is an ancestor of one of `pids`.
+/// Whether the active window shows one of `pids`.
 fn active_shows(d: &x11::Display, pids: &[u32]) -> bool {
-    d.active_window()
-        .and_then(|w| d.window_pid(w))
-        .is_some_and(|wp| pids.iter().any(|p| agent::is_ancestor(wp, *p)))
+    d.active_window().is_some_and(|w| d.shows(w, pids))
 }

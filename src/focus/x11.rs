@@ -82,12 +82,17 @@ impl Display {
         self.windows(self.root, self.clients, MAX_CLIENTS)
     }
 
-    /// The first managed window whose process is an ancestor of one of `pids`.
+    /// Whether `w`'s process is an ancestor of one of `pids` (the terminal they run in).
+    pub fn shows(&self, w: Window, pids: &[u32]) -> bool {
+        self.window_pid(w)
+            .is_some_and(|wp| pids.iter().any(|p| super::agent::is_ancestor(wp, *p)))
+    }
+
+    /// The first managed window that [`shows`](Display::shows) one of `pids`.
     pub fn window_showing(&self, pids: &[u32]) -> Option<Window> {
-        self.client_windows().into_iter().find(|w| {
-            self.window_pid(*w)
-                .is_some_and(|wp| pids.iter().any(|p| super::agent::is_ancestor(wp, *p)))
-        })
+        self.client_windows()
+            .into_iter()
+            .find(|w| self.shows(*w, pids))
     }
 
     /// Asks the window manager to activate `w` (a `_NET_ACTIVE_WINDOW` client message,

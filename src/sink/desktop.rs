@@ -1,4 +1,5 @@
-//! Desktop notifications over the freedesktop D-Bus session bus (`notify-rust`).
+//! Desktop notifications over the freedesktop D-Bus session bus (zbus, in
+//! [`super::notifier`]).
 //!
 //! Only the main conversation's hand-backs notify: `turn_completed`, `turn_failed`
 //! (critical urgency) and `needs_input`. Subagents and anomalies never do, nor does a
@@ -19,7 +20,7 @@
 use super::delivery::{Courier, Delivered, Drain, Workers};
 use super::kinds::{Style, Styles};
 use super::notifier::{self, Setup, Shared};
-use super::quiet::{HeldLog, Rules, local_minute};
+use super::quiet::{HeldLog, HeldPage, Rules, local_minute};
 use super::{HANDBACK_KINDS, SinkError, escape_markup, plain_message, project_name, title};
 use crate::focus::click;
 use crate::model::{Event, EventKind};
@@ -83,7 +84,6 @@ pub struct Note {
     pub summary: String,
     /// Plain text with markup escaped.
     pub body: String,
-    pub critical: bool,
     /// Its kind's look and sound.
     pub style: Style,
     /// The session, for a click and for focus.
@@ -105,7 +105,6 @@ pub fn compose_styled(kinds: &[EventKind], styles: &Styles, ev: &Event) -> Optio
         event: ev.id.clone(),
         summary: title(ev),
         body: escape_markup(&plain_message(ev)),
-        critical: style.urgency == super::kinds::Urgency::Critical,
         style: style.clone(),
         click: click::Session {
             provider: provider.to_owned(),
@@ -222,8 +221,8 @@ pub struct Desktop {
     muted: u64,
 }
 
-/// What the sink shares with the rest of the daemon: the mutes `baton mute` sets and
-/// the log of pages held back (both read by `status`).
+/// What the sinks share with the rest of the daemon: the mutes `baton mute` sets (the
+/// desktop's) and the log of pages held back (both read by `status`).
 #[derive(Clone, Default)]
 pub struct Board {
     pub mutes: Arc<Mutes>,
@@ -322,7 +321,8 @@ impl Desktop {
         match self.rules.hold(&c.project, &c.session, minute, &live) {
             Some(why) => {
                 self.muted += 1;
-                self.held.record_at(&c.session, &c.project, why, now);
+                let page = HeldPage::new("desktop", why, &c.session, &c.project, &note.event, now);
+                self.held.record(page);
                 tracing::debug!(session = %note.key, reason = why.as_str(), "Notification not shown.");
                 true
             }
@@ -408,6 +408,7 @@ impl Courier for Desktop {
 mod tests {
     use super::*;
     use crate::model::ProviderKind;
+    use crate::sink::kinds::Urgency;
     use crate::sink::tests::event;
 
     const CLAUDE: &str = "/h/.claude/projects/-h-src-myproject/s.jsonl";
@@ -421,7 +422,7 @@ mod tests {
         let note = compose(&kinds, &ev).expect("notifies");
         assert_eq!(note.summary, "Claude Code · myproject: your turn");
         assert_eq!(note.body, "&lt;b&gt;bold&lt;/b&gt; &amp; red");
-        assert!(!note.critical);
+        assert_eq!(note.style.urgency, Urgency::Normal);
 
         ev.evidence = Some("next_prompt".to_owned());
         assert_eq!(compose(&kinds, &ev), None);
@@ -430,7 +431,10 @@ mod tests {
         assert_eq!(compose(&kinds, &ev), None);
 
         let failed = event(EventKind::TurnFailed, ProviderKind::Claude, CLAUDE);
-        assert!(compose(&kinds, &failed).expect("notifies").critical);
+        assert_eq!(
+            compose(&kinds, &failed).expect("notifies").style.urgency,
+            Urgency::Critical
+        );
         for k in [
             EventKind::Anomaly,
             EventKind::TurnStarted,

@@ -10,6 +10,9 @@
 //! `max_concurrent` run at once, fed from a bounded queue that drops (and counts) what
 //! does not fit, so a slow hook never stalls the core.
 //!
+//! With `suppress_when_focused` (off by default), an event whose session is in front of
+//! the person does not run it (see [`super::focused`]; counted, and noted for `status`).
+//!
 //! The program's stdout is discarded (baton's stdout may be the event stream) and its
 //! stderr is baton's.
 //!
@@ -20,6 +23,8 @@
 //! that is how a hook starts something on purpose.)
 
 use super::delivery::{Courier, Delivered, Drain, Stop, Workers};
+use super::focused::Check;
+use super::quiet::HeldLog;
 use super::{EventFilter, SinkError};
 use crate::model::Event;
 use crossbeam_channel::TrySendError;
@@ -48,6 +53,8 @@ pub struct ExecConfig {
     pub max_concurrent: usize,
     /// Events waiting for a free slot; more are dropped and counted.
     pub queue: usize,
+    /// No run while the event's session is in front of the person.
+    pub suppress_when_focused: bool,
 }
 
 impl ExecConfig {
@@ -59,6 +66,7 @@ impl ExecConfig {
             timeout: Duration::from_secs(10),
             max_concurrent: 2,
             queue: 32,
+            suppress_when_focused: false,
         }
     }
 }
@@ -74,6 +82,8 @@ pub struct ExecStats {
     pub timed_out: u64,
     /// Events dropped because the queue was full.
     pub dropped: u64,
+    /// Runs skipped: the session was in front of the person (`suppress_when_focused`).
+    pub focused: u64,
 }
 
 #[derive(Debug, Default)]
@@ -81,6 +91,7 @@ struct Counters {
     ok: AtomicU64,
     failed: AtomicU64,
     timed_out: AtomicU64,
+    focused: AtomicU64,
 }
 
 impl Counters {
@@ -90,6 +101,7 @@ impl Counters {
             failed: self.failed.load(Ordering::Relaxed),
             timed_out: self.timed_out.load(Ordering::Relaxed),
             dropped,
+            focused: self.focused.load(Ordering::Relaxed),
         }
     }
 }
@@ -100,6 +112,8 @@ struct Job {
     /// The `[[remote]]` name (validated config, not record contents).
     remote: Option<String>,
     json: String,
+    /// Set with `suppress_when_focused`: run on the worker, it may skip the run.
+    check: Option<Check>,
 }
 
 /// Runs the configured program for matching events; see the module docs.
@@ -108,6 +122,7 @@ pub type ExecSink = Delivered<Exec>;
 /// The exec hook's formatting and IO (see [`Courier`]).
 pub struct Exec {
     filter: EventFilter,
+    suppress_when_focused: bool,
     workers: Workers<Job>,
     counters: Arc<Counters>,
     dropped: u64,
@@ -116,12 +131,17 @@ pub struct Exec {
 impl ExecSink {
     /// Validates the command and starts `max_concurrent` worker threads.
     pub fn new(cfg: ExecConfig) -> Result<Self, SinkError> {
+        Self::with_held(cfg, Arc::default())
+    }
+
+    /// [`ExecSink::new`] noting the runs it skips in `held` (read by `status`).
+    pub fn with_held(cfg: ExecConfig, held: Arc<HeldLog>) -> Result<Self, SinkError> {
         if cfg.command.first().is_none_or(|p| p.is_empty()) {
             return Err(SinkError::EmptyCommand);
         }
         let argv: Arc<[String]> = cfg.command.into();
         let counters = Arc::new(Counters::default());
-        let mut workers = Workers::new("exec");
+        let mut workers: Workers<Job> = Workers::new("exec");
         let timeout = cfg.timeout;
         let shared = Arc::clone(&counters);
         workers.lane(
@@ -133,12 +153,17 @@ impl ExecSink {
                     if stop.ended() {
                         break;
                     }
+                    if job.check.as_ref().is_some_and(|c| c.holds("exec", &held)) {
+                        shared.focused.fetch_add(1, Ordering::Relaxed);
+                        continue;
+                    }
                     run(&argv, &job, timeout, &shared, stop.ended_flag());
                 }
             },
         )?;
         Ok(Delivered::with_courier(Exec {
             filter: cfg.filter,
+            suppress_when_focused: cfg.suppress_when_focused,
             workers,
             counters,
             dropped: 0,
@@ -157,11 +182,16 @@ impl Courier for Exec {
         let project = super::project_name(ev);
         let mut json = ev.to_json();
         json.push('\n');
+        let check = self
+            .suppress_when_focused
+            .then(|| Check::of(ev, &project))
+            .flatten();
         let job = Job {
             kind: ev.event.as_str(),
             project,
             remote: ev.remote.clone(),
             json,
+            check,
         };
         if let Err(TrySendError::Full(_) | TrySendError::Disconnected(_)) =
             self.workers.offer(0, job)

@@ -9,6 +9,7 @@
 pub mod delivery;
 pub mod desktop;
 pub mod exec;
+pub mod focused;
 pub mod hold;
 pub mod jsonl;
 pub mod kinds;
@@ -50,14 +51,8 @@ pub trait Sink: Send {
     }
 
     /// Stops taking events and lets queued work finish for up to `grace`; says what the
-    /// sink did, for the log. A sink with nothing in flight only flushes.
-    fn close(mut self: Box<Self>, _grace: Duration) -> Closed {
-        self.flush();
-        Closed {
-            stats: Box::new(()),
-            done: true,
-        }
-    }
+    /// sink did, for the log.
+    fn close(self: Box<Self>, grace: Duration) -> Closed;
 }
 
 /// What [`Sink::close`] reports.

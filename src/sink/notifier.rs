@@ -6,7 +6,7 @@
 
 use super::desktop::{Job, Note};
 use super::kinds::Urgency;
-use super::quiet::{Held, HeldLog};
+use super::quiet::{Held, HeldLog, HeldPage};
 use crate::focus::{self, click};
 use lru::LruCache;
 use std::collections::HashMap;
@@ -67,11 +67,21 @@ pub fn work(jobs: crossbeam_channel::Receiver<Job>, setup: &Setup) {
     for job in jobs {
         match job {
             Job::Show(note) => {
-                if setup.suppress_when_focused && in_front(&note) {
+                if setup.suppress_when_focused
+                    && local_agent(&note.click).is_some_and(|a| focus::in_front(&a))
+                {
                     setup.shared.focused.fetch_add(1, Ordering::Relaxed);
-                    setup
-                        .held
-                        .record(&note.click.session, &note.click.project, Held::Focused);
+                    let c = &note.click;
+                    let at = crate::clock::wall_now();
+                    let page = HeldPage::new(
+                        "desktop",
+                        Held::Focused,
+                        &c.session,
+                        &c.project,
+                        &note.event,
+                        at,
+                    );
+                    setup.held.record(page);
                     tracing::debug!(session = %note.key, "Not shown: the session is in front of the person.");
                     continue;
                 }
@@ -96,16 +106,13 @@ pub fn work(jobs: crossbeam_channel::Receiver<Job>, setup: &Setup) {
     }
 }
 
-fn in_front(note: &Note) -> bool {
-    // Another machine's session cannot be in front here: its path is not this machine's.
-    if note.click.remote.is_some() {
-        return false;
-    }
-    let Some(provider) = crate::model::ProviderKind::parse(&note.click.provider) else {
-        return false;
-    };
-    focus::agent::find(provider, std::path::Path::new(&note.click.path))
-        .is_some_and(|a| focus::in_front(&a))
+/// The agent a notification is about, if it runs on this machine (for focus and clicks).
+fn local_agent(s: &click::Session) -> Option<focus::Agent> {
+    focus::local_agent(
+        crate::model::ProviderKind::parse(&s.provider),
+        std::path::Path::new(&s.path),
+        s.remote.is_some(),
+    )
 }
 
 impl Bus {
@@ -256,9 +263,7 @@ fn listen(conn: &zbus::Connection, clicks: Clicks, setup: &Setup) {
                     let target = clicks.lock().unwrap_or_else(|p| p.into_inner()).get(&id).cloned();
                     let Some(target) = target else { continue };
                     shared.clicked.fetch_add(1, Ordering::Relaxed);
-                    let agent = crate::model::ProviderKind::parse(&target.provider)
-                        .filter(|_| target.remote.is_none())
-                        .and_then(|p| focus::agent::find(p, std::path::Path::new(&target.path)));
+                    let agent = local_agent(&target);
                     let done = click::go_to(agent.as_ref(), &target, &on_click);
                     tracing::info!(id, action = %key, session = %target.session, agent = ?agent.map(|a| a.pid), ?done, "Notification clicked.");
                 }

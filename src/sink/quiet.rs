@@ -1,6 +1,7 @@
-//! When a desktop page is not shown although its event goes out: a muted project or
-//! session, quiet hours, or the session in front of the person (see [`crate::focus`]).
-//! Pure: times are arguments.
+//! When a page is not shown although its event goes out: a muted project or session or
+//! quiet hours (the desktop's), or the session in front of the person (see
+//! [`crate::focus`]; the desktop's, and the exec hook's or a webhook's that ask). Pure:
+//! times are arguments.
 
 use serde::{Deserialize, Serialize};
 
@@ -114,33 +115,64 @@ pub struct HeldPage {
     pub reason: Held,
     /// Unix ms.
     pub at_ms: i64,
+    /// The sinks that held it back: `desktop`, `exec`, `webhook`.
+    pub sinks: Vec<&'static str>,
+    /// The event it was the page of, so that a second sink holding the same page joins
+    /// `sinks` instead of listing it twice.
+    #[serde(skip)]
+    pub event: String,
+}
+
+impl HeldPage {
+    pub fn new(
+        sink: &'static str,
+        reason: Held,
+        session: &str,
+        project: &str,
+        event: &str,
+        at_ms: i64,
+    ) -> Self {
+        HeldPage {
+            session: session.to_owned(),
+            project: project.to_owned(),
+            reason,
+            at_ms,
+            sinks: vec![sink],
+            event: event.to_owned(),
+        }
+    }
 }
 
 /// Pages recently held back, newest last.
 const HELD_KEPT: usize = 32;
 
-/// The recent pages held back, shared by the desktop sink (which writes) and `status`
-/// (which reads). One entry per session: its latest.
+/// The recent pages held back, shared by the sinks (which write) and `status` (which
+/// reads). One entry per session: its latest.
 #[derive(Debug, Default)]
 pub struct HeldLog(std::sync::Mutex<std::collections::VecDeque<HeldPage>>);
 
 impl HeldLog {
-    pub fn record(&self, session: &str, project: &str, reason: Held) {
-        self.record_at(session, project, reason, crate::clock::wall_now());
-    }
-
-    pub fn record_at(&self, session: &str, project: &str, reason: Held, at_ms: i64) {
+    /// Notes `page`. When the session's latest entry is the same page held for the same
+    /// reason by another sink, that sink joins it; else `page` replaces it.
+    pub fn record(&self, mut page: HeldPage) {
         let mut g = self.0.lock().unwrap_or_else(|p| p.into_inner());
-        g.retain(|h| h.session != session);
+        if let Some(i) = g.iter().position(|h| h.session == page.session)
+            && let Some(old) = g.remove(i)
+            && old.event == page.event
+            && old.reason == page.reason
+        {
+            let mut sinks = old.sinks;
+            for s in page.sinks {
+                if !sinks.contains(&s) {
+                    sinks.push(s);
+                }
+            }
+            page.sinks = sinks;
+        }
         if g.len() == HELD_KEPT {
             g.pop_front();
         }
-        g.push_back(HeldPage {
-            session: session.to_owned(),
-            project: project.to_owned(),
-            reason,
-            at_ms,
-        });
+        g.push_back(page);
     }
 
     pub fn recent(&self) -> Vec<HeldPage> {
@@ -236,6 +268,44 @@ mod tests {
             Some(Held::QuietHours)
         );
         assert_eq!(rules.hold("web", "s1", None, &[]), None);
+    }
+
+    #[test]
+    fn a_page_held_by_two_sinks_is_listed_once_with_both() {
+        let log = HeldLog::default();
+        let page =
+            |sink, reason, event: &str, at| HeldPage::new(sink, reason, "s1", "web", event, at);
+        log.record(page("desktop", Held::Focused, "e1", 1));
+        log.record(page("exec", Held::Focused, "e1", 2));
+        log.record(page("exec", Held::Focused, "e1", 3));
+        log.record(HeldPage::new(
+            "webhook",
+            Held::Focused,
+            "s2",
+            "api",
+            "e9",
+            4,
+        ));
+        let got = log.recent();
+        assert_eq!(got.len(), 2);
+        assert_eq!(
+            (got[0].sinks.as_slice(), got[0].at_ms),
+            (&["desktop", "exec"][..], 3)
+        );
+        assert_eq!(got[1].sinks, ["webhook"]);
+        // The session's next page replaces it, and is newest.
+        log.record(page("desktop", Held::Focused, "e2", 5));
+        let got = log.recent();
+        assert_eq!(
+            (got[1].session.as_str(), got[1].sinks.as_slice()),
+            ("s1", &["desktop"][..])
+        );
+        // So does the same page held for another reason.
+        log.record(page("exec", Held::MutedFor, "e2", 6));
+        assert_eq!(log.recent()[1].sinks, ["exec"]);
+        let json = serde_json::to_value(&log.recent()[1]).unwrap_or_default();
+        assert_eq!(json["sinks"][0], "exec");
+        assert!(json.get("event").is_none(), "{json}");
     }
 
     #[test]

@@ -7,10 +7,15 @@
 //! timeout, 408, 429 or 5xx) is retried with exponential backoff up to `attempts` times;
 //! other statuses are final. Redirects are not followed.
 //!
+//! With `suppress_when_focused` (off by default), an event whose session is in front of
+//! the person is not posted (see [`super::focused`]; counted, and noted for `status`).
+//!
 //! URLs often carry secrets (tokens in paths or queries), so logs name only the
 //! endpoint's scheme, host and port.
 
 use super::delivery::{Courier, Delivered, Drain, Stop, Workers};
+use super::focused::Check;
+use super::quiet::HeldLog;
 use super::{EventFilter, SinkError, headline, plain_message, title};
 use crate::model::Event;
 use crossbeam_channel::Receiver;
@@ -76,6 +81,8 @@ pub struct WebhookConfig {
     pub timeout: Duration,
     /// Each kind's ntfy priority (`[desktop.kinds.KIND] priority`).
     pub priorities: super::kinds::Styles,
+    /// Nothing posted while the event's session is in front of the person.
+    pub suppress_when_focused: bool,
 }
 
 impl WebhookConfig {
@@ -90,6 +97,7 @@ impl WebhookConfig {
             backoff_max: Duration::from_secs(60),
             timeout: Duration::from_secs(10),
             priorities: super::kinds::Styles::default(),
+            suppress_when_focused: false,
         }
     }
 }
@@ -105,6 +113,9 @@ pub struct WebhookStats {
     pub failed: u64,
     /// Events dropped from a full queue (the oldest first).
     pub dropped: u64,
+    /// Events not posted: the session was in front of the person
+    /// (`suppress_when_focused`; once per endpoint).
+    pub focused: u64,
 }
 
 #[derive(Debug, Default)]
@@ -112,6 +123,7 @@ struct Counters {
     delivered: AtomicU64,
     retried: AtomicU64,
     failed: AtomicU64,
+    focused: AtomicU64,
 }
 
 impl Counters {
@@ -121,6 +133,7 @@ impl Counters {
             retried: self.retried.load(Ordering::Relaxed),
             failed: self.failed.load(Ordering::Relaxed),
             dropped,
+            focused: self.focused.load(Ordering::Relaxed),
         }
     }
 }
@@ -131,6 +144,8 @@ struct Job {
     title: Option<String>,
     /// ntfy `Priority` (1-5), from the kind's style.
     priority: Option<u8>,
+    /// Set with `suppress_when_focused`: run on the worker, it may skip the post.
+    check: Option<Check>,
 }
 
 /// One endpoint's lane of the workers.
@@ -146,6 +161,7 @@ pub type WebhookSink = Delivered<Webhook>;
 pub struct Webhook {
     filter: EventFilter,
     priorities: super::kinds::Styles,
+    suppress_when_focused: bool,
     lanes: Vec<Lane>,
     workers: Workers<Job>,
     counters: Arc<Counters>,
@@ -162,6 +178,7 @@ struct Worker {
     backoff: Duration,
     backoff_max: Duration,
     counters: Arc<Counters>,
+    held: Arc<HeldLog>,
 }
 
 enum Outcome {
@@ -173,6 +190,11 @@ enum Outcome {
 impl WebhookSink {
     /// Checks every URL and header and starts one worker thread per endpoint.
     pub fn new(cfg: WebhookConfig) -> Result<Self, SinkError> {
+        Self::with_held(cfg, Arc::default())
+    }
+
+    /// [`WebhookSink::new`] noting the posts it skips in `held` (read by `status`).
+    pub fn with_held(cfg: WebhookConfig, held: Arc<HeldLog>) -> Result<Self, SinkError> {
         let counters = Arc::new(Counters::default());
         let mut workers = Workers::new("webhook");
         let mut lanes = Vec::with_capacity(cfg.endpoints.len());
@@ -196,6 +218,7 @@ impl WebhookSink {
                 backoff: cfg.backoff,
                 backoff_max: cfg.backoff_max.max(cfg.backoff),
                 counters: Arc::clone(&counters),
+                held: Arc::clone(&held),
             };
             workers.lane(
                 cfg.queue,
@@ -211,6 +234,7 @@ impl WebhookSink {
         Ok(Delivered::with_courier(Webhook {
             filter: cfg.filter,
             priorities: cfg.priorities,
+            suppress_when_focused: cfg.suppress_when_focused,
             lanes,
             workers,
             counters,
@@ -227,11 +251,14 @@ impl Courier for Webhook {
         if !self.filter.matches(ev) {
             return;
         }
+        let check = self
+            .suppress_when_focused
+            .then(|| Check::of(ev, &super::project_name(ev)))
+            .flatten();
         for (i, lane) in self.lanes.iter().enumerate() {
-            let dropped = self.workers.push_out_oldest(
-                i,
-                prepare(lane.format, ev, self.priorities.priority(ev.event)),
-            );
+            let mut job = prepare(lane.format, ev, self.priorities.priority(ev.event));
+            job.check.clone_from(&check);
+            let dropped = self.workers.push_out_oldest(i, job);
             for _ in 0..dropped {
                 note_drop(&mut self.dropped, &lane.label);
             }
@@ -266,6 +293,7 @@ fn prepare(format: Format, ev: &Event, priority: Option<u8>) -> Job {
             body: super::with_project(ev, &super::project_name(ev)).to_json(),
             title: None,
             priority: None,
+            check: None,
         },
         Format::Ntfy => {
             let mut body = plain_message(ev);
@@ -276,6 +304,7 @@ fn prepare(format: Format, ev: &Event, priority: Option<u8>) -> Job {
                 body,
                 title: Some(title(ev)),
                 priority,
+                check: None,
             }
         }
     }
@@ -285,6 +314,14 @@ impl Worker {
     fn run(&self, jobs: &Receiver<Job>, stop: &Stop) {
         let mut healthy = true;
         for job in jobs {
+            if job
+                .check
+                .as_ref()
+                .is_some_and(|c| c.holds("webhook", &self.held))
+            {
+                self.counters.focused.fetch_add(1, Ordering::Relaxed);
+                continue;
+            }
             let mut delay = self.backoff;
             let mut attempt = 1;
             loop {

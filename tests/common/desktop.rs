@@ -90,41 +90,44 @@ impl Desktop {
             );
             return None;
         }
-        let n = (90..200)
-            .find(|n| {
-                !Path::new(&format!("/tmp/.X11-unix/X{n}")).exists()
-                    && !Path::new(&format!("/tmp/.X{n}-lock")).exists()
-            })
-            .expect("a free display");
-        let display = format!(":{n}");
         let tmp = tempfile::tempdir().unwrap();
         let dir = tmp.path().to_path_buf();
-        let mut d = Desktop {
-            dir: dir.clone(),
-            _tmp: tmp,
-            display: display.clone(),
-            bus: String::new(),
-            tmux_socket: dir.join("tmux.sock"),
-            children: Vec::new(),
-        };
-        let xvfb = Command::new("Xvfb")
+        // `-displayfd`: Xvfb picks a free display itself and writes its number once it
+        // accepts connections. (Its socket file appears earlier: a client started then,
+        // as openbox was, could fail to connect and exit. And two tests picking a free
+        // number themselves could pick the same one.)
+        let mut xvfb = Command::new("Xvfb")
             .args([
-                display.as_str(),
+                "-displayfd",
+                "1",
                 "-screen",
                 "0",
                 "1024x768x24",
                 "-nolisten",
                 "tcp",
             ])
-            .stdout(Stdio::null())
+            .stdout(Stdio::piped())
             .stderr(log_to(&dir.join("xvfb.log")))
             .spawn()
             .unwrap();
-        d.children.push(xvfb);
-        let sock = format!("/tmp/.X11-unix/X{n}");
-        wait("Xvfb", Duration::from_secs(30), || {
-            Path::new(&sock).exists().then_some(())
-        });
+        let mut n = String::new();
+        std::io::BufReader::new(xvfb.stdout.take().unwrap())
+            .read_line(&mut n)
+            .unwrap();
+        let display = format!(":{}", n.trim());
+        let mut d = Desktop {
+            dir: dir.clone(),
+            _tmp: tmp,
+            display: display.clone(),
+            bus: String::new(),
+            tmux_socket: dir.join("tmux.sock"),
+            children: vec![xvfb],
+        };
+        assert!(
+            n.trim().parse::<u32>().is_ok(),
+            "Xvfb did not start:\n{}",
+            std::fs::read_to_string(dir.join("xvfb.log")).unwrap_or_default()
+        );
         let mut bus = Command::new("dbus-daemon")
             .args(["--session", "--nofork", "--print-address"])
             .stdout(Stdio::piped())

@@ -1,0 +1,83 @@
+//! "Quiet while you are looking" for the exec hook and webhooks (their own
+//! `suppress_when_focused`, off by default: a hook or a phone hears about every turn
+//! unless asked). The rule is the desktop's, [`crate::focus::session_in_front`]. It reads
+//! `/proc` and runs tmux, so a sink only prepares a [`Check`] with the page and its
+//! worker thread runs it when the page's turn comes, never the sink task.
+
+use super::quiet::{Held, HeldLog, HeldPage};
+use crate::model::{Event, ProviderKind};
+use std::path::Path;
+
+/// What a worker needs to tell whether a page's session is in front of the person, and
+/// to note the page held back.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Check {
+    provider: Option<ProviderKind>,
+    path: String,
+    session: String,
+    project: String,
+    event: String,
+}
+
+impl Check {
+    /// For `ev`'s page (of `project`, as the sink names it). `None` when it cannot be
+    /// in front here: no session or transcript path (a daemon event), or another
+    /// machine's session.
+    pub fn of(ev: &Event, project: &str) -> Option<Check> {
+        if ev.remote.is_some() {
+            return None;
+        }
+        Some(Check {
+            provider: ev.provider,
+            path: ev.path.clone().filter(|p| !p.is_empty())?,
+            session: ev.session.clone()?,
+            project: project.to_owned(),
+            event: ev.id.clone(),
+        })
+    }
+
+    /// Whether the session is in front of the person; if so the page is noted in `held`
+    /// as held back by `sink`, for `status`.
+    pub fn holds(&self, sink: &'static str, held: &HeldLog) -> bool {
+        if !crate::focus::session_in_front(self.provider, Path::new(&self.path), false) {
+            return false;
+        }
+        held.record(HeldPage::new(
+            sink,
+            Held::Focused,
+            &self.session,
+            &self.project,
+            &self.event,
+            crate::clock::wall_now(),
+        ));
+        tracing::debug!(sink, session = %self.session, "Not sent: the session is in front of the person.");
+        true
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::EventKind;
+
+    #[test]
+    fn only_a_local_session_with_a_path_is_checked() {
+        let path = "/h/.claude/projects/-h-web/s.jsonl";
+        let mut ev =
+            crate::sink::tests::event(EventKind::TurnCompleted, ProviderKind::Claude, path);
+        let c = Check::of(&ev, "web").expect("a local session");
+        assert_eq!((c.path.as_str(), c.project.as_str()), (path, "web"));
+        // No agent runs this transcript: not in front, nothing noted.
+        let held = HeldLog::default();
+        assert!(!c.holds("exec", &held));
+        assert!(held.recent().is_empty());
+        ev.remote = Some("devbox".to_owned());
+        assert_eq!(Check::of(&ev, "web"), None);
+        ev.remote = None;
+        ev.path = None;
+        assert_eq!(Check::of(&ev, "web"), None);
+        ev.path = Some(path.to_owned());
+        ev.session = None;
+        assert_eq!(Check::of(&ev, "web"), None);
+    }
+}
