@@ -17,7 +17,7 @@ pub fn apply(d: &RawDesktop, cfg: &mut DesktopConfig) -> Result<(), Bad> {
         cfg.suppress_when_focused = b;
     }
     if let Some(argv) = &d.on_click {
-        super::check_argv("desktop.on_click", argv)?;
+        super::values::check_argv("desktop.on_click", argv)?;
         cfg.on_click = argv.clone();
     }
     if let Some(m) = &d.mute {
@@ -95,7 +95,7 @@ fn style_from(k: &RawKind, style: &mut Style, key: &dyn Fn(&str) -> String) -> R
 
 /// The keys as `baton config` prints them, each with its comment.
 pub fn write(o: &mut String, cfg: &DesktopConfig) {
-    let (q, list) = (super::toml_str, super::toml_list);
+    let (q, list) = (super::values::toml_str, super::values::toml_list);
     let _ = writeln!(
         o,
         "# No notification while the session is in front of you (its tmux pane active in an\n\
