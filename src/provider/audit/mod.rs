@@ -10,7 +10,9 @@ mod jsonl;
 mod noa;
 mod sgme;
 
-pub(crate) use jsonl::{Block, Facts, FileSession, JsonRecords, Resp, blocks, has_text, ids_of};
+pub(crate) use jsonl::{
+    Block, Facts, FileSession, JsonRecords, Resp, block_fields, blocks, has_text, ids_of,
+};
 pub use noa::{NoaBlock, NoaState, noa_state};
 
 use super::file_stem;

@@ -6,20 +6,8 @@ use crate::provider::audit::{self, Facts, JsonRecords, Resp, blocks, has_text, i
 
 pub(super) struct ClaudeRecords;
 
-impl audit::Block for Block<'_> {
-    fn ty(&self) -> Option<&str> {
-        self.ty.as_deref()
-    }
-    fn id(&self) -> Option<&str> {
-        self.id.as_deref()
-    }
-    fn answers(&self) -> Option<&str> {
-        self.tool_use_id.as_deref()
-    }
-    fn text(&self) -> Option<&str> {
-        self.text.as_deref()
-    }
-}
+// Claude's and Norma's blocks carry the same four fields.
+audit::block_fields!(Block<'_>);
 
 impl JsonRecords for ClaudeRecords {
     fn facts(&self, line: &[u8]) -> Result<Facts, serde_json::Error> {

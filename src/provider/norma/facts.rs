@@ -14,20 +14,8 @@ use std::path::Path;
 
 pub(super) struct NormaRecords;
 
-impl audit::Block for Block<'_> {
-    fn ty(&self) -> Option<&str> {
-        self.ty.as_deref()
-    }
-    fn id(&self) -> Option<&str> {
-        self.id.as_deref()
-    }
-    fn answers(&self) -> Option<&str> {
-        self.tool_use_id.as_deref()
-    }
-    fn text(&self) -> Option<&str> {
-        self.text.as_deref()
-    }
-}
+// Claude's and Norma's blocks carry the same four fields.
+audit::block_fields!(Block<'_>);
 
 impl JsonRecords for NormaRecords {
     fn facts(&self, line: &[u8]) -> Result<Facts, serde_json::Error> {

@@ -52,6 +52,28 @@ pub(crate) trait Block {
     fn text(&self) -> Option<&str>;
 }
 
+/// [`Block`] for a serde block type with `ty`, `id`, `tool_use_id` and `text` fields
+/// (`Option<Cow<str>>` or `Option<String>`), as Claude's and Norma's are.
+macro_rules! block_fields {
+    ($t:ty) => {
+        impl $crate::provider::audit::Block for $t {
+            fn ty(&self) -> Option<&str> {
+                self.ty.as_deref()
+            }
+            fn id(&self) -> Option<&str> {
+                self.id.as_deref()
+            }
+            fn answers(&self) -> Option<&str> {
+                self.tool_use_id.as_deref()
+            }
+            fn text(&self) -> Option<&str> {
+                self.text.as_deref()
+            }
+        }
+    };
+}
+pub(crate) use block_fields;
+
 pub(crate) fn blocks<'b, B>(c: Option<&'b StrOrList<'_, B>>) -> &'b [B] {
     match c {
         Some(StrOrList::List(b)) => b,
