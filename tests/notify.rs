@@ -75,18 +75,50 @@ fn status_end(d: &Daemon) -> Value {
     serde_json::from_str(lines.last().unwrap()).unwrap()
 }
 
+/// The session's start directory (`myproj`) and the fake agent: `sleep` under the name
+/// `claude`, which the liveness rule takes for Claude Code.
+fn fake_agent(d: &Daemon) -> (PathBuf, PathBuf) {
+    let cwd = d.dir.path().join("myproj");
+    std::fs::create_dir_all(&cwd).unwrap();
+    let agent_bin = d.dir.path().join("bin").join("claude");
+    std::fs::create_dir_all(agent_bin.parent().unwrap()).unwrap();
+    std::fs::copy("/bin/sleep", &agent_bin).unwrap();
+    (cwd, agent_bin)
+}
+
+/// An xterm attached to the tmux session `work`: its window, once the client is
+/// attached and the window mapped.
+fn attach_xterm(desk: &mut Desktop, sock: &str) -> u64 {
+    let mut xterm = desk.cmd("xterm");
+    xterm.args(["-e", "tmux", "-S", sock, "attach", "-t", "work"]);
+    let pid = desk.spawn(xterm);
+    wait("the tmux client", LIMIT, || {
+        (!desk.tmux(&["list-clients"]).is_empty()).then_some(())
+    });
+    wait("the xterm window", LIMIT, || desk.window_of(pid))
+}
+
+/// A new Claude session's transcript path in the daemon's tree, and the session id.
+fn claude_session(d: &Daemon) -> (PathBuf, String) {
+    let project_dir = d.claude().join("projects").join("-myproj");
+    std::fs::create_dir_all(&project_dir).unwrap();
+    let session = common::uuid();
+    (project_dir.join(format!("{session}.jsonl")), session)
+}
+
+/// Writes an executable script at `path`.
+fn script_at(path: &Path, text: &str) {
+    std::fs::write(path, text).unwrap();
+    std::fs::set_permissions(path, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+}
+
 #[test]
 fn click_goes_back_to_the_agent_and_a_focused_pane_stays_quiet() {
     let d = Daemon::tree();
     let Some(mut desk) = Desktop::start() else {
         return;
     };
-    let cwd = d.dir.path().join("myproj");
-    std::fs::create_dir_all(&cwd).unwrap();
-    // The fake agent: `sleep` under the name `claude`.
-    let agent_bin = d.dir.path().join("bin").join("claude");
-    std::fs::create_dir_all(agent_bin.parent().unwrap()).unwrap();
-    std::fs::copy("/bin/sleep", &agent_bin).unwrap();
+    let (cwd, agent_bin) = fake_agent(&d);
     let sock = desk.tmux_socket.display().to_string();
     let cwd_s = cwd.display().to_string();
     // Window 0: a shell; window 1: the agent. Window 0 is left in front.
@@ -120,13 +152,7 @@ fn click_goes_back_to_the_agent_and_a_focused_pane_stays_quiet() {
     ]);
     let agent_pane = desk.tmux(&["display-message", "-p", "-t", "work:1", "#{pane_id}"]);
     desk.tmux(&["select-window", "-t", "work:0"]);
-    let mut xterm = desk.cmd("xterm");
-    xterm.args(["-e", "tmux", "-S", &sock, "attach", "-t", "work"]);
-    let xterm_pid = desk.spawn(xterm);
-    wait("the tmux client", LIMIT, || {
-        (!desk.tmux(&["list-clients"]).is_empty()).then_some(())
-    });
-    let xterm_win = wait("the xterm window", LIMIT, || desk.window_of(xterm_pid));
+    let xterm_win = attach_xterm(&mut desk, &sock);
     // Another window in front of it.
     let mut other = desk.cmd("xterm");
     other.args(["-e", "sleep", "1000"]);
@@ -142,8 +168,7 @@ fn click_goes_back_to_the_agent_and_a_focused_pane_stays_quiet() {
     // on_click: a script of the test's that saves what it is told.
     let script = d.dir.path().join("on-click");
     let clicked = d.dir.path().join("clicked.env");
-    std::fs::write(&script, "#!/bin/sh\nenv | grep '^BATON_' > \"$1\"\n").unwrap();
-    std::fs::set_permissions(&script, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+    script_at(&script, "#!/bin/sh\nenv | grep '^BATON_' > \"$1\"\n");
     std::fs::write(
         &cfg,
         format!(
@@ -160,12 +185,10 @@ fn click_goes_back_to_the_agent_and_a_focused_pane_stays_quiet() {
     for prog in ["wezterm", "kitty"] {
         let p = fake.join(prog);
         let saved = d.dir.path().join(format!("{prog}.args"));
-        std::fs::write(
+        script_at(
             &p,
-            format!("#!/bin/sh\necho \"$@\" > {}\n", saved.display()),
-        )
-        .unwrap();
-        std::fs::set_permissions(&p, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+            &format!("#!/bin/sh\necho \"$@\" > {}\n", saved.display()),
+        );
     }
     let path_var = format!(
         "{}:{}",
@@ -177,10 +200,7 @@ fn click_goes_back_to_the_agent_and_a_focused_pane_stays_quiet() {
         .env("DISPLAY", &desk.display)
         .env("DBUS_SESSION_BUS_ADDRESS", &desk.bus)
         .start(&[]);
-    let project_dir = d.claude().join("projects").join("-myproj");
-    std::fs::create_dir_all(&project_dir).unwrap();
-    let session = common::uuid();
-    let path = project_dir.join(format!("{session}.jsonl"));
+    let (path, session) = claude_session(&d);
 
     // --- A completion shows, with its kind's hints and a default action.
     turn(&mut d, &path, &session, &cwd, "All <b>done</b>");
@@ -279,8 +299,7 @@ fn click_goes_back_to_the_agent_and_a_focused_pane_stays_quiet() {
     assert_eq!(history(&desk).len(), seen);
 
     // --- Kinds look and sound different: a question from a session with no agent.
-    let other = common::uuid();
-    let other_path = project_dir.join(format!("{other}.jsonl"));
+    let (other_path, other) = claude_session(&d);
     let ask = json!({"type": "assistant", "uuid": common::uuid(), "sessionId": other,
         "timestamp": common::ts_now(), "cwd": d.dir.path().join("elsewhere"),
         "message": {"role": "assistant", "model": "claude-test", "stop_reason": "tool_use",
@@ -423,11 +442,7 @@ fn the_exec_hook_and_a_webhook_stay_quiet_while_you_look_only_when_asked() {
     let Some(mut desk) = Desktop::start() else {
         return;
     };
-    let cwd = d.dir.path().join("myproj");
-    std::fs::create_dir_all(&cwd).unwrap();
-    let agent_bin = d.dir.path().join("bin").join("claude");
-    std::fs::create_dir_all(agent_bin.parent().unwrap()).unwrap();
-    std::fs::copy("/bin/sleep", &agent_bin).unwrap();
+    let (cwd, agent_bin) = fake_agent(&d);
     let sock = desk.tmux_socket.display().to_string();
     // The agent alone in its tmux session: its pane is the active one.
     desk.tmux(&[
@@ -442,20 +457,13 @@ fn the_exec_hook_and_a_webhook_stay_quiet_while_you_look_only_when_asked() {
         agent_bin.to_str().unwrap(),
         "1000",
     ]);
-    let mut xterm = desk.cmd("xterm");
-    xterm.args(["-e", "tmux", "-S", &sock, "attach", "-t", "work"]);
-    let xterm_pid = desk.spawn(xterm);
-    wait("the tmux client", LIMIT, || {
-        (!desk.tmux(&["list-clients"]).is_empty()).then_some(())
-    });
-    let xterm_win = wait("the xterm window", LIMIT, || desk.window_of(xterm_pid));
+    let xterm_win = attach_xterm(&mut desk, &sock);
     wait("the xterm active", LIMIT, || {
         (desk.active_window() == Some(xterm_win)).then_some(())
     });
 
     let script = d.dir.path().join("hook");
-    std::fs::write(&script, "#!/bin/sh\ncat > \"$1\"\n").unwrap();
-    std::fs::set_permissions(&script, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+    script_at(&script, "#!/bin/sh\ncat > \"$1\"\n");
     let (quiet_url, quiet_got) = webhook_server();
     let (loud_url, loud_got) = webhook_server();
     let ran: PathBuf = d.dir.path().join("hook-ran.json");
@@ -464,10 +472,7 @@ fn the_exec_hook_and_a_webhook_stay_quiet_while_you_look_only_when_asked() {
         .env("DISPLAY", &desk.display)
         .env("DBUS_SESSION_BUS_ADDRESS", &desk.bus)
         .start(&[]);
-    let project_dir = d.claude().join("projects").join("-myproj");
-    std::fs::create_dir_all(&project_dir).unwrap();
-    let session = common::uuid();
-    let path = project_dir.join(format!("{session}.jsonl"));
+    let (path, session) = claude_session(&d);
 
     // --- In front, both asking: no run, no post; the webhook that did not ask posts.
     turn(&mut d, &path, &session, &cwd, "first answer");

@@ -25,15 +25,7 @@ struct Tail {
 
 impl Tail {
     fn start(d: &Daemon, args: &[&str]) -> Tail {
-        let mut child = d
-            .baton()
-            .arg("tail")
-            .args(args)
-            .stdout(Stdio::piped())
-            .stderr(Stdio::null())
-            .spawn()
-            .unwrap();
-        let lines = common::stdout_lines(&mut child);
+        let (child, lines) = common::tail(d, args, Stdio::null());
         Tail { child, lines }
     }
 

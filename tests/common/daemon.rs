@@ -575,6 +575,25 @@ pub fn append(path: &Path, bytes: &[u8]) {
     f.write_all(bytes).expect("append");
 }
 
+/// `baton tail ARGS` against `d`'s daemon, its stdout lines on a channel
+/// ([`stdout_lines`]) and its stderr as given.
+pub fn tail(
+    d: &Daemon,
+    args: &[&str],
+    stderr: Stdio,
+) -> (Child, std::sync::mpsc::Receiver<String>) {
+    let mut child = d
+        .baton()
+        .arg("tail")
+        .args(args)
+        .stdout(Stdio::piped())
+        .stderr(stderr)
+        .spawn()
+        .expect("starts baton tail");
+    let lines = stdout_lines(&mut child);
+    (child, lines)
+}
+
 /// A child's stdout, line by line, on a channel (read on a thread of its own, so a test
 /// can wait with a deadline). Takes the child's piped stdout.
 pub fn stdout_lines(child: &mut Child) -> std::sync::mpsc::Receiver<String> {
