@@ -36,6 +36,20 @@ impl Check {
         })
     }
 
+    /// For a desktop note's session and event id; `None` as for [`Check::of`].
+    pub fn of_click(s: &crate::focus::click::Session, event: &str) -> Option<Check> {
+        if s.remote.is_some() || s.path.is_empty() {
+            return None;
+        }
+        Some(Check {
+            provider: ProviderKind::parse(&s.provider),
+            path: s.path.clone(),
+            session: s.session.clone(),
+            project: s.project.clone(),
+            event: event.to_owned(),
+        })
+    }
+
     /// Whether the session is in front of the person; if so the page is noted in `held`
     /// as held back by `sink`, for `status`.
     pub fn holds(&self, sink: &'static str, held: &HeldLog) -> bool {
@@ -79,5 +93,24 @@ mod tests {
         ev.path = Some(path.to_owned());
         ev.session = None;
         assert_eq!(Check::of(&ev, "web"), None);
+    }
+
+    #[test]
+    fn a_desktop_note_is_checked_as_its_event_would_be() {
+        let path = "/h/.claude/projects/-h-web/s.jsonl";
+        let ev = crate::sink::tests::event(EventKind::TurnCompleted, ProviderKind::Claude, path);
+        let mut s = crate::focus::click::Session {
+            provider: "claude".to_owned(),
+            session: ev.session.clone().unwrap_or_default(),
+            project: "web".to_owned(),
+            path: path.to_owned(),
+            remote: None,
+        };
+        assert_eq!(Check::of_click(&s, &ev.id), Check::of(&ev, "web"));
+        s.remote = Some("devbox".to_owned());
+        assert_eq!(Check::of_click(&s, &ev.id), None);
+        s.remote = None;
+        s.path = String::new();
+        assert_eq!(Check::of_click(&s, &ev.id), None);
     }
 }

@@ -5,8 +5,9 @@
 //! listener's thread, never the core's.
 
 use super::desktop::{Job, Note};
+use super::focused::Check;
 use super::kinds::Urgency;
-use super::quiet::{Held, HeldLog, HeldPage};
+use super::quiet::HeldLog;
 use crate::focus::{self, click};
 use lru::LruCache;
 use std::collections::HashMap;
@@ -68,21 +69,10 @@ pub fn work(jobs: crossbeam_channel::Receiver<Job>, setup: &Setup) {
         match job {
             Job::Show(note) => {
                 if setup.suppress_when_focused
-                    && local_agent(&note.click).is_some_and(|a| focus::in_front(&a))
+                    && Check::of_click(&note.click, &note.event)
+                        .is_some_and(|c| c.holds("desktop", &setup.held))
                 {
                     setup.shared.focused.fetch_add(1, Ordering::Relaxed);
-                    let c = &note.click;
-                    let at = crate::clock::wall_now();
-                    let page = HeldPage::new(
-                        "desktop",
-                        Held::Focused,
-                        &c.session,
-                        &c.project,
-                        &note.event,
-                        at,
-                    );
-                    setup.held.record(page);
-                    tracing::debug!(session = %note.key, "Not shown: the session is in front of the person.");
                     continue;
                 }
                 bus.show(&note, setup);
