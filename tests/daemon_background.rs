@@ -10,7 +10,6 @@ mod common;
 use common::*;
 use serde_json::{Value, json};
 use std::fs;
-use std::process::Command;
 use std::time::{Duration, Instant};
 
 fn hook_runs(path: &std::path::Path) -> Vec<Value> {
@@ -94,11 +93,7 @@ fn a_working_session_whose_writer_exits_is_interrupted() {
         Daemon::tree().start(&["--liveness-after", "1s", "--debug-sweep-interval", "500ms"]);
     let x = Codex::new();
     let (path, turn) = x.working_in(&d.codex());
-    let mut writer = Command::new("sh")
-        .args(["-c", "exec 3>>\"$0\"; exec sleep 600"])
-        .arg(&path)
-        .spawn()
-        .unwrap();
+    let writer = writer_of(&path);
     d.wait_for("the turn start", is("turn_started", turn.clone()));
     // Several sweeps past liveness_after with the writer alive: still working.
     std::thread::sleep(Duration::from_secs(4));
@@ -107,8 +102,7 @@ fn a_working_session_whose_writer_exits_is_interrupted() {
         0,
         "interrupted while its writer lived"
     );
-    writer.kill().unwrap();
-    writer.wait().unwrap();
+    writer.exit();
     let gone = Instant::now();
     let ev = d.wait_for("the interruption", is("turn_interrupted", turn.clone()));
     assert_eq!(ev["reason"], "writer_gone");

@@ -61,15 +61,7 @@ impl Run {
 
     /// `baton` isolated to this run's runtime, config and state directories.
     fn baton(dir: &Path) -> Command {
-        let mut c = Command::new(env!("CARGO_BIN_EXE_baton"));
-        c.env("XDG_RUNTIME_DIR", dir.join("run"))
-            .env("XDG_CONFIG_HOME", dir.join("config"))
-            .env("XDG_STATE_HOME", dir.join("xdg-state"))
-            .env(
-                "DBUS_SESSION_BUS_ADDRESS",
-                format!("unix:path={}", dir.join("no-bus").display()),
-            );
-        c
+        common::baton_in(dir, "xdg-state")
     }
 
     fn events(&self) -> Vec<Value> {

@@ -101,18 +101,7 @@ fn codex_turn_is_interrupted_only_after_the_rollout_is_closed() {
     assert_eq!(state(&reducer), SessionState::Working);
 
     // The writer: a process holding the rollout open.
-    let child = Command::new("sh")
-        .args(["-c", "exec 3>>\"$0\"; exec sleep 600"])
-        .arg(&path)
-        .spawn()
-        .unwrap();
-    let pid = child.id();
-    let writer = Kill(child);
-    let real = std::fs::canonicalize(&path).unwrap();
-    wait_for(pid, |d| {
-        std::fs::read_link(d.join("exe")).is_ok_and(|e| e.ends_with("sleep"))
-            && std::fs::read_link(d.join("fd/3")).is_ok_and(|t| t == real)
-    });
+    let writer = common::writer_of(&path);
 
     // Quiet, but not for long enough: not even looked at.
     assert!(check(&mut reducer, at(last, 60_000)).is_empty());
@@ -128,6 +117,7 @@ fn codex_turn_is_interrupted_only_after_the_rollout_is_closed() {
         .unwrap();
     let rpid = reader.id();
     let _reader = Kill(reader);
+    let real = std::fs::canonicalize(&path).unwrap();
     wait_for(rpid, |d| {
         std::fs::read_link(d.join("exe")).is_ok_and(|e| e.ends_with("sleep"))
             && std::fs::read_link(d.join("fd/3")).is_ok_and(|t| t == real)

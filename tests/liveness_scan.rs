@@ -8,7 +8,7 @@
 
 mod common;
 
-use common::{Kill, claude, codex, lines};
+use common::{claude, codex, lines};
 use serde_json::Value;
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -65,22 +65,7 @@ fn scan_ends_a_dead_writers_turn_as_the_daemon_does() {
     assert!(table.contains("interrupted (writer_gone)"), "{table}");
 
     // A process holding it open for writing, as Codex does: alive, so working.
-    let child = Command::new("sh")
-        .args(["-c", "exec 3>>\"$0\"; exec sleep 600"])
-        .arg(&path)
-        .spawn()
-        .unwrap();
-    let pid = child.id();
-    let _writer = Kill(child);
-    let real = std::fs::canonicalize(&path).unwrap();
-    let fd = PathBuf::from(format!("/proc/{pid}/fd/3"));
-    for _ in 0..500 {
-        let exe = std::fs::read_link(format!("/proc/{pid}/exe")).unwrap_or_default();
-        if exe.ends_with("sleep") && std::fs::read_link(&fd).is_ok_and(|t| t == real) {
-            break;
-        }
-        std::thread::sleep(std::time::Duration::from_millis(10));
-    }
+    let _writer = common::writer_of(&path);
     let r = row(&path);
     assert_eq!(r["state"], "working", "{r}");
     assert!(r.get("reason").is_none(), "{r}");

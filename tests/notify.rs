@@ -61,13 +61,8 @@ fn field<'a>(n: &'a Value, key: &str) -> &'a Value {
 
 fn status_end(d: &Daemon) -> Value {
     let out = d.baton().args(["status", "--json"]).output().unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    common::assert_ok(&out);
     // `status --json` prints the rows only; the end line is asked for directly.
-    let _ = out;
     let sock = d.runtime_dir().join("baton").join("baton.sock");
     let mut s = std::os::unix::net::UnixStream::connect(sock).unwrap();
     writeln!(s, "{{\"cmd\":\"status\"}}").unwrap();
@@ -218,11 +213,7 @@ fn click_goes_back_to_the_agent_and_a_focused_pane_stays_quiet() {
         .args(["mute", "myproj", "--for", "1h"])
         .output()
         .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    common::assert_ok(&out);
     assert!(String::from_utf8_lossy(&out.stdout).contains("Muted myproj"));
     let shown_before = desk.displayed() + history(&desk).len();
     turn(&mut d, &path, &session, &cwd, "muted answer");

@@ -17,15 +17,7 @@ use std::time::{Duration, Instant};
 
 /// A `baton` isolated to `dir` (runtime, config and state homes shared by both daemons).
 fn baton(dir: &Path) -> Command {
-    let mut c = Command::new(env!("CARGO_BIN_EXE_baton"));
-    c.env("XDG_RUNTIME_DIR", dir.join("run"))
-        .env("XDG_CONFIG_HOME", dir.join("config"))
-        .env("XDG_STATE_HOME", dir.join("xdg-state"))
-        .env(
-            "DBUS_SESSION_BUS_ADDRESS",
-            format!("unix:path={}", dir.join("no-bus").display()),
-        );
-    c
+    baton_in(dir, "xdg-state")
 }
 
 struct Run {
@@ -79,11 +71,7 @@ fn session(dir: &Path, tag: &str) -> String {
 }
 
 fn sessions(out: &std::process::Output) -> Vec<String> {
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    assert_ok(out);
     String::from_utf8_lossy(&out.stdout)
         .lines()
         .filter_map(|l| serde_json::from_str::<Value>(l).ok())

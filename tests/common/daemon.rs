@@ -58,16 +58,7 @@ impl Daemon {
     /// A `baton` command isolated like the daemon (same runtime, config and state
     /// directories), e.g. for `status` and `tail`.
     pub fn baton(&self) -> Command {
-        let mut c = Command::new(env!("CARGO_BIN_EXE_baton"));
-        c.env("XDG_RUNTIME_DIR", self.runtime_dir())
-            .env("XDG_CONFIG_HOME", self.config_home())
-            .env("XDG_STATE_HOME", self.dir.path().join("state"))
-            // Never a real desktop: tests that want one set their own bus.
-            .env(
-                "DBUS_SESSION_BUS_ADDRESS",
-                format!("unix:path={}", self.dir.path().join("no-bus").display()),
-            );
-        c
+        baton_in(self.dir.path(), "state")
     }
 
     /// Starts the daemon with extra flags and waits for `daemon_ready`.
@@ -563,6 +554,48 @@ impl Kill {
         self.0.kill().expect("kill");
         self.0.wait().expect("reap");
     }
+}
+
+/// A `baton` command isolated to `dir`: `$XDG_RUNTIME_DIR` is `dir/run`,
+/// `$XDG_CONFIG_HOME` `dir/config`, `$XDG_STATE_HOME` `dir/<state>`, and the session bus
+/// a path where none listens (never a real desktop: tests that want one set their own).
+pub fn baton_in(dir: &Path, state: &str) -> Command {
+    let mut c = Command::new(env!("CARGO_BIN_EXE_baton"));
+    c.env("XDG_RUNTIME_DIR", dir.join("run"))
+        .env("XDG_CONFIG_HOME", dir.join("config"))
+        .env("XDG_STATE_HOME", dir.join(state))
+        .env(
+            "DBUS_SESSION_BUS_ADDRESS",
+            format!("unix:path={}", dir.join("no-bus").display()),
+        );
+    c
+}
+
+/// A process holding `path` open for writing (fd 3), as Codex holds its rollout, once
+/// `/proc` shows it so (its executable `sleep`, fd 3 the file), so a liveness check
+/// cannot race its start.
+pub fn writer_of(path: &Path) -> Kill {
+    let child = Command::new("sh")
+        .args(["-c", "exec 3>>\"$0\"; exec sleep 600"])
+        .arg(path)
+        .spawn()
+        .expect("starts the writer");
+    let pid = child.id();
+    let writer = Kill(child);
+    let real = fs::canonicalize(path).expect("the transcript's real path");
+    let (exe, fd) = (
+        PathBuf::from(format!("/proc/{pid}/exe")),
+        PathBuf::from(format!("/proc/{pid}/fd/3")),
+    );
+    for _ in 0..500 {
+        if fs::read_link(&exe).is_ok_and(|e| e.ends_with("sleep"))
+            && fs::read_link(&fd).is_ok_and(|t| t == real)
+        {
+            return writer;
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    panic!("the writer of {} never got ready", path.display());
 }
 
 /// Appends bytes (one write).

@@ -57,13 +57,18 @@ pub fn replay_bytes(
     replay_files(&[(path, provider)], opts)
 }
 
-/// The JSON lines a `baton` run printed, once it is known to have succeeded.
-pub fn json_lines(out: &std::process::Output) -> Vec<serde_json::Value> {
+/// Asserts a `baton` run succeeded, showing its stderr if not.
+pub fn assert_ok(out: &std::process::Output) {
     assert!(
         out.status.success(),
         "{}",
         String::from_utf8_lossy(&out.stderr)
     );
+}
+
+/// The JSON lines a `baton` run printed, once it is known to have succeeded.
+pub fn json_lines(out: &std::process::Output) -> Vec<serde_json::Value> {
+    assert_ok(out);
     String::from_utf8_lossy(&out.stdout)
         .lines()
         .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("{e}: {l}")))
