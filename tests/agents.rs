@@ -598,11 +598,7 @@ fn default_roots_are_found_by_scan_and_follow_the_environment() {
         .env_remove("CODEX_HOME")
         .output()
         .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    common::assert_ok(&out);
     let mut got: Vec<(String, String)> = String::from_utf8_lossy(&out.stdout)
         .lines()
         .map(|l| {

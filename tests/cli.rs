@@ -24,11 +24,7 @@ fn replay_prints_one_v1_event_per_line() {
     )
     .unwrap();
     let out = baton().arg("replay").arg(&path).output().unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    common::assert_ok(&out);
     let stdout = String::from_utf8(out.stdout).unwrap();
     let events: Vec<serde_json::Value> = stdout
         .lines()
@@ -144,11 +140,7 @@ fn scan_json_reports_each_sessions_state() {
         .env("HOME", home.path())
         .output()
         .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    common::assert_ok(&out);
     let rows: Vec<serde_json::Value> = String::from_utf8(out.stdout)
         .unwrap()
         .lines()

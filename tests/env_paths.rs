@@ -123,11 +123,7 @@ fn a_relative_home_makes_nothing_in_the_working_directory() {
     }
     // `status` finds it the same way.
     let out = baton_in(&cwd, &env, &["status"]).output().unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    common::assert_ok(&out);
     let _ = Command::new("kill")
         .arg("-TERM")
         .arg(child.id().to_string())
@@ -149,11 +145,7 @@ fn a_relative_config_home_is_not_read_from_the_working_directory() {
     let env = [("HOME", "home"), ("XDG_CONFIG_HOME", "config")];
     let out = baton_in(cwd, &env, &["config"]).output().unwrap();
     let text = String::from_utf8_lossy(&out.stdout);
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    common::assert_ok(&out);
     assert!(text.contains("no config file"), "{text}");
     assert!(!text.contains("77s"), "{text}");
 }

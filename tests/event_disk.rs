@@ -64,11 +64,7 @@ fn status_end(d: &Daemon) -> Value {
 /// `baton status` as a person sees it.
 fn status_text(d: &Daemon) -> String {
     let out = d.baton().arg("status").output().unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    common::assert_ok(&out);
     String::from_utf8_lossy(&out.stdout).into_owned()
 }
 

@@ -20,11 +20,7 @@ fn scan(path: &Path, json: bool) -> String {
         c.arg("--json");
     }
     let out = c.output().unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    common::assert_ok(&out);
     String::from_utf8(out.stdout).unwrap()
 }
 

@@ -102,11 +102,7 @@ fn run(args: &[&str], root: &Path) -> String {
         .env("TZ", "Europe/Madrid")
         .output()
         .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    common::assert_ok(&out);
     String::from_utf8(out.stdout).unwrap()
 }
 

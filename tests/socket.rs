@@ -68,11 +68,7 @@ fn status_shows_a_sessions_state_after_a_completion() {
     d.wait_for("turn_completed", common::is("turn_completed", turn.clone()));
 
     let out = d.baton().args(["status", "--json"]).output().unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    common::assert_ok(&out);
     let rows: Vec<Value> = String::from_utf8(out.stdout)
         .unwrap()
         .lines()
@@ -120,11 +116,7 @@ fn stale_socket_is_replaced() {
     assert!(sock.exists());
     let d = d.start(&[]);
     let out = d.baton().args(["status", "--json"]).output().unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    common::assert_ok(&out);
     d.stop();
 }
 
