@@ -62,6 +62,18 @@ impl<'de: 'a, 'a, B: Deserialize<'de>> Deserialize<'de> for StrOrList<'a, B> {
     }
 }
 
+/// A field read as text where it is a string, and ignored (`None`) where it is any other
+/// value, so a record with an odd value there still parses.
+pub type AnyText<'a> = StrOrList<'a, IgnoredAny>;
+
+/// The non-empty string of an [`AnyText`] field.
+pub fn text_of<'s>(field: Option<&'s AnyText<'_>>) -> Option<&'s str> {
+    match field? {
+        StrOrList::Str(s) if !s.is_empty() => Some(s),
+        _ => None,
+    }
+}
+
 /// How much of a text field is kept: far more than any message shows.
 pub const TEXT_KEEP: usize = 16 * 1024;
 

@@ -203,13 +203,6 @@ pub(crate) fn with_start_dir(pending: &mut Option<String>, kinds: &mut Vec<ObsKi
     }
 }
 
-/// The start directory a header line names in its first `cwd`, if any.
-pub(crate) fn header_cwd(line: &[u8]) -> Option<String> {
-    raw_str_field(line, "cwd", false)
-        .filter(|d| !d.is_empty())
-        .map(str::to_owned)
-}
-
 /// One observation from one record.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Obs {

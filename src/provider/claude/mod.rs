@@ -307,7 +307,7 @@ impl Projector for ClaudeProjector {
         if agent.is_none()
             && !self.cwd_sent
             && matches!(rec.ty.as_deref(), Some("user" | "assistant" | "system"))
-            && let Some(dir) = super::raw_str_field(line, "cwd", false)
+            && let Some(dir) = super::content::text_of(rec.cwd.as_ref())
         {
             // The first record's `cwd` is where the process runs; later ones follow `cd`.
             self.cwd_sent = true;

@@ -34,6 +34,9 @@ pub(crate) struct Rec<'a> {
     pub(super) error: Option<super::super::content::Tag>,
     #[serde(borrow)]
     pub(super) timestamp: Option<Cow<'a, str>>,
+    /// The working directory (Windows paths come JSON-escaped: `C:\\Users\\me\\app`).
+    #[serde(borrow)]
+    pub(super) cwd: Option<super::super::content::AnyText<'a>>,
     #[serde(borrow)]
     pub(crate) message: Option<Msg<'a>>,
     #[serde(rename = "toolUseResult")]

@@ -383,7 +383,7 @@ impl Projector for CopilotProjector {
             kinds.push(ObsKind::Background(Background::Finished(call)));
         }
         if rec.ty.as_deref() == Some("session.start") {
-            self.start_dir = super::header_cwd(line);
+            self.start_dir = d.context.as_ref().and_then(|c| c.cwd()).map(str::to_owned);
         }
         if scope.is_empty() {
             super::with_start_dir(&mut self.start_dir, &mut kinds);

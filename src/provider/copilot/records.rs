@@ -25,6 +25,9 @@ pub(crate) struct Rec<'a> {
 pub(crate) struct Data<'a> {
     #[serde(borrow)]
     pub(super) content: Option<Cow<'a, str>>,
+    /// `session.start`: where the session runs (`context.cwd`).
+    #[serde(borrow)]
+    pub(super) context: Option<Context<'a>>,
     #[serde(rename = "toolRequests", borrow)]
     pub(crate) tool_requests: Option<Vec<ToolRequest<'a>>>,
     #[serde(rename = "toolCallId", borrow)]
@@ -166,4 +169,26 @@ pub(super) fn task_id(s: &str) -> bool {
         && s.len() <= 64
         && s.bytes()
             .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-')
+}
+
+/// `session.start`'s `data.context`; a value of another shape is no context, not a bad
+/// line.
+#[derive(Deserialize)]
+#[serde(untagged)]
+pub(super) enum Context<'a> {
+    Obj {
+        #[serde(borrow)]
+        cwd: Option<super::super::content::AnyText<'a>>,
+    },
+    Other(IgnoredAny),
+}
+
+impl Context<'_> {
+    /// The working directory, if it is a non-empty string.
+    pub(super) fn cwd(&self) -> Option<&str> {
+        match self {
+            Context::Obj { cwd } => super::super::content::text_of(cwd.as_ref()),
+            Context::Other(_) => None,
+        }
+    }
 }

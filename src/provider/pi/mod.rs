@@ -46,6 +46,9 @@ pub(crate) struct Rec<'a> {
     /// Oh My Pi's `custom` records: which one.
     #[serde(rename = "customType", borrow)]
     custom_type: Option<Cow<'a, str>>,
+    /// The header's working directory.
+    #[serde(borrow)]
+    cwd: Option<super::content::AnyText<'a>>,
 }
 
 #[derive(Deserialize)]
@@ -280,7 +283,7 @@ impl Projector for PiProjector {
                 if !rec_id.is_empty() {
                     self.session = rec_id;
                 }
-                self.start_dir = super::header_cwd(line);
+                self.start_dir = super::content::text_of(rec.cwd.as_ref()).map(str::to_owned);
                 return Ok(());
             }
             (Some("message"), Some(msg)) => {
