@@ -120,6 +120,13 @@ pub trait Agent: Sync {
         true
     }
 
+    /// Whether each line is one record, named by its key (JSON Lines): then a key
+    /// applied again on a later line is a copy of the record, and changes nothing. False
+    /// for formats whose records span lines (a Markdown block and its body).
+    fn one_record_a_line(&self) -> bool {
+        true
+    }
+
     /// False for agents whose records carry no timestamp: replay then takes the file's
     /// modification time as the records' time.
     fn records_have_time(&self) -> bool {

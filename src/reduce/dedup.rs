@@ -27,6 +27,10 @@ fn id_hash(id: &str) -> u64 {
 }
 
 impl Seen {
+    pub fn capacity(&self) -> usize {
+        self.cap
+    }
+
     pub fn new(capacity: usize) -> Self {
         Seen {
             current: HashSet::new(),
@@ -37,7 +41,11 @@ impl Seen {
 
     /// True if `id` is new (and remembers it).
     pub fn insert(&mut self, id: &str) -> bool {
-        let h = id_hash(id);
+        self.insert_hash(id_hash(id))
+    }
+
+    /// [`Seen::insert`] for an id already hashed.
+    pub fn insert_hash(&mut self, h: u64) -> bool {
         if self.current.contains(&h) {
             return false;
         }

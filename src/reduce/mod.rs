@@ -15,6 +15,7 @@ mod dedup;
 mod liveness;
 mod park;
 mod persist;
+mod repeat;
 mod retract;
 mod session;
 mod views;
@@ -65,6 +66,8 @@ pub struct Reducer {
     /// forgotten) without a walk over every session.
     by_path: HashMap<Arc<str>, Vec<SessionKey>>,
     seen: Seen,
+    /// Record keys already applied, so a copy of a record changes nothing.
+    repeats: repeat::Repeats,
     /// `Some` when the caller wants every decided id (see [`Reducer::take_decided`]).
     decided: Option<Vec<Decided>>,
     /// Events about records older than this (Unix ms) are history: absorbed, not emitted.
@@ -84,6 +87,7 @@ impl Reducer {
             deadlines: BinaryHeap::new(),
             by_path: HashMap::new(),
             seen: Seen::new(seen_capacity),
+            repeats: repeat::Repeats::new(repeat::RECORDS_SEEN),
             decided: None,
             history_before: None,
             changed: None,
@@ -121,6 +125,12 @@ impl Reducer {
             d.reason = Some(reason);
             d.message = Some(message);
             out.extend(self.finish(&key, &src.path, d));
+            return;
+        }
+        if src.provider.descriptor().one_record_a_line()
+            && self.repeats.is_repeat(&key, src.line, &obs.key, &obs.kind)
+        {
+            // A copy of a record this session already had: nothing new happened.
             return;
         }
         self.unpark_for(&key, &src.path, now);

@@ -61,6 +61,7 @@ impl Reducer {
         if let Some(s) = self.sessions.remove(key) {
             mark(&mut self.changed, key);
             self.unindex(&s.path, key);
+            self.repeats.clear();
         }
     }
 
@@ -78,6 +79,8 @@ impl Reducer {
     pub fn forget_path(&mut self, path: &str) {
         // Brought back first, so `status` hears of their removal like any other's.
         self.unpark(path, Now::virtual_at(0));
+        // The file may be read again from its first byte: its records are new then.
+        self.repeats.clear();
         for key in self.by_path.remove(path).unwrap_or_default() {
             if self.sessions.remove(&key).is_some() {
                 mark(&mut self.changed, &key);

@@ -46,6 +46,11 @@ impl Agent for Sgme {
         false
     }
 
+    /// A block's heading and its first body line both speak for the block.
+    fn one_record_a_line(&self) -> bool {
+        false
+    }
+
     fn auditor(&self, path: &Path) -> Box<dyn Audit> {
         audit::sgme_audit(path)
     }
