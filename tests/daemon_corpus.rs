@@ -215,16 +215,11 @@ fn status_at_ready_equals_scan_of_the_same_tree() {
     age_tree(d.dir.path(), std::time::Duration::from_secs(3600));
     let mut scan = std::collections::BTreeMap::new();
     for (root, provider) in [(&claude, "claude"), (&codex, "codex")] {
+        // Both judge liveness with the default `--liveness-after`: the daemon in its
+        // history read, before `daemon_ready` (issue 29: it used to wait for its first
+        // sweep, so dead Codex sessions showed `working` for 30 s).
         let out = std::process::Command::new(env!("CARGO_BIN_EXE_baton"))
-            // What the daemon knows at ready: its first liveness check comes later.
-            .args([
-                "scan",
-                "--json",
-                "--liveness-after",
-                "1000000h",
-                "--provider",
-                provider,
-            ])
+            .args(["scan", "--json", "--provider", provider])
             .arg(root)
             .output()
             .unwrap();

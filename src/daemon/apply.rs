@@ -211,18 +211,33 @@ impl Reduce {
     /// After the walk: applies the rest as it is read. False if `stop` said stop first
     /// (what was applied so far stays, as a stop during the walk leaves it).
     pub fn finish_history(&mut self, files: &mut Files, stop: Option<&Shutdown>) -> bool {
-        let Some(mut later) = self.deferred.take() else {
-            return true;
-        };
-        later.close();
-        while let Some((f, got)) = later.take(true) {
-            if stop.is_some_and(Shutdown::is_stopped) {
-                return false;
+        if let Some(mut later) = self.deferred.take() {
+            later.close();
+            while let Some((f, got)) = later.take(true) {
+                if stop.is_some_and(Shutdown::is_stopped) {
+                    return false;
+                }
+                self.apply_found(files, &f, got);
+                later.release();
             }
-            self.apply_found(files, &f, got);
-            later.release();
         }
+        // What `scan` shows at once, `status` shows at `daemon_ready`: a session whose
+        // writer died while nobody watched ends now, not at the first sweep.
+        self.judge_writers(files);
         true
+    }
+
+    /// Quiet working sessions checked for a live writer (one look through `/proc` for
+    /// all of them); those with none end as `writer_gone`.
+    fn judge_writers(&mut self, files: &Files) {
+        let now = files.now();
+        self.live_cutoff(files, now);
+        super::liveness::sweep(
+            files.limits().liveness_after_ms,
+            &mut self.reducer,
+            now,
+            &mut self.out,
+        );
     }
 
     /// A history reader's result, in the walk's order: reduced and committed like any
@@ -297,14 +312,7 @@ impl Reduce {
             self.look(files, &path, Mode::Live);
         }
         self.tidy(files);
-        let now = files.now();
-        self.live_cutoff(files, now);
-        super::liveness::sweep(
-            files.limits().liveness_after_ms,
-            &mut self.reducer,
-            now,
-            &mut self.out,
-        );
+        self.judge_writers(files);
     }
 
     /// Rebuilds the live set (a file with a turn still open stays live) and closes what
