@@ -286,3 +286,110 @@ fn a_question_answered_at_once_pages_nothing_and_an_open_one_pages() {
     assert_eq!(asked, 2, "the stream has both questions");
     assert_eq!(text, "needs_input\n", "{text}");
 }
+
+/// Codex 0.153 escalation requests in a running daemon (issue 29): under `on-request`,
+/// a request approved at once (by a rule) pages nothing, one left open pages once its
+/// `needs_input_grace` is over, with its justification; under `never` the same request
+/// asks nobody.
+#[test]
+fn a_codex_escalation_request_pages_after_its_grace_only_where_codex_asks() {
+    let d = Daemon::tree();
+    let out = d.dir.path().join("hook.out");
+    let script = d.dir.path().join("hook.sh");
+    std::fs::write(&script, "#!/bin/sh\ncat >> \"$1\"\n").unwrap();
+    std::fs::set_permissions(&script, std::fs::Permissions::from_mode(0o755)).unwrap();
+    write_config(
+        &d,
+        &format!(
+            "needs_input_grace = \"1s\"\non_event = [\"{}\", \"{}\"]\n",
+            script.display(),
+            out.display()
+        ),
+    );
+    let mut d = d.start(&[]);
+    let rec = |ty: &str, payload: Value| {
+        format!(
+            "{}\n",
+            serde_json::json!({"timestamp": common::ts_now(), "type": ty, "payload": payload})
+        )
+    };
+    let codex_root = d.codex();
+    let session = |policy: &str| {
+        let c = common::Codex::new();
+        let (path, turn) = c.working_in(&codex_root);
+        let ctx = rec(
+            "turn_context",
+            serde_json::json!({"turn_id": turn, "cwd": "/tmp", "approval_policy": policy}),
+        );
+        append(&path, ctx.as_bytes());
+        (path, turn)
+    };
+    let call = |id: &str, why: &str| {
+        let args = serde_json::json!({"cmd": "npm run dev", "sandbox_permissions": "require_escalated",
+            "justification": why});
+        rec(
+            "response_item",
+            serde_json::json!({"type": "function_call", "name": "exec_command",
+                "arguments": args.to_string(), "call_id": id}),
+        )
+    };
+    let output = |id: &str| {
+        rec(
+            "response_item",
+            serde_json::json!({"type": "function_call_output", "call_id": id, "output": "ok"}),
+        )
+    };
+    let paged = || -> Vec<Value> {
+        std::fs::read_to_string(&out)
+            .unwrap_or_default()
+            .lines()
+            .map(|l| serde_json::from_str(l).unwrap())
+            .collect()
+    };
+    let (asks, turn) = session("on-request");
+    // Approved within the grace (one write): the stream has the wait, nobody is paged.
+    append(
+        &asks,
+        (call("c1", "Allow the dev server?") + &output("c1")).as_bytes(),
+    );
+    d.wait_for(
+        "the approval",
+        common::is("needs_input_resolved", turn.clone()),
+    );
+    // Left open: one page, once the grace is over.
+    append(&asks, call("c2", "Allow deploying to staging?").as_bytes());
+    let start = Instant::now();
+    let page = loop {
+        if let Some(p) = paged().into_iter().find(|e| e["event"] == "needs_input") {
+            break p;
+        }
+        assert!(start.elapsed() < DEADLINE, "the open request never paged");
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    assert_eq!(page["reason"], "approval", "{page}");
+    assert_eq!(page["turn"], turn.as_str());
+    assert_eq!(page["message"], "Allow deploying to staging?");
+
+    let (never, quiet_turn) = session("never");
+    append(&never, call("c3", "Allow the dev server?").as_bytes());
+    d.wait_for(
+        "the never session",
+        common::is("turn_started", quiet_turn.clone()),
+    );
+    // Past the grace and then some: still nothing asked for it.
+    std::thread::sleep(Duration::from_millis(2500));
+    let pages: Vec<_> = paged()
+        .into_iter()
+        .filter(|e| e["event"] == "needs_input")
+        .collect();
+    let events = d.stop();
+    let asked = |t: &str| {
+        events
+            .iter()
+            .filter(|e| e["event"] == "needs_input" && e["turn"] == t)
+            .count()
+    };
+    assert_eq!(asked(&turn), 2, "the stream has both requests");
+    assert_eq!(asked(&quiet_turn), 0, "under `never` nothing waits");
+    assert_eq!(pages.len(), 1, "only the open request paged: {pages:?}");
+}

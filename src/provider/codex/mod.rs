@@ -9,7 +9,10 @@ mod record;
 #[cfg(test)]
 mod tests;
 
-use record::{ASK_TOOL, AskArgs, Payload, RateLimits, Source, SubSource, WORK_ITEMS};
+use record::{
+    ASK_TOOL, ASKING_POLICIES, AskArgs, ESCALATING, Payload, RateLimits, ShellArgs, Source,
+    SubSource, WORK_ITEMS,
+};
 pub(crate) use record::{KNOWN_EVENTS, KNOWN_ITEMS, KNOWN_TYPES, Line};
 
 use super::content::StrOrList;
@@ -51,6 +54,10 @@ pub struct CodexProjector {
     /// The first `session_meta`'s `cwd`, until an observation carries it.
     #[serde(default)]
     start_dir: Option<String>,
+    /// The last `turn_context`'s approval policy asks the person before a command runs
+    /// outside the sandbox: an escalation request is then a wait.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    asks_approval: bool,
 }
 
 impl CodexProjector {
@@ -73,6 +80,7 @@ impl CodexProjector {
             copy_stamp: None,
             keyed: None,
             start_dir: None,
+            asks_approval: false,
         }
     }
 
@@ -245,15 +253,19 @@ impl CodexProjector {
                 if !self.has_task_events {
                     self.awaiting_answer = true;
                 }
-                let asks = p.name.as_deref() == Some(ASK_TOOL);
+                let name = p.name.as_deref();
+                let (needs_input, message) = if name == Some(ASK_TOOL) {
+                    let q = p.arguments.as_deref().and_then(first_question);
+                    (Some(ASK_TOOL.to_owned()), q)
+                } else if let Some(why) = self.escalation(name, p.arguments.as_deref()) {
+                    (Some(APPROVAL.to_owned()), why)
+                } else {
+                    (None, None)
+                };
                 kinds.push(ObsKind::ToolCall {
                     id: call,
-                    needs_input: asks.then(|| ASK_TOOL.to_owned()),
-                    message: if asks {
-                        p.arguments.as_deref().and_then(first_question)
-                    } else {
-                        None
-                    },
+                    needs_input,
+                    message,
                 });
             }
             Some(
@@ -265,6 +277,28 @@ impl CodexProjector {
             // `agent_message` items pass between agents; they are no answer to the person.
             _ => {}
         }
+    }
+}
+
+/// The `reason` of a wait for the person's approval of an escalation request.
+const APPROVAL: &str = "approval";
+
+impl CodexProjector {
+    /// Whether a call asks the person to let a command run outside the sandbox, under
+    /// a policy that asks: `Some(justification)` (the question, for the notification).
+    fn escalation(&self, name: Option<&str>, args: Option<&str>) -> Option<Option<String>> {
+        if !self.asks_approval || !name.is_some_and(|n| ESCALATING.contains(&n)) {
+            return None;
+        }
+        let a: ShellArgs<'_> = serde_json::from_str(args?).ok()?;
+        let escalated = a.sandbox_permissions.as_deref() == Some("require_escalated")
+            || a.with_escalated_permissions == Some(true);
+        escalated.then(|| a.justification.as_deref().and_then(clip_message))
+    }
+
+    /// A `turn_context`'s approval policy, as written (`None`: not said, or not a word).
+    fn policy(&mut self, policy: Option<&str>) {
+        self.asks_approval = policy.is_some_and(|p| ASKING_POLICIES.contains(&p));
     }
 }
 
@@ -360,10 +394,14 @@ impl CodexProjector {
         // Inside a forked child's copy every record's time counts: the full parse then.
         if gate.is_some_and(|g| g(line))
             && !self.copying
-            && let Some((stamp, what)) = plain::plain(line)
+            && let Some((stamp, what)) = plain::plain(line, self.asks_approval)
         {
             let kind = match what {
                 plain::Plain::Quiet => return Ok(()),
+                plain::Plain::Context(policy) => {
+                    self.policy(policy.as_deref());
+                    return Ok(());
+                }
                 plain::Plain::Work => ObsKind::Work,
                 plain::Plain::Call(id) => {
                     // As `response` does for a call.
@@ -417,6 +455,9 @@ impl CodexProjector {
                         .map(str::to_owned);
                 }
                 self.meta(p);
+            }
+            (Some("turn_context"), Some(p)) => {
+                self.policy(p.approval_policy.as_ref().and_then(|t| t.0.as_deref()));
             }
             (Some("event_msg"), Some(p)) => self.event(p, &mut kinds),
             (Some("response_item"), Some(p)) => self.response(p, &mut kinds),

@@ -26,6 +26,8 @@ pub(super) enum Plain {
     Call(String),
     /// A tool call came back.
     ToolResult(String),
+    /// A `turn_context`, with its `approval_policy` when that is a plain string.
+    Context(Option<String>),
 }
 
 /// Byte layouts Codex writes for the plain records, after
@@ -63,8 +65,10 @@ pub(super) fn looks_plain(line: &[u8]) -> bool {
 
 /// The record's timestamp (as written) and meaning, if it is one of the plain records;
 /// `None` sends it to the full parse. Only for a projector that is not inside a forked
-/// child's copy of its parent's history, where every record's time counts.
-pub(super) fn plain(line: &[u8]) -> Option<(Option<&str>, Plain)> {
+/// child's copy of its parent's history, where every record's time counts. With
+/// `escalations` (the session's approval policy asks the person), a call to a tool that
+/// may ask for escalation goes to the full parse, which reads its arguments.
+pub(super) fn plain(line: &[u8], escalations: bool) -> Option<(Option<&str>, Plain)> {
     // The scan checks no UTF-8: a line with bad UTF-8 anywhere goes to the full parse,
     // which repairs it and says so.
     if !line.is_ascii() {
@@ -89,7 +93,7 @@ pub(super) fn plain(line: &[u8]) -> Option<(Option<&str>, Plain)> {
         return None;
     }
     let what = match (f.ty?, f.payload_ty) {
-        ("turn_context", _) => Plain::Quiet,
+        ("turn_context", _) => Plain::Context(f.approval_policy.map(str::to_owned)),
         ("event_msg", Some("agent_message" | "context_compacted")) => Plain::Quiet,
         // A `rate_limit_reached_type` other than null sent the line to the full parse.
         ("event_msg", Some("token_count")) => Plain::Quiet,
@@ -97,7 +101,8 @@ pub(super) fn plain(line: &[u8]) -> Option<(Option<&str>, Plain)> {
         ("response_item", Some("message")) if f.role != Some("assistant") => Plain::Quiet,
         ("response_item", Some(t)) if super::WORK_ITEMS.contains(&t) => Plain::Work,
         ("response_item", Some("function_call" | "custom_tool_call" | "local_shell_call"))
-            if f.name != Some(super::ASK_TOOL) =>
+            if f.name != Some(super::ASK_TOOL)
+                && !(escalations && f.name.is_some_and(|n| super::ESCALATING.contains(&n))) =>
         {
             Plain::Call(f.call_id.unwrap_or_default().to_owned())
         }
@@ -174,6 +179,8 @@ fn field(at: At, key: &[u8]) -> Option<(u32, Kind)> {
         (At::Payload, b"codex_error_info") => (15, Kind::Any),
         (At::Payload, b"error") => (16, Kind::Obj(At::Error)),
         (At::Payload, b"content") => (17, Kind::Content),
+        // Tag: a string here; an object (a granular policy) goes to the full parse.
+        (At::Payload, b"approval_policy") => (18, Kind::Read),
         (At::Limits, b"rate_limit_reached_type") => (0, Kind::Absent),
         (At::Limits, b"primary") => (1, Kind::Obj(At::Window)),
         (At::Limits, b"secondary") => (2, Kind::Obj(At::Window)),
@@ -196,6 +203,7 @@ struct Fields<'a> {
     role: Option<&'a str>,
     call_id: Option<&'a str>,
     name: Option<&'a str>,
+    approval_policy: Option<&'a str>,
 }
 
 /// The JSON nesting the scan follows; serde_json refuses deeper than 128.
@@ -358,6 +366,7 @@ impl<'a> Scan<'a> {
                     (At::Payload, b"role") => &mut self.f.role,
                     (At::Payload, b"call_id") => &mut self.f.call_id,
                     (At::Payload, b"name") => &mut self.f.name,
+                    (At::Payload, b"approval_policy") => &mut self.f.approval_policy,
                     _ => return None,
                 };
                 *slot = Some(v);

@@ -68,6 +68,9 @@ pub(crate) struct Payload<'a> {
     pub(super) cwd: Option<Cow<'a, str>>,
     pub(super) codex_error_info: Option<Tag>,
     pub(super) rate_limits: Option<RateLimits<'a>>,
+    /// `turn_context`: whether and when Codex asks the person before it runs a command
+    /// (`never`, `on-request`, `untrusted`, `on-failure`, or a granular object).
+    pub(super) approval_policy: Option<Tag>,
 }
 
 #[derive(Deserialize)]
@@ -144,10 +147,31 @@ pub(super) struct Ask<'a> {
 /// The function Codex calls to put a question to the person and wait for the answer.
 pub(super) const ASK_TOOL: &str = "request_user_input";
 
+/// The shell tools whose call may ask the person to let a command run outside the
+/// sandbox (transcript-formats.md, F.4).
+pub(super) const ESCALATING: [&str; 3] = ["exec_command", "shell", "shell_command"];
+
+/// Approval policies under which an escalation request waits for the person (`never`
+/// approves nothing and asks nothing; `on-failure` asks only after a sandboxed run
+/// failed, which writes no request).
+pub(super) const ASKING_POLICIES: [&str; 3] = ["on-request", "untrusted", "granular"];
+
+/// A shell call's arguments, as far as escalation goes: 0.15x's `sandbox_permissions`,
+/// and the older `with_escalated_permissions` flag.
+#[derive(Deserialize)]
+pub(super) struct ShellArgs<'a> {
+    #[serde(borrow)]
+    pub(super) sandbox_permissions: Option<Cow<'a, str>>,
+    pub(super) with_escalated_permissions: Option<bool>,
+    #[serde(borrow)]
+    pub(super) justification: Option<Cow<'a, str>>,
+}
+
 /// Top-level record types Codex writes that are understood or deliberately ignored
 /// (legacy pre-wrapper files put response items at the top level). `check` lists others.
-pub const KNOWN_TYPES: [&str; 11] = [
+pub const KNOWN_TYPES: [&str; 12] = [
     "session_meta",
+    "token_usage_record",
     "event_msg",
     "response_item",
     "turn_context",

@@ -243,7 +243,7 @@ fn the_fast_path_agrees_with_the_full_parse_on_every_corpus_line() {
     let mut taken = 0;
     for (state, line) in &lines {
         same(state, line);
-        if looks_plain(line) && plain(line).is_some() {
+        if looks_plain(line) && plain(line, false).is_some() {
             taken += 1;
         }
     }
@@ -432,8 +432,9 @@ const OPENINGS: [&str; 6] = [
 ];
 
 /// Field names the full parse reads somewhere, and two it does not.
-const NAMES: [&str; 29] = [
+const NAMES: [&str; 30] = [
     "timestamp",
+    "approval_policy",
     "type",
     "payload",
     "id",
@@ -465,8 +466,10 @@ const NAMES: [&str; 29] = [
 ];
 
 /// Values of every type, with the numbers and strings a decoder may refuse.
-const VALUES: [&str; 23] = [
+const VALUES: [&str; 25] = [
     "null",
+    r#""on-request""#,
+    r#""{\"sandbox_permissions\":\"require_escalated\",\"justification\":\"j\"}""#,
     "true",
     "7",
     "-0",
@@ -503,6 +506,7 @@ fn with_field(base: &str, opening: &str, field: &str) -> String {
 #[test]
 fn every_field_with_every_value_projects_the_same_both_ways() {
     let fresh = CodexProjector::new(Path::new(PATH)).save();
+    let asking = asking_state();
     let mut taken = 0;
     for base in PLAIN {
         for opening in OPENINGS.iter().filter(|o| base.contains(**o)) {
@@ -510,7 +514,8 @@ fn every_field_with_every_value_projects_the_same_both_ways() {
                 for value in VALUES {
                     let line = with_field(base, opening, &format!("\"{name}\":{value},"));
                     same(&fresh, line.as_bytes());
-                    taken += usize::from(plain(line.as_bytes()).is_some());
+                    same(&asking, line.as_bytes());
+                    taken += usize::from(plain(line.as_bytes(), false).is_some());
                 }
             }
         }
@@ -582,5 +587,71 @@ proptest! {
             .position(|&b| b == b'"' || b == b'\\' || b < 0x20)
             .unwrap_or(s.len());
         prop_assert_eq!(plain_run(&s), want);
+    }
+}
+
+/// A projector state after a `turn_context` whose policy asks the person.
+fn asking_state() -> String {
+    let mut p = CodexProjector::new(Path::new(PATH));
+    let ctx = r#"{"timestamp":"2026-11-20T10:00:00.000Z","type":"turn_context","payload":{"cwd":"/x","approval_policy":"on-request"}}"#;
+    p.project(ctx.as_bytes(), &mut Vec::new()).unwrap();
+    p.save()
+}
+
+/// An `exec_command` call asking to run outside the sandbox (F.4), with `policy` set by
+/// the `turn_context` before it.
+fn escalation_obs(policy: &str, route: Route) -> Vec<Obs> {
+    let fresh = CodexProjector::new(Path::new(PATH)).save();
+    let ctx = format!(
+        r#"{{"timestamp":"2026-11-20T10:00:00.000Z","type":"turn_context","payload":{{"cwd":"/x","approval_policy":"{policy}","sandbox_policy":{{"type":"workspace-write"}}}}}}"#
+    );
+    let (_, res, state) = run(&fresh, ctx.as_bytes(), route);
+    res.unwrap();
+    let args = serde_json::to_string(&json!({
+        "cmd": "npm run dev",
+        "sandbox_permissions": "require_escalated",
+        "justification": "Do you want to allow restarting the <local> test server?"
+    }))
+    .unwrap();
+    let call = json!({"timestamp":"2026-11-20T10:00:01.000Z","type":"response_item",
+        "payload":{"type":"function_call","name":"exec_command","arguments":args,"call_id":"call_e1"}});
+    let (obs, res, _) = run(&state, call.to_string().as_bytes(), route);
+    res.unwrap();
+    obs
+}
+
+#[test]
+fn an_escalation_request_waits_for_the_person_only_under_a_policy_that_asks() {
+    use crate::provider::ObsKind;
+    for route in [Route::Fast, Route::Full] {
+        for policy in ["on-request", "untrusted"] {
+            let obs = escalation_obs(policy, route);
+            let [o] = obs.as_slice() else {
+                panic!("{obs:?}")
+            };
+            let ObsKind::ToolCall {
+                id,
+                needs_input,
+                message,
+            } = &o.kind
+            else {
+                panic!("{o:?}")
+            };
+            assert_eq!(id, "call_e1");
+            assert_eq!(
+                needs_input.as_deref(),
+                Some("approval"),
+                "{policy} {route:?}"
+            );
+            assert_eq!(
+                message.as_deref(),
+                Some("Do you want to allow restarting the <local> test server?")
+            );
+        }
+        let obs = escalation_obs("never", route);
+        assert!(
+            matches!(obs.as_slice(), [o] if matches!(&o.kind, ObsKind::ToolCall { needs_input: None, .. })),
+            "{obs:?}"
+        );
     }
 }
