@@ -3,7 +3,7 @@
 //! Each step that does not apply (no tmux, no X11, another terminal, a session on
 //! another machine) is skipped; none of them can do harm.
 
-use super::{Agent, tmux, x11};
+use super::{Agent, Screen, tmux, x11};
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
@@ -33,6 +33,11 @@ pub struct Done {
 
 /// Goes back to `agent` (if it was found) and runs `on_click` (if set).
 pub fn go_to(agent: Option<&Agent>, s: &Session, on_click: &[String]) -> Done {
+    go_to_on(agent, s, on_click, &Screen::detect())
+}
+
+/// [`go_to`] on a given screen.
+pub fn go_to_on(agent: Option<&Agent>, s: &Session, on_click: &[String], screen: &Screen) -> Done {
     let mut done = Done::default();
     if let Some(a) = agent {
         let mut shown_by = vec![a.pid];
@@ -43,22 +48,12 @@ pub fn go_to(agent: Option<&Agent>, s: &Session, on_click: &[String]) -> Done {
                 shown_by = clients;
             }
         }
-        if let Some(d) = x11::Display::connect()
-            && let Some(w) = d.window_showing(&shown_by)
-        {
-            done.raised = d.raise(w);
-            // A window manager may drop a request that races its own focus change (the
-            // tmux switch just above can cause one): ask again, a few times, until the
-            // window is active.
-            for _ in 0..5 {
-                if !done.raised || d.active_window() == Some(w) {
-                    break;
-                }
-                std::thread::sleep(std::time::Duration::from_millis(200));
-                if d.active_window() != Some(w) {
-                    done.raised = d.raise(w);
-                }
+        match screen {
+            Screen::X11(d) => done.raised = raise_x11(d, &shown_by),
+            Screen::Wayland(c) => {
+                done.raised = c.window_showing(&shown_by).is_some_and(|w| c.focus(w));
             }
+            Screen::Unknown => no_raise_once(),
         }
         if let Some(id) = &a.wezterm_pane {
             done.terminal |= run(&["wezterm", "cli", "activate-pane", "--pane-id", id], &[]);
@@ -80,6 +75,38 @@ pub fn go_to(agent: Option<&Agent>, s: &Session, on_click: &[String]) -> Done {
         done.on_click = run(&argv, &env);
     }
     done
+}
+
+/// Raises the X11 window that shows one of `pids`; true if the window manager took it.
+fn raise_x11(d: &x11::Display, pids: &[u32]) -> bool {
+    let Some(w) = d.window_showing(pids) else {
+        return false;
+    };
+    let mut raised = d.raise(w);
+    // A window manager may drop a request that races its own focus change (the tmux
+    // switch just before can cause one): ask again, a few times, until the window is
+    // active.
+    for _ in 0..5 {
+        if !raised || d.active_window() == Some(w) {
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(200));
+        if d.active_window() != Some(w) {
+            raised = d.raise(w);
+        }
+    }
+    raised
+}
+
+/// Says once per run that a click cannot raise a window here (GNOME's or KDE's Wayland:
+/// no client may focus another's window); the tmux switch still happens.
+fn no_raise_once() {
+    static SAID: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+    if !SAID.swap(true, std::sync::atomic::Ordering::Relaxed) {
+        tracing::info!(
+            "A click cannot raise the terminal here (no X11 display, and no sway or Hyprland socket); it switches the tmux pane only."
+        );
+    }
 }
 
 /// `on_click`'s environment.

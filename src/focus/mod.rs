@@ -9,12 +9,15 @@
 //!   window and a client is attached to that session ([`tmux`]).
 //! - X11: the terminal window is the managed window whose `_NET_WM_PID` is an ancestor
 //!   of the agent or of that tmux client ([`x11`]).
+//! - Wayland: sway and Hyprland say which window has the focus and whose process it is
+//!   ([`wayland`]); other compositors do not, and then nothing is "in front".
 //!
 //! Every program is run as argv, never through a shell.
 
 pub mod agent;
 pub mod click;
 pub mod tmux;
+pub mod wayland;
 pub mod x11;
 
 pub use agent::Agent;
@@ -38,25 +41,72 @@ pub fn session_in_front(provider: Option<ProviderKind>, path: &Path, remote: boo
     local_agent(provider, path, remote).is_some_and(|a| in_front(&a))
 }
 
-/// Whether `a`'s session is in front of the person: its tmux pane is the active pane
-/// of an attached client and, with an X11 display, that client's terminal (or, outside
-/// tmux, the agent's own terminal) is the active window. Without tmux or X11 nothing
-/// can be told, and the answer is no.
-pub fn in_front(a: &Agent) -> bool {
-    let pane = tmux::Pane::from_env(a.tmux.as_deref(), a.tmux_pane.as_deref());
-    let display = x11::Display::connect();
-    match (pane, display) {
-        (Some(pane), None) => !pane.showing().is_empty(),
-        (Some(pane), Some(d)) => {
-            let clients = pane.showing();
-            !clients.is_empty() && active_shows(&d, &clients)
+/// What can tell which window is in front: an X11 display, a Wayland compositor that
+/// says (sway, Hyprland), or nothing (GNOME's or KDE's Wayland, a console, ssh).
+pub enum Screen {
+    Wayland(wayland::Compositor),
+    /// Boxed: the connection is large, and a screen is made once a page.
+    X11(Box<x11::Display>),
+    Unknown,
+}
+
+impl Screen {
+    /// The daemon's screen. A compositor that says comes first: under Wayland an X11
+    /// `DISPLAY` (Xwayland) sees only its own windows, never a native terminal's focus.
+    pub fn detect() -> Screen {
+        if let Some(c) = wayland::Compositor::connect() {
+            return Screen::Wayland(c);
         }
-        (None, Some(d)) => active_shows(&d, &[a.pid]),
-        (None, None) => false,
+        x11::Display::connect().map_or(Screen::Unknown, |d| Screen::X11(Box::new(d)))
+    }
+
+    /// Whether the window in front is the terminal of one of `pids`; `None` where
+    /// that cannot be known.
+    pub fn front_shows(&self, pids: &[u32]) -> Option<bool> {
+        match self {
+            Screen::Wayland(c) => Some(c.focused_shows(pids)),
+            Screen::X11(d) => Some(d.active_window().is_some_and(|w| d.shows(w, pids))),
+            Screen::Unknown => None,
+        }
     }
 }
 
-/// Whether the active window shows one of `pids`.
-fn active_shows(d: &x11::Display, pids: &[u32]) -> bool {
-    d.active_window().is_some_and(|w| d.shows(w, pids))
+/// Whether `a`'s session is in front of the person, on this machine's [`Screen`].
+pub fn in_front(a: &Agent) -> bool {
+    in_front_on(a, &Screen::detect())
+}
+
+/// Whether `a`'s session is in front on `screen`: its tmux pane is the active pane of
+/// an attached client and that client's terminal (or, outside tmux, the agent's own
+/// terminal) is the window in front. Where the window in front cannot be known, a pane
+/// showing in a client is not taken for "in front": another window may have the focus,
+/// and a missed page is worse than one too many (said once in the log).
+pub fn in_front_on(a: &Agent, screen: &Screen) -> bool {
+    let pane = tmux::Pane::from_env(a.tmux.as_deref(), a.tmux_pane.as_deref());
+    let shown_by = match &pane {
+        Some(pane) => pane.showing(),
+        None => vec![a.pid],
+    };
+    if shown_by.is_empty() {
+        return false;
+    }
+    match screen.front_shows(&shown_by) {
+        Some(front) => front,
+        None => {
+            if pane.is_some() {
+                unknown_window_once();
+            }
+            false
+        }
+    }
+}
+
+/// Says once per run that a visible tmux pane does not hold pages back here.
+fn unknown_window_once() {
+    static SAID: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+    if !SAID.swap(true, std::sync::atomic::Ordering::Relaxed) {
+        tracing::info!(
+            "Cannot tell which window is in front (no X11 display, and no sway or Hyprland socket); a tmux pane showing in a client does not count as in front, so its pages are shown."
+        );
+    }
 }
