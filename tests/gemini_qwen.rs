@@ -60,6 +60,8 @@ const GEMINI_REWIND: &str = "gemini/tmp/proj/chats/session-2026-11-01T11-00-s-re
 fn gemini_session_upserts_cancel_rollback_quota_error() {
     let evs = replay(GEMINI_MAIN, ProviderKind::Gemini);
     assert!(evs.iter().all(|e| e.session.as_deref() == Some("s-main")));
+    // The root from `tmp/proj/.project_root` (the records hold only its hash).
+    assert!(evs.iter().all(|e| e.project.as_deref() == Some("proj")));
     // Read by hand: the session-context checkpoint (2) and the functionResponse record
     // (8) are no prompts; the tool-only answer (5) re-appended with its call (7) is work;
     // the answer (10) is decided by quiet; the cancel note (17) interrupts p2 and the
@@ -345,4 +347,140 @@ fn qwen_rewind_over_a_quiet_completion_retracts_it() {
             ("turn_started", "u2".to_owned()),
         ]
     );
+}
+
+// ---- seed 004: bad input, for both agents ----
+
+/// One agent's session as lines: its head, a prompt, a big record for the oversized case
+/// and the answer.
+struct Case {
+    provider: ProviderKind,
+    name: &'static str,
+    head: Vec<String>,
+    prompt: String,
+    big: String,
+    answer: String,
+}
+
+fn cases() -> Vec<Case> {
+    let g = |v: serde_json::Value| v.to_string();
+    vec![
+        Case {
+            provider: ProviderKind::Gemini,
+            name: "tmp/p/chats/session-2026-11-01T10-00-s-bad.jsonl",
+            head: vec![G_HEADER.to_owned()],
+            prompt: G_PROMPT.to_owned(),
+            big: g(serde_json::json!({"id": "r1", "timestamp": "2026-11-01T10:00:02.000Z",
+                "type": "user", "content": [{"functionResponse": {"id": "c1",
+                "response": {"output": "x".repeat(50_000)}}}]})),
+            answer: r#"{"id":"g9","timestamp":"2026-11-01T10:00:05.000Z","type":"gemini","content":"All set — ✓ done."}"#.to_owned(),
+        },
+        Case {
+            provider: ProviderKind::Qwen,
+            name: "projects/-w/chats/q-bad.jsonl",
+            head: Vec::new(),
+            prompt: r#"{"uuid":"u1","parentUuid":null,"sessionId":"q-bad","timestamp":"2026-11-01T10:00:00.000Z","type":"user","message":{"parts":[{"text":"hi"}]}}"#.to_owned(),
+            big: g(serde_json::json!({"uuid": "t1", "parentUuid": "u1",
+                "timestamp": "2026-11-01T10:00:02.000Z", "type": "tool_result",
+                "message": {"parts": [{"functionResponse": {"id": "c1",
+                "response": {"output": "y".repeat(50_000)}}}]},
+                "toolCallResult": {"callId": "c1", "status": "success"}})),
+            answer: r#"{"uuid":"a1","parentUuid":"t1","sessionId":"q-bad","timestamp":"2026-11-01T10:00:05.000Z","type":"assistant","message":{"parts":[{"text":"All set — ✓ done."}]}}"#.to_owned(),
+        },
+    ]
+}
+
+fn bytes_of(recs: &[String]) -> Vec<u8> {
+    common::lines(recs)
+}
+
+#[test]
+fn malformed_nul_and_oversized_lines_are_anomalies_and_the_turn_still_completes() {
+    for c in cases() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut recs = c.head.clone();
+        recs.push(c.prompt.clone());
+        let mut bytes = bytes_of(&recs);
+        bytes.extend_from_slice(b"{\"id\":\"x\",\"type\":\"gem\n");
+        bytes.extend_from_slice(b"\xff\xfe garbage\n");
+        bytes.extend(bytes_of(std::slice::from_ref(&c.big)));
+        bytes.extend(std::iter::repeat_n(0u8, 1024));
+        bytes.extend(bytes_of(std::slice::from_ref(&c.answer)));
+        let mut opts = options(SETTLE_MS);
+        opts.max_line = 4096;
+        let evs = common::replay_bytes(dir.path(), c.name, c.provider, &bytes, &opts);
+        let reasons: Vec<_> = evs
+            .iter()
+            .map(|e| (e.event.as_str(), e.reason.clone().unwrap_or_default()))
+            .collect();
+        let want: Vec<(&str, String)> = vec![
+            ("turn_started", String::new()),
+            ("anomaly", "malformed_line".to_owned()),
+            ("anomaly", "malformed_line".to_owned()),
+            ("anomaly", "oversized_line".to_owned()),
+            ("anomaly", "nul_bytes".to_owned()),
+            ("turn_completed", String::new()),
+        ];
+        assert_eq!(reasons, want, "{:?}", c.provider);
+        assert_eq!(evs[5].message.as_deref(), Some("All set — ✓ done."));
+    }
+}
+
+#[test]
+fn partial_last_line_is_read_once_its_newline_arrives() {
+    for c in cases() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("partial.jsonl");
+        let mut reducer = Reducer::new(SETTLE_MS, 1024);
+        let mut feed =
+            baton::feed::FileFeed::new(&path, c.provider, baton::tail::DEFAULT_MAX_LINE_BYTES);
+        let mut recs = c.head.clone();
+        recs.push(c.prompt.clone());
+        let mut first = bytes_of(&recs);
+        let answer = bytes_of(std::slice::from_ref(&c.answer));
+        // Cut inside the multi-byte check mark.
+        let cut = answer.windows(3).position(|w| w == "✓".as_bytes()).unwrap() + 1;
+        first.extend_from_slice(&answer[..cut]);
+        let mut run = |feed: &mut baton::feed::FileFeed, bytes: &[u8], at: i64| {
+            let mut out = Vec::new();
+            feed.feed(bytes, |src, obs| {
+                reducer.apply(src, obs, Now::virtual_at(at), &mut out);
+            });
+            reducer.tick(Now::virtual_at(at), &mut out);
+            out
+        };
+        let evs = run(&mut feed, &first, T0);
+        assert_eq!(common::kinds(&evs), ["turn_started"], "{:?}", c.provider);
+        let evs = run(&mut feed, &answer[cut..], T0 + 1_000);
+        assert!(evs.is_empty(), "{evs:?}");
+        let evs = run(&mut feed, b"", T0 + 100_000);
+        assert_eq!(common::kinds(&evs), ["turn_completed"], "{:?}", c.provider);
+        assert_eq!(evs[0].message.as_deref(), Some("All set — ✓ done."));
+    }
+}
+
+#[test]
+fn check_passes_the_fixtures_and_reports_a_damaged_line() {
+    for (provider, dir) in [("gemini", "gemini"), ("qwen", "qwen")] {
+        let out = Command::new(env!("CARGO_BIN_EXE_baton"))
+            .args(["check", "--provider", provider])
+            .arg(fixture(dir))
+            .output()
+            .unwrap();
+        common::assert_ok(&out);
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let bad = dir.path().join("chats/session-x.jsonl");
+    std::fs::create_dir_all(bad.parent().unwrap()).unwrap();
+    std::fs::write(
+        &bad,
+        format!("{G_HEADER}\n{{\"id\":\"x\",\"type\":\n{G_PROMPT}\n"),
+    )
+    .unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_baton"))
+        .args(["check", "--provider", "gemini"])
+        .arg(&bad)
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1), "{out:?}");
 }

@@ -59,6 +59,10 @@ pub struct GeminiProjector {
     agent: Option<String>,
     /// The messages in list order, the newest last.
     messages: Vec<Seen>,
+    /// The project root (from `.project_root` or `projects.json`), until an observation
+    /// carries it.
+    #[serde(default)]
+    start_dir: Option<String>,
 }
 
 /// How a message reached the projector.
@@ -81,13 +85,22 @@ impl GeminiProjector {
                 session: p,
                 agent: Some(stem),
                 messages: Vec::new(),
+                start_dir: None,
             },
             _ => GeminiProjector {
                 session: stem,
                 agent: None,
                 messages: Vec::new(),
+                start_dir: None,
             },
         }
+    }
+
+    /// The project root the CLI recorded beside the session (the file names only a
+    /// hash of it): where a live `gemini` runs, and what the project is called.
+    pub fn with_root(mut self, root: Option<String>) -> Self {
+        self.start_dir = root;
+        self
     }
 
     fn position(&self, id: &str) -> Option<usize> {
@@ -219,6 +232,7 @@ impl GeminiProjector {
             // Other `info` (a model switch), `warning`: no turn state.
             _ => {}
         }
+        super::with_start_dir(&mut self.start_dir, &mut kinds);
         for kind in kinds {
             out.push(self.obs(key.clone(), record_ts, kind));
         }
