@@ -249,8 +249,17 @@ impl GeminiProjector {
     fn checkpoint(&mut self, list: &[Rec<'_>], line: &[u8], out: &mut Vec<Obs>) {
         let ids: std::collections::HashSet<&str> =
             list.iter().filter_map(|m| m.id.as_deref()).collect();
+        // Messages listed before the last one this file knows are old history (beyond
+        // the ones kept, in a long session): only the ones after it can be news.
+        let from = list
+            .iter()
+            .rposition(|m| {
+                m.id.as_deref()
+                    .is_some_and(|id| self.position(id).is_some())
+            })
+            .unwrap_or(0);
         self.messages.retain(|m| ids.contains(m.id.as_str()));
-        for m in list {
+        for m in &list[from..] {
             self.message(m, line, Via::Checkpoint, out);
         }
     }

@@ -120,3 +120,18 @@ fn function_responses_are_no_prompt_and_subagents_sit_under_their_parent() {
         ("s-1", Some("agent-7"))
     );
 }
+
+#[test]
+fn a_checkpoint_reads_only_what_follows_the_messages_it_knows() {
+    let mut p = GeminiProjector::new(Path::new(PATH));
+    run(&mut p, &[HEADER, PROMPT, ANSWER]);
+    // Listed before `p1`: older history this file no longer keeps (a long session).
+    let old = r#"{"id":"p0","timestamp":"2026-11-01T09:00:00.000Z","type":"user","content":"old"}"#;
+    let new = r#"{"id":"p9","timestamp":"2026-11-01T10:09:00.000Z","type":"user","content":"new"}"#;
+    let set = format!(r#"{{"$set":{{"messages":[{old},{PROMPT},{ANSWER},{new}]}}}}"#);
+    let kinds = run(&mut p, &[set.as_str()]);
+    assert!(
+        matches!(&kinds[..], [ObsKind::TurnStart { turn, .. }] if turn == "p9"),
+        "{kinds:?}"
+    );
+}
