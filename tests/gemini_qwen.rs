@@ -484,3 +484,92 @@ fn check_passes_the_fixtures_and_reports_a_damaged_line() {
         .unwrap();
     assert_eq!(out.status.code(), Some(1), "{out:?}");
 }
+
+// ---- liveness: a working session whose agent process is gone ----
+
+/// A copy of `sleep` named `name`, running in `cwd`, once `/proc` shows it so.
+fn agent_process(bin: &Path, name: &str, cwd: &Path) -> common::Kill {
+    let sleep = ["/usr/bin/sleep", "/bin/sleep"]
+        .into_iter()
+        .find(|p| Path::new(p).exists())
+        .expect("a sleep binary");
+    std::fs::create_dir_all(bin).unwrap();
+    let exe = bin.join(name);
+    std::fs::copy(sleep, &exe).unwrap();
+    let child = Command::new(&exe)
+        .arg("600")
+        .current_dir(cwd)
+        .spawn()
+        .unwrap();
+    let proc_dir = PathBuf::from(format!("/proc/{}", child.id()));
+    let kill = common::Kill(child);
+    for _ in 0..500 {
+        if std::fs::read_link(proc_dir.join("exe")).is_ok_and(|e| e.ends_with(name))
+            && std::fs::read_link(proc_dir.join("cwd")).is_ok_and(|c| c == cwd)
+        {
+            return kill;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
+    panic!("{name} never got ready");
+}
+
+fn scan_row(provider: &str, path: &Path) -> serde_json::Value {
+    let out = Command::new(env!("CARGO_BIN_EXE_baton"))
+        .args(["scan", "--json", "--all", "--provider", provider])
+        .arg(path)
+        .output()
+        .unwrap();
+    let rows = common::json_lines(&out);
+    assert_eq!(rows.len(), 1, "{rows:?}");
+    rows[0].clone()
+}
+
+#[test]
+fn a_working_session_without_its_agent_process_is_interrupted_and_with_it_working() {
+    let dir = tempfile::tempdir().unwrap();
+    let base = std::fs::canonicalize(dir.path()).unwrap();
+    let work = base.join("work");
+    std::fs::create_dir_all(&work).unwrap();
+    let root = work.display().to_string();
+    // Gemini: a prompt with no answer yet, months ago; the root from `.project_root`.
+    let slug = base.join("gemini/tmp/work");
+    std::fs::create_dir_all(slug.join("chats")).unwrap();
+    std::fs::write(slug.join(".project_root"), &root).unwrap();
+    let gemini = slug.join("chats/session-2026-11-01T10-00-s-1.jsonl");
+    std::fs::write(&gemini, format!("{G_HEADER}\n{G_PROMPT}\n")).unwrap();
+    // Qwen: a tool call out, months ago, in `cwd`.
+    let qwen = base.join("qwen/projects/-work/chats/q-1.jsonl");
+    std::fs::create_dir_all(qwen.parent().unwrap()).unwrap();
+    let rec = |v: serde_json::Value| format!("{v}\n");
+    std::fs::write(
+        &qwen,
+        rec(
+            serde_json::json!({"uuid": "u1", "parentUuid": null, "sessionId": "q-1",
+            "timestamp": "2026-11-01T10:00:00.000Z", "type": "user", "cwd": root,
+            "message": {"parts": [{"text": "build it"}]}}),
+        ) + &rec(
+            serde_json::json!({"uuid": "a1", "parentUuid": "u1", "sessionId": "q-1",
+            "timestamp": "2026-11-01T10:00:02.000Z", "type": "assistant", "cwd": root,
+            "message": {"parts": [{"functionCall": {"id": "c1", "name": "run_shell_command",
+            "args": {}}}]}}),
+        ),
+    )
+    .unwrap();
+    for (provider, path) in [("gemini", &gemini), ("qwen", &qwen)] {
+        let r = scan_row(provider, path);
+        assert_eq!(r["state"], "interrupted", "{provider}: {r}");
+        assert_eq!(r["reason"], "writer_gone", "{provider}: {r}");
+        // Another program there does not count; the agent's own does.
+        let _other = agent_process(&base.join("bin-other"), "node-other", &work);
+        assert_eq!(
+            scan_row(provider, path)["state"],
+            "interrupted",
+            "{provider}"
+        );
+        let agent = agent_process(&base.join("bin"), provider, &work);
+        let r = scan_row(provider, path);
+        assert_eq!(r["state"], "working", "{provider}: {r}");
+        agent.exit();
+    }
+}
