@@ -37,6 +37,9 @@ use std::path::Path;
 /// followed by later prompts long ago).
 const MESSAGES_KEPT: usize = 512;
 
+/// How many tool call ids one message remembers (a response's parallel calls).
+const CALLS_KEPT: usize = 256;
+
 /// What the projector remembers of one message.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 struct Seen {
@@ -199,6 +202,8 @@ impl GeminiProjector {
                 }
                 if let Some(m) = self.messages.iter_mut().rev().find(|m| m.id == id) {
                     m.calls.extend(new);
+                    let over = m.calls.len().saturating_sub(CALLS_KEPT);
+                    m.calls.drain(..over);
                 }
                 if calls.is_empty() {
                     kinds.push(match clip_message(&text) {
