@@ -24,7 +24,7 @@ pub struct CheckArgs {
     /// Longest line read, in bytes. Longer lines are streamed past and reported.
     #[arg(long, value_name = "BYTES", default_value_t = DEFAULT_MAX_LINE_BYTES)]
     pub max_line_bytes: usize,
-    /// Read files as this provider's instead of detecting it (claude, codex, norma, sgme, cursor, copilot, pi).
+    /// Read files as this provider's instead of detecting it (claude, codex, norma, sgme, cursor, copilot, pi, gemini, qwen).
     #[arg(long, value_name = "PROVIDER", value_parser = crate::model::ProviderKind::parse_arg)]
     pub provider: Option<ProviderKind>,
     /// Transcript files, Noa `state.json` files, or directories to search for them

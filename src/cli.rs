@@ -28,6 +28,8 @@ Default roots (read by `run`, `scan` and `check` without a PATH; each once it ex
   ~/.copilot/session-state   Copilot CLI ($COPILOT_HOME/session-state)
   ~/.pi/agent/sessions       Pi ($PI_CODING_AGENT_DIR/sessions)
   ~/.omp/agent/sessions      Oh My Pi
+  ~/.gemini/tmp              Gemini CLI ($GEMINI_CLI_HOME/.gemini/tmp)
+  ~/.qwen/projects           Qwen Code ($QWEN_RUNTIME_DIR/projects, $QWEN_HOME/projects)
 
 Logging goes to stderr (to journald under systemd); set BATON_LOG (e.g.
 BATON_LOG=debug) to change the filter. `baton man SUBCOMMAND` prints its man page.
@@ -58,7 +60,8 @@ pub enum Command {
     /// Without PATH, reads the default roots that exist: ~/.claude/projects
     /// ($CLAUDE_CONFIG_DIR/projects), ~/.codex/sessions ($CODEX_HOME/sessions),
     /// ~/.cursor/projects, ~/.copilot/session-state ($COPILOT_HOME/session-state),
-    /// ~/.pi/agent/sessions and ~/.omp/agent/sessions.
+    /// ~/.pi/agent/sessions, ~/.omp/agent/sessions, ~/.gemini/tmp ($GEMINI_CLI_HOME) and
+    /// ~/.qwen/projects ($QWEN_RUNTIME_DIR, $QWEN_HOME).
     Scan(ScanArgs),
     /// Run the daemon: watch the transcript roots and report turns live.
     Run(Box<crate::daemon::RunArgs>),
@@ -128,7 +131,7 @@ pub struct PipelineArgs {
     /// bounded) and reported as an `oversized_line` anomaly.
     #[arg(long, value_name = "BYTES", default_value_t = crate::tail::DEFAULT_MAX_LINE_BYTES)]
     pub max_line_bytes: usize,
-    /// Read files as this provider's instead of detecting it (claude, codex, norma, sgme, cursor, copilot, pi).
+    /// Read files as this provider's instead of detecting it (claude, codex, norma, sgme, cursor, copilot, pi, gemini, qwen).
     #[arg(long, value_name = "PROVIDER", value_parser = crate::model::ProviderKind::parse_arg)]
     pub provider: Option<crate::model::ProviderKind>,
 }
@@ -215,7 +218,7 @@ pub struct TableArgs {
     #[arg(long, value_name = "NAME")]
     pub project: Option<String>,
     /// Only this agent's sessions: its id (claude, codex, cursor, copilot, pi, norma,
-    /// sgme) or its name (Claude Code, Copilot CLI, ...).
+    /// sgme, gemini, qwen) or its name (Claude Code, Copilot CLI, ...).
     #[arg(long, value_name = "NAME", value_parser = crate::people::parse_agent)]
     pub agent: Option<crate::model::ProviderKind>,
     /// Also the sessions idle for more than 7 days (the table sums them up in one line).

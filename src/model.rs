@@ -19,6 +19,10 @@ pub enum ProviderKind {
     Copilot,
     /// The Pi coding agent (badlogic/pi-mono).
     Pi,
+    /// Google's Gemini CLI.
+    Gemini,
+    /// Qwen Code (QwenLM/qwen-code), a Gemini CLI fork.
+    Qwen,
 }
 
 impl fmt::Display for ProviderKind {
@@ -47,6 +51,9 @@ pub enum EventKind {
     /// Additive: a `needs_input` wait ended inside its turn (answered, approved, timed
     /// out): the turn is working again.
     NeedsInputResolved,
+    /// Additive: the agent took a decided turn out of its conversation (a rewind), so its
+    /// outcome, which `supersedes` names, no longer stands.
+    TurnRetracted,
 }
 
 impl EventKind {
@@ -63,6 +70,7 @@ impl EventKind {
             Self::ContextCompacted => "context_compacted",
             Self::TurnResumed => "turn_resumed",
             Self::NeedsInputResolved => "needs_input_resolved",
+            Self::TurnRetracted => "turn_retracted",
         }
     }
 }

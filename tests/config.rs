@@ -69,7 +69,8 @@ fn bad_values_name_the_key_and_the_file() {
     let cases = [
         ("settle = \"5 fortnights\"\n", "settle"),
         ("watcher = \"magic\"\n", "watcher"),
-        ("watch = [\"gemini=/tmp\"]\n", "watch"),
+        // Not an agent baton reads (`gemini` was, before issue 31 made it one).
+        ("watch = [\"aider=/tmp\"]\n", "watch"),
         ("[desktop]\nevents = [\"turn_done\"]\n", "desktop.events"),
         ("on_event = []\n", "on_event"),
         (

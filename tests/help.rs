@@ -13,17 +13,22 @@ fn baton(args: &[&str], home: &std::path::Path) -> Output {
         .env_remove("COPILOT_HOME")
         .env_remove("PI_CODING_AGENT_DIR")
         .env_remove("PI_CODING_AGENT_SESSION_DIR")
+        .env_remove("GEMINI_CLI_HOME")
+        .env_remove("QWEN_RUNTIME_DIR")
+        .env_remove("QWEN_HOME")
         .output()
         .unwrap()
 }
 
-const ROOTS: [&str; 6] = [
+const ROOTS: [&str; 8] = [
     "~/.claude/projects",
     "~/.codex/sessions",
     "~/.cursor/projects",
     "~/.copilot/session-state",
     "~/.pi/agent/sessions",
     "~/.omp/agent/sessions",
+    "~/.gemini/tmp",
+    "~/.qwen/projects",
 ];
 
 #[test]
@@ -39,6 +44,8 @@ fn help_names_every_agent_root_and_exit_code() {
         "Copilot CLI",
         "Pi",
         "Oh My Pi",
+        "Gemini CLI",
+        "Qwen Code",
         "Norma",
         "SGME",
     ] {

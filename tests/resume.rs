@@ -299,3 +299,15 @@ fn part_e_claude_fixtures_resume_at_any_line_like_a_straight_read() {
     let cuts = check(&files);
     assert!(cuts > 60, "cuts checked: {cuts}");
 }
+
+/// Gemini CLI and Qwen Code fixtures: the per-file context they keep (the messages seen,
+/// for upserts, checkpoints and rewinds; the prompts, for `/rewind`) survives a cut.
+#[test]
+fn gemini_and_qwen_fixtures_resume_at_any_line_like_a_straight_read() {
+    let root = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures");
+    let mut files = files_under(&root.join("gemini"), Some(ProviderKind::Gemini));
+    files.extend(files_under(&root.join("qwen"), Some(ProviderKind::Qwen)));
+    assert_eq!(files.len(), 6, "fixtures found: {files:?}");
+    let cuts = check(&files);
+    assert!(cuts > 40, "cuts checked: {cuts}");
+}

@@ -370,7 +370,8 @@ impl Config {
             "# Watch ~/.claude/projects and ~/.codex/sessions (or $CLAUDE_CONFIG_DIR/projects,\n\
              # $CODEX_HOME/sessions), ~/.cursor/projects, ~/.copilot/session-state\n\
              # ($COPILOT_HOME), ~/.pi/agent/sessions ($PI_CODING_AGENT_SESSION_DIR,\n\
-             # $PI_CODING_AGENT_DIR) and ~/.omp/agent/sessions when they exist.\n\
+             # $PI_CODING_AGENT_DIR), ~/.omp/agent/sessions, ~/.gemini/tmp ($GEMINI_CLI_HOME)\n\
+             # and ~/.qwen/projects ($QWEN_RUNTIME_DIR, $QWEN_HOME) when they exist.\n\
              default_roots = {}",
             self.default_roots
         );
@@ -385,7 +386,7 @@ impl Config {
         let _ = writeln!(
             o,
             "# More transcript directories, as \"PROVIDER=DIR\" (claude, codex, norma, sgme,\n\
-             # cursor, copilot, pi, auto).\n\
+             # cursor, copilot, pi, gemini, qwen, auto).\n\
              watch = {}",
             list(&watch)
         );

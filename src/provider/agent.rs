@@ -5,7 +5,7 @@
 
 use super::audit::Audit;
 use super::restart::Restarts;
-use super::{Projector, claude, codex, copilot, cursor, norma, pi, sgme};
+use super::{Projector, claude, codex, copilot, cursor, gemini, norma, pi, qwen, sgme};
 use crate::model::ProviderKind;
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};
@@ -20,6 +20,8 @@ pub static ALL: &[&dyn Agent] = &[
     &cursor::Cursor,
     &copilot::Copilot,
     &pi::Pi,
+    &gemini::Gemini,
+    &qwen::Qwen,
 ];
 
 /// Every agent's id, in registry order: `claude, codex, …` (for messages).
@@ -63,6 +65,10 @@ pub struct FirstRecord<'a> {
     pub uuid: Option<serde::de::IgnoredAny>,
     pub v: Option<serde::de::IgnoredAny>,
     pub pad: Option<serde::de::IgnoredAny>,
+    #[serde(rename = "sessionId")]
+    pub session_id: Option<serde::de::IgnoredAny>,
+    #[serde(rename = "projectHash")]
+    pub project_hash: Option<serde::de::IgnoredAny>,
 }
 
 /// Looks a directory up in the environment (set, not empty, absolute; `HOME` too).
@@ -265,7 +271,7 @@ mod tests {
 
     #[test]
     fn default_roots_follow_home_and_each_agents_variables() {
-        use ProviderKind::{Claude, Codex, Copilot, Cursor, Pi};
+        use ProviderKind::{Claude, Codex, Copilot, Cursor, Gemini, Pi, Qwen};
         let p = PathBuf::from;
         assert_eq!(
             roots(&[("HOME", "/h")]),
@@ -276,6 +282,8 @@ mod tests {
                 (Copilot, p("/h/.copilot/session-state")),
                 (Pi, p("/h/.pi/agent/sessions")),
                 (Pi, p("/h/.omp/agent/sessions")),
+                (Gemini, p("/h/.gemini/tmp")),
+                (Qwen, p("/h/.qwen/projects")),
             ]
         );
         let moved = roots(&[
@@ -284,7 +292,13 @@ mod tests {
             ("CODEX_HOME", "/x"),
             ("COPILOT_HOME", "/g"),
             ("PI_CODING_AGENT_DIR", "/pi"),
+            ("GEMINI_CLI_HOME", "/gh"),
+            ("QWEN_HOME", "/qh"),
         ]);
+        assert_eq!(moved[6], (Gemini, p("/gh/.gemini/tmp")));
+        assert_eq!(moved[7], (Qwen, p("/qh/projects")));
+        let runtime = roots(&[("QWEN_RUNTIME_DIR", "/qr"), ("QWEN_HOME", "/qh")]);
+        assert_eq!(runtime, [(Qwen, p("/qr/projects"))]);
         assert_eq!(moved[0], (Claude, p("/c/projects")));
         assert_eq!(moved[1], (Codex, p("/x/sessions")));
         assert_eq!(moved[3], (Copilot, p("/g/session-state")));

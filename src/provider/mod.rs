@@ -10,10 +10,12 @@ mod content;
 pub mod copilot;
 pub mod cursor;
 mod detect;
+pub mod gemini;
 mod glued;
 pub mod norma;
 mod omp;
 pub mod pi;
+pub mod qwen;
 pub mod restart;
 pub mod sgme;
 
@@ -45,6 +47,8 @@ pub enum Evidence {
     TurnEnded,
     /// Copilot CLI's `assistant.turn_end` after a round with no tool request.
     TurnEnd,
+    /// Qwen Code's `turn_result` record (`state:"completed"`).
+    TurnResult,
     /// Nothing followed for the settle period.
     Quiet,
     /// The person sent the next prompt.
@@ -63,6 +67,7 @@ impl Evidence {
             Self::FinalMessage => "final_message",
             Self::TurnEnded => "turn_ended",
             Self::TurnEnd => "turn_end",
+            Self::TurnResult => "turn_result",
             Self::Quiet => "quiet",
             Self::NextPrompt => "next_prompt",
         }
@@ -181,6 +186,9 @@ pub enum ObsKind {
         reason: String,
         message: Option<String>,
     },
+    /// The agent took the turn `turn` out of its conversation (a rewind): an outcome
+    /// it had is taken back, a pending answer is dropped.
+    Retract { turn: String, reason: String },
     /// Context was compacted; the turn goes on.
     Compacted { pre_tokens: Option<u64> },
     /// Something in the transcript is wrong but the scan goes on.

@@ -319,6 +319,17 @@ impl Reducer {
         if !self.seen.insert(&id) {
             return None;
         }
+        if matches!(
+            kind,
+            EventKind::TurnCompleted | EventKind::TurnFailed | EventKind::TurnInterrupted
+        ) && let Some(t) = self
+            .sessions
+            .get_mut(key)
+            .and_then(|s| s.turn.as_mut())
+            .filter(|t| Some(t.id.as_str()) == d.turn.as_deref())
+        {
+            t.decided_by = Some((kind, d.key.clone()));
+        }
         if let Some(decided) = self.decided.as_mut() {
             decided.push(Decided {
                 id: id.clone(),

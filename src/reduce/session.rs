@@ -46,6 +46,10 @@ pub(super) struct Turn {
     /// within a run, and a restored turn's own state still says whether it is decided.
     #[serde(skip)]
     pub(super) retracted: u8,
+    /// The outcome event's kind and deciding record's key, once one was sent: what a
+    /// rewind that drops the turn takes back (see [`retract::taken_back`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(super) decided_by: Option<(EventKind, String)>,
 }
 
 impl Turn {
@@ -65,6 +69,7 @@ impl Turn {
             quiet: None,
             origin: None,
             retracted: 0,
+            decided_by: None,
         }
     }
 }
@@ -362,6 +367,11 @@ pub(super) fn step(
             let mut d = draft(EventKind::ContextCompacted, turn, line, ts, key, now.wall);
             d.pre_tokens = pre_tokens;
             out.push(d);
+        }
+        ObsKind::Retract { turn, reason } => {
+            out.extend(retract::taken_back(
+                sess, &turn, reason, line, ts, key, now.wall,
+            ));
         }
         ObsKind::Background(op) => sess.bg.apply(op),
         ObsKind::StartDir(dir) => {

@@ -137,7 +137,8 @@ pub enum Job {
 /// The notification `ev` takes back: (session key, event id), for a `turn_resumed` of the
 /// main conversation. Pure.
 pub fn retraction(ev: &Event) -> Option<(String, String)> {
-    if ev.event != EventKind::TurnResumed || ev.agent.is_some() {
+    if !matches!(ev.event, EventKind::TurnResumed | EventKind::TurnRetracted) || ev.agent.is_some()
+    {
         return None;
     }
     let session = ev.session.as_deref()?;

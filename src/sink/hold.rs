@@ -141,6 +141,7 @@ impl Hold {
                 | EventKind::TurnFailed
                 | EventKind::TurnInterrupted
                 | EventKind::TurnResumed
+                | EventKind::TurnRetracted
         );
         if ends_wait && let Some(t) = self.sessions.get_mut(key) {
             // Answered (or over) inside its grace: nobody was asked.
@@ -173,7 +174,7 @@ impl Hold {
                 }
                 Some(Cow::Borrowed(ev))
             }
-            EventKind::TurnResumed => {
+            EventKind::TurnResumed | EventKind::TurnRetracted => {
                 // The held completion was taken back (its turn went on): nothing waits
                 // for it any more; the turn's real end decides afresh.
                 let held = self.sessions.peek(&key).and_then(|t| t.held.as_ref());

@@ -81,7 +81,7 @@ pub enum SinkError {
 }
 
 /// Every event kind, for parsing configuration.
-pub const EVENT_KINDS: [EventKind; 11] = [
+pub const EVENT_KINDS: [EventKind; 12] = [
     EventKind::TurnStarted,
     EventKind::TurnCompleted,
     EventKind::TurnFailed,
@@ -93,6 +93,7 @@ pub const EVENT_KINDS: [EventKind; 11] = [
     EventKind::ContextCompacted,
     EventKind::TurnResumed,
     EventKind::NeedsInputResolved,
+    EventKind::TurnRetracted,
 ];
 
 /// The kinds that mean "the agent handed the turn back": the default for every sink.
@@ -300,6 +301,7 @@ pub fn headline(ev: &Event) -> String {
         EventKind::ContextCompacted => "context compacted".to_owned(),
         EventKind::TurnResumed => "working again".to_owned(),
         EventKind::NeedsInputResolved => "answered".to_owned(),
+        EventKind::TurnRetracted => "rewound".to_owned(),
         EventKind::Anomaly => match ev.reason.as_deref() {
             Some(r) => format!("anomaly ({})", title_part(r)),
             None => "anomaly".to_owned(),
@@ -500,7 +502,8 @@ pub(crate) mod tests {
             | EventKind::DaemonStopping
             | EventKind::ContextCompacted
             | EventKind::TurnResumed
-            | EventKind::NeedsInputResolved => EVENT_KINDS.len(),
+            | EventKind::NeedsInputResolved
+            | EventKind::TurnRetracted => EVENT_KINDS.len(),
         }
     }
 }
