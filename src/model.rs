@@ -19,6 +19,8 @@ pub enum ProviderKind {
     Copilot,
     /// The Pi coding agent (badlogic/pi-mono).
     Pi,
+    /// OpenCode (sst/opencode), whose sessions are rows of one SQLite database.
+    OpenCode,
 }
 
 impl fmt::Display for ProviderKind {

@@ -5,7 +5,7 @@
 
 use super::audit::Audit;
 use super::restart::Restarts;
-use super::{Projector, claude, codex, copilot, cursor, norma, pi, sgme};
+use super::{Projector, claude, codex, copilot, cursor, norma, opencode, pi, sgme};
 use crate::model::ProviderKind;
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};
@@ -20,6 +20,7 @@ pub static ALL: &[&dyn Agent] = &[
     &cursor::Cursor,
     &copilot::Copilot,
     &pi::Pi,
+    &opencode::OpenCode,
 ];
 
 /// Every agent's id, in registry order: `claude, codex, …` (for messages).
@@ -162,6 +163,24 @@ pub trait Agent: Sync {
     fn has_subagent_files(&self) -> bool {
         false
     }
+
+    /// For an agent whose sessions are rows of a database, not lines of files: how its
+    /// rows are read (`rows.rs` reads them and keeps the row position). `None` for the
+    /// agents that write transcript files.
+    fn rows(&self) -> Option<&'static dyn RowSchema> {
+        None
+    }
+}
+
+/// The agent's side of a row source: the query that hands over what changed. The row
+/// source (`crate::rows`) owns the connection, the position and the retries; only the
+/// agent knows its tables and columns.
+pub trait RowSchema: Sync {
+    /// SQL returning `(updated INTEGER, key TEXT, record TEXT)` for every row version
+    /// with `updated >= ?1` whose `(updated, key)` is after `(?1, ?2)`, ordered by
+    /// `(updated, key)`, at most `?3` rows. `record` is the row as one JSON object (the
+    /// projector's "line"); a value longer than `?4` bytes is left out of it.
+    fn changed_since(&self) -> &'static str;
 }
 
 impl ProviderKind {
@@ -258,7 +277,7 @@ mod tests {
 
     #[test]
     fn default_roots_follow_home_and_each_agents_variables() {
-        use ProviderKind::{Claude, Codex, Copilot, Cursor, Pi};
+        use ProviderKind::{Claude, Codex, Copilot, Cursor, OpenCode, Pi};
         let p = PathBuf::from;
         assert_eq!(
             roots(&[("HOME", "/h")]),
@@ -269,6 +288,7 @@ mod tests {
                 (Copilot, p("/h/.copilot/session-state")),
                 (Pi, p("/h/.pi/agent/sessions")),
                 (Pi, p("/h/.omp/agent/sessions")),
+                (OpenCode, p("/h/.local/share/opencode/opencode.db")),
             ]
         );
         let moved = roots(&[
@@ -285,8 +305,16 @@ mod tests {
         let session_dir = roots(&[
             ("PI_CODING_AGENT_SESSION_DIR", "/s"),
             ("PI_CODING_AGENT_DIR", "/pi"),
+            ("XDG_DATA_HOME", "/x"),
         ]);
-        assert_eq!(session_dir, [(Pi, p("/s"))]);
+        assert_eq!(
+            roots(&[("HOME", "/h"), ("OPENCODE_DB", "/d/my.db")]).last(),
+            Some(&(OpenCode, p("/d/my.db")))
+        );
+        assert_eq!(
+            session_dir,
+            [(Pi, p("/s")), (OpenCode, p("/x/opencode/opencode.db"))]
+        );
     }
 
     #[test]
