@@ -129,6 +129,9 @@ pub struct RowFeed {
     max_row: usize,
     /// Kept between reads (no transaction stays open); dropped after an error.
     conn: Option<Connection>,
+    /// `PRAGMA data_version` at the start of the last whole read on `conn`: while it
+    /// stays the same no other connection committed, and a wake costs no query.
+    version: Option<i64>,
     buf: Vec<Obs>,
 }
 
@@ -151,6 +154,7 @@ impl RowFeed {
             pos: RowPos::default(),
             max_row,
             conn: None,
+            version: None,
             buf: Vec::new(),
         })
     }
@@ -191,6 +195,7 @@ impl RowFeed {
             conn.pragma_update(None, "query_only", true)
                 .map_err(|e| RowError::of(&e))?;
             self.conn = Some(conn);
+            self.version = None;
         }
         self.conn
             .as_ref()
@@ -201,7 +206,14 @@ impl RowFeed {
     /// in row order. On an error, what was read before it stays read (its position
     /// kept), an anomaly goes to `sink`, and the error is returned.
     pub fn read(&mut self, mut sink: impl FnMut(&Src, Obs)) -> Result<RowRead, RowError> {
-        let res = self.read_pages(&mut sink);
+        let res = self.changed().and_then(|version| {
+            let Some(version) = version else {
+                return Ok(RowRead::default());
+            };
+            let read = self.read_pages(&mut sink)?;
+            self.version = Some(version);
+            Ok(read)
+        });
         self.pos.prune();
         if let Err(e) = &res {
             self.conn = None;
@@ -221,6 +233,17 @@ impl RowFeed {
             sink(&src, self.projector.obs(key, None, kind));
         }
         res
+    }
+
+    /// The database's `data_version` if another connection committed since the last
+    /// read (always on a new connection), else `None`.
+    fn changed(&mut self) -> Result<Option<i64>, RowError> {
+        let last = self.version;
+        let conn = self.connect()?;
+        let now: i64 = conn
+            .query_row("PRAGMA data_version", [], |r| r.get(0))
+            .map_err(|e| RowError::of(&e))?;
+        Ok((last != Some(now)).then_some(now))
     }
 
     fn src(&self, updated: i64) -> Src {
