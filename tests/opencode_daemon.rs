@@ -74,6 +74,16 @@ fn the_daemon_follows_a_live_database_and_resumes_after_a_restart() {
     d.wait_for("turn_completed 3", |e| {
         e["event"] == "turn_completed" && e["turn"] == "msg_05"
     });
+    // `status` shows the session as `scan` would.
+    let status = d.baton().args(["status", "--json"]).output().unwrap();
+    common::assert_ok(&status);
+    let rows = common::json_lines(&status);
+    let row = rows
+        .iter()
+        .find(|r| r["session"] == "ses_1")
+        .unwrap_or_else(|| panic!("{rows:#?}"));
+    assert_eq!(row["provider"], "opencode");
+    assert_eq!(row["state"], "completed");
     let evs = d.stop();
     for turn in ["msg_01", "msg_03", "msg_05"] {
         assert_eq!(count(&evs, "turn_started", turn), 1, "{turn}: {evs:#?}");
