@@ -53,13 +53,17 @@ impl RowPos {
     }
 
     /// Takes a row in; false if this version of it was read before.
-    fn admit(&mut self, updated: i64, record: &str) -> bool {
+    fn admit(&mut self, updated: i64, record: &str, wall: i64) -> bool {
         let hash = content_hash(&[record.as_bytes()]);
         if self.seen.contains_key(&hash) {
             return false;
         }
         self.seen.insert(hash, updated);
-        self.high = Some(self.high.map_or(updated, |h| h.max(updated)));
+        // A row stamped ahead of this machine's clock moves the position no further than
+        // now: one row from a wrong clock must not hide every row after it (it stays in
+        // `seen` while it is ahead, so it is read once).
+        let at = updated.min(wall);
+        self.high = Some(self.high.map_or(at, |h| h.max(at)));
         true
     }
 
@@ -258,6 +262,7 @@ impl RowFeed {
         let mut done = RowRead::default();
         let (mut from, mut after) = (self.pos.from(), String::new());
         let max_row = i64::try_from(self.max_row).unwrap_or(i64::MAX);
+        let wall = crate::clock::wall_now();
         loop {
             let page = self.page(from, &after, max_row)?;
             let full = page.len() == usize::try_from(PAGE).unwrap_or(usize::MAX);
@@ -265,7 +270,7 @@ impl RowFeed {
                 (from, after) = (*updated, key.clone());
             }
             for (updated, _, record) in page {
-                if !self.pos.admit(updated, &record) {
+                if !self.pos.admit(updated, &record, wall) {
                     continue;
                 }
                 done.rows += 1;

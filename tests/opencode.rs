@@ -553,3 +553,41 @@ fn scan_shows_opencode_sessions_with_their_projects() {
     assert_eq!(find("ses_1")["provider"], "opencode");
     assert_eq!(find("ses_2")["state"], "working", "{rows:#?}");
 }
+
+#[test]
+fn a_database_whose_opencode_is_not_running_is_read_without_its_wal() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = Db::create(dir.path());
+    db.session("ses_1", None, "/w/app", T);
+    one_turn(&db, "ses_1", "msg_01", "msg_02", T, "stop");
+    let path = db.path.clone();
+    // The last connection closing checkpoints the log and removes `-wal` and `-shm`.
+    drop(db);
+    let wal = path.with_file_name("opencode.db-wal");
+    assert!(!wal.exists());
+    let before = std::fs::read(&path).unwrap();
+    assert_eq!(kinds(&replay(&path)), ["turn_started", "turn_completed"]);
+    // A read-only reader changes nothing: the database is as it was, and a log SQLite
+    // may have made for the read holds no write.
+    assert_eq!(std::fs::read(&path).unwrap(), before);
+    assert_eq!(std::fs::metadata(&wal).map_or(0, |m| m.len()), 0);
+}
+
+#[test]
+fn a_row_from_a_clock_far_ahead_hides_no_later_row() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = Db::create(dir.path());
+    let now = baton::clock::wall_now();
+    db.session("ses_1", None, "/w/app", now);
+    // Stamped a year ahead.
+    db.prompt("ses_1", "msg_01", now + 365 * 86_400_000, "from the future");
+    let mut feed = RowFeed::new(&db.path, ProviderKind::OpenCode, 1 << 20).unwrap();
+    assert_eq!(
+        read_kinds(&mut feed).iter().filter(|k| is_start(k)).count(),
+        1
+    );
+    db.session("ses_2", None, "/w/app", now);
+    db.prompt("ses_2", "msg_02", now + 1000, "now");
+    let next = read_kinds(&mut feed);
+    assert_eq!(next.iter().filter(|k| is_start(k)).count(), 1, "{next:?}");
+}
