@@ -591,3 +591,26 @@ fn a_row_from_a_clock_far_ahead_hides_no_later_row() {
     let next = read_kinds(&mut feed);
     assert_eq!(next.iter().filter(|k| is_start(k)).count(), 1, "{next:?}");
 }
+
+#[test]
+fn check_reads_a_databases_rows_not_its_bytes() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = Db::create(dir.path());
+    db.session("ses_1", None, "/w/app", T);
+    one_turn(&db, "ses_1", "msg_01", "msg_02", T, "stop");
+    let check = |path: &Path| {
+        common::baton_in(dir.path(), "state")
+            .arg("check")
+            .arg(path)
+            .output()
+            .unwrap()
+    };
+    let out = check(&db.path);
+    common::assert_ok(&out);
+    db.part_text("prt_bad", "msg_02", "ses_1", T + 40, T + 40, "{not json");
+    let out = check(&db.path);
+    assert!(!out.status.success());
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(text.contains("malformed_row"), "{text}");
+    assert!(!text.contains("partial_line"), "{text}");
+}
