@@ -24,7 +24,7 @@ pub struct CheckArgs {
     /// Longest line read, in bytes. Longer lines are streamed past and reported.
     #[arg(long, value_name = "BYTES", default_value_t = DEFAULT_MAX_LINE_BYTES)]
     pub max_line_bytes: usize,
-    /// Read files as this provider's instead of detecting it (claude, codex, norma, sgme, cursor, copilot, pi, gemini, qwen).
+    /// Read files as this provider's instead of detecting it (claude, codex, norma, sgme, cursor, copilot, pi, opencode, gemini, qwen).
     #[arg(long, value_name = "PROVIDER", value_parser = crate::model::ProviderKind::parse_arg)]
     pub provider: Option<ProviderKind>,
     /// Transcript files, Noa `state.json` files, or directories to search for them
@@ -161,8 +161,36 @@ fn read_err(path: &Path) -> impl FnOnce(io::Error) -> Error + '_ {
     }
 }
 
+/// Audits a database of rows: every row read, each anomaly a problem (`line`: the row's
+/// `time_updated`).
+fn audit_rows(mut feed: crate::rows::RowFeed) -> Vec<Problem> {
+    let mut out = Vec::new();
+    let _ = feed.read(|src, o| {
+        if let crate::provider::ObsKind::Anomaly { reason, message } = o.kind {
+            let kind = match reason.as_str() {
+                "db_busy" => "db_busy",
+                "db_corrupt" => "db_corrupt",
+                "db_unreadable" => "db_unreadable",
+                "db_schema" => "db_schema",
+                "malformed_row" => "malformed_row",
+                "oversized_row" => "oversized_row",
+                _ => "anomaly",
+            };
+            out.push(Problem {
+                line: Some(src.line),
+                kind,
+                message,
+            });
+        }
+    });
+    out
+}
+
 /// Audits one transcript.
 pub fn audit_file(f: &Found, max_line: usize) -> Result<Vec<Problem>, Error> {
+    if let Some(feed) = crate::rows::RowFeed::new(&f.path, f.provider, max_line) {
+        return Ok(audit_rows(feed));
+    }
     let mut file = File::open(&f.path).map_err(read_err(&f.path))?;
     let mut a = audit::auditor(f.provider, &f.path);
     let mut out = Vec::new();

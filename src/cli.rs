@@ -131,7 +131,7 @@ pub struct PipelineArgs {
     /// bounded) and reported as an `oversized_line` anomaly.
     #[arg(long, value_name = "BYTES", default_value_t = crate::tail::DEFAULT_MAX_LINE_BYTES)]
     pub max_line_bytes: usize,
-    /// Read files as this provider's instead of detecting it (claude, codex, norma, sgme, cursor, copilot, pi, gemini, qwen).
+    /// Read files as this provider's instead of detecting it (claude, codex, norma, sgme, cursor, copilot, pi, opencode, gemini, qwen).
     #[arg(long, value_name = "PROVIDER", value_parser = crate::model::ProviderKind::parse_arg)]
     pub provider: Option<crate::model::ProviderKind>,
 }
@@ -217,8 +217,8 @@ pub struct TableArgs {
     /// src/my-web-app; any case).
     #[arg(long, value_name = "NAME")]
     pub project: Option<String>,
-    /// Only this agent's sessions: its id (claude, codex, cursor, copilot, pi, norma,
-    /// sgme, gemini, qwen) or its name (Claude Code, Copilot CLI, ...).
+    /// Only this agent's sessions: its id (claude, codex, cursor, copilot, pi, opencode,
+    /// gemini, qwen, norma, sgme) or its name (Claude Code, Copilot CLI, ...).
     #[arg(long, value_name = "NAME", value_parser = crate::people::parse_agent)]
     pub agent: Option<crate::model::ProviderKind>,
     /// Also the sessions idle for more than 7 days (the table sums them up in one line).

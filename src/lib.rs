@@ -31,6 +31,7 @@ pub mod recent;
 pub mod reduce;
 pub mod remote;
 pub mod replay;
+pub mod rows;
 pub mod scan_view;
 pub mod service_cmd;
 pub mod shutdown;

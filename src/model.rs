@@ -19,6 +19,8 @@ pub enum ProviderKind {
     Copilot,
     /// The Pi coding agent (badlogic/pi-mono).
     Pi,
+    /// OpenCode (sst/opencode), whose sessions are rows of one SQLite database.
+    OpenCode,
     /// Google's Gemini CLI.
     Gemini,
     /// Qwen Code (QwenLM/qwen-code), a Gemini CLI fork.

@@ -8,6 +8,7 @@ use crate::model::{Event, ProviderKind};
 use crate::pool;
 use crate::provider::Obs;
 use crate::reduce::{Reducer, SessionView, Src};
+use crate::rows::RowFeed;
 use crate::tail::Stat;
 use crate::tail_first::{self, Plan};
 use crate::watch::{self, Found, Root};
@@ -92,6 +93,9 @@ fn read_file(f: &Found, opts: &Options, tail_first: bool) -> Result<Option<FileR
         path: f.path.clone(),
         source,
     };
+    if let Some(feed) = RowFeed::new(&f.path, f.provider, opts.max_line) {
+        return Ok(Some(read_rows(feed, f)));
+    }
     let mut feed = FileFeed::new(&f.path, f.provider, opts.max_line);
     if !feed.is_conversation() {
         return Ok(None);
@@ -159,6 +163,29 @@ fn read_file(f: &Found, opts: &Options, tail_first: bool) -> Result<Option<FileR
         parsed: (start + read).saturating_sub(parse_from),
         size: start + read,
     }))
+}
+
+/// Reads a database's rows (`rows.rs`): every row, as a file is read whole. A database
+/// that cannot be read gives its anomaly and nothing else.
+fn read_rows(mut feed: RowFeed, f: &Found) -> FileRead {
+    let mut obs = Vec::new();
+    let read = feed
+        .read(|src, o| obs.push((src.line, o)))
+        .unwrap_or_default();
+    let size = std::fs::metadata(&f.path).map_or(0, |m| m.len());
+    FileRead {
+        path: feed.path.clone(),
+        provider: f.provider,
+        obs,
+        clock_start: 0,
+        last_line: feed
+            .position()
+            .and_then(|p| u64::try_from(p).ok())
+            .unwrap_or(0),
+        full_reason: Some("database"),
+        parsed: read.bytes,
+        size: size.max(read.bytes),
+    }
 }
 
 /// How a scan read its files.

@@ -131,11 +131,54 @@ impl Reduce {
 
     /// Stats a path and brings its state up to date.
     pub fn look(&mut self, files: &mut Files, path: &Path, mode: Mode) {
+        if let Some(provider) = files.row_provider(path) {
+            return self.look_rows(files, path, provider, mode);
+        }
         let later = self.deferred.as_ref().is_some_and(|d| d.contains(path));
         match files.look_file(path, mode, later) {
             Look::Steps(steps) => self.apply(files, steps),
             Look::New(meta) => self.track_new(files, path, &meta, mode),
         }
+    }
+
+    /// A database of rows (`rows.rs`): what changed since its position, reduced as any
+    /// read is, and its checkpoint marked for the next delta.
+    fn look_rows(
+        &mut self,
+        files: &mut Files,
+        path: &Path,
+        provider: crate::model::ProviderKind,
+        mode: Mode,
+    ) {
+        let checkpoint = match (files.rows.contains(path), self.resume.as_mut()) {
+            (false, Some(resume)) => {
+                resume
+                    .remove(path)
+                    .and_then(|l| match serde_json::from_str(&l) {
+                        Ok(state::store::Line::File(cp)) => Some(cp),
+                        _ => None,
+                    })
+            }
+            _ => None,
+        };
+        let at = super::rows::RowLook {
+            mode,
+            now: files.now(),
+            catch_up: files.catch_up(),
+            max_row: files.limits().max_line,
+            since: self.resume.is_some().then_some(self.since),
+            checkpoint: checkpoint.as_ref(),
+        };
+        let steps = files.rows.look(path, provider, &at);
+        if steps.is_empty() {
+            return;
+        }
+        let gone = steps.iter().any(|s| matches!(s, Step::Gone(_)));
+        self.apply(files, steps);
+        if !gone {
+            self.pending.mark(path);
+        }
+        self.record_decided(files);
     }
 
     /// A file not tracked yet: taken in, first read, finished.
@@ -301,6 +344,11 @@ impl Reduce {
     /// Stats the live files.
     pub fn poll(&mut self, files: &mut Files) {
         for path in files.due() {
+            self.look(files, &path, Mode::Live);
+        }
+        // A database's change may have come with no wake (a missed or unwatched
+        // `-wal`): a look costs one `data_version` when nothing changed.
+        for path in files.rows.paths() {
             self.look(files, &path, Mode::Live);
         }
     }

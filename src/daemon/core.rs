@@ -324,6 +324,11 @@ impl Core {
     /// A hint: something happened at `path`. A tracked file is the file table's; any
     /// other path is the tree's to make sense of.
     fn look(&mut self, path: &Path, maybe_dir: bool) {
+        let db = self.files.rows.owner_of(path);
+        if let Some(db) = db.or_else(|| self.files.database_root_of(path)) {
+            self.reduce.look(&mut self.files, &db, Mode::Live);
+            return;
+        }
         if self.files.contains(path) {
             self.reduce.look(&mut self.files, path, Mode::Live);
             return;

@@ -127,6 +127,8 @@ pub(super) struct Files {
     log: RateLimit,
     /// Bumped as the table makes progress, so the watchdog pings only while it does.
     heartbeat: Arc<AtomicU64>,
+    /// The databases agents keep their sessions in, followed beside the files.
+    pub(super) rows: super::rows::RowTable,
 }
 
 impl Files {
@@ -142,7 +144,34 @@ impl Files {
             handles: lru::LruCache::unbounded(),
             log: RateLimit::new(std::time::Duration::from_secs(60)),
             heartbeat: Arc::new(AtomicU64::new(0)),
+            rows: super::rows::RowTable::default(),
         }
+    }
+
+    /// The database root a change to `path` (the database or its `-wal`) is about, for a
+    /// database not followed yet.
+    pub fn database_root_of(&self, path: &Path) -> Option<PathBuf> {
+        let name = path.file_name()?.to_str()?;
+        let db = match name.strip_suffix("-wal") {
+            Some(stem) => path.with_file_name(stem),
+            None => path.to_owned(),
+        };
+        let root = self.limits.roots.iter().any(|r| r.path == db);
+        (root && self.row_provider(&db).is_some() && db.is_file()).then_some(db)
+    }
+
+    /// The agent of `path` if its sessions are rows of a database (`path` is one): the
+    /// root's agent, else the one whose database name it has.
+    pub fn row_provider(&self, path: &Path) -> Option<crate::model::ProviderKind> {
+        let root = self
+            .limits
+            .roots
+            .iter()
+            .filter(|r| path.starts_with(&r.path))
+            .max_by_key(|r| r.path.as_os_str().len())
+            .and_then(|r| r.provider);
+        let kind = root.or_else(|| crate::provider::detect(path, b""))?;
+        kind.descriptor().rows().is_some().then_some(kind)
     }
 
     pub fn beat(&self) {

@@ -29,6 +29,7 @@ mod outbox;
 mod persist;
 mod read;
 mod resume;
+mod rows;
 mod service;
 mod settings;
 mod sink;

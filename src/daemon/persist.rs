@@ -159,7 +159,10 @@ impl Deltas {
         for chunk in dirty.chunks(SAVE_CHUNK) {
             let files = chunk
                 .iter()
-                .filter_map(|p| files.tracked(p).map(|t| checkpoint(p, t, reducer, now)))
+                .filter_map(|p| match files.tracked(p) {
+                    Some(t) => Some(checkpoint(p, t, reducer, now)),
+                    None => files.rows.checkpoint(p, reducer, now),
+                })
                 .collect();
             let mut delta = Delta {
                 files,

@@ -46,7 +46,7 @@ pub struct RunArgs {
     /// ~/.config/baton/config.toml). Flags override it; `baton config` shows the result.
     #[arg(long, value_name = "FILE")]
     pub config: Option<PathBuf>,
-    /// Watch DIR for PROVIDER's transcripts: claude, codex, norma, sgme, cursor, copilot, pi, gemini, qwen, or auto (tell
+    /// Watch DIR for PROVIDER's transcripts: claude, codex, norma, sgme, cursor, copilot, pi, opencode, gemini, qwen, or auto (tell
     /// each file's provider from its path and first line). Repeatable; adds to the
     /// default roots unless --no-default-roots.
     #[arg(long = "watch", value_name = "PROVIDER=DIR", value_parser = parse_watch)]

@@ -5,7 +5,7 @@
 
 use super::audit::Audit;
 use super::restart::Restarts;
-use super::{Projector, claude, codex, copilot, cursor, gemini, norma, pi, qwen, sgme};
+use super::{Projector, claude, codex, copilot, cursor, gemini, norma, opencode, pi, qwen, sgme};
 use crate::model::ProviderKind;
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};
@@ -20,6 +20,7 @@ pub static ALL: &[&dyn Agent] = &[
     &cursor::Cursor,
     &copilot::Copilot,
     &pi::Pi,
+    &opencode::OpenCode,
     &gemini::Gemini,
     &qwen::Qwen,
 ];
@@ -175,6 +176,24 @@ pub trait Agent: Sync {
     fn has_subagent_files(&self) -> bool {
         false
     }
+
+    /// For an agent whose sessions are rows of a database, not lines of files: how its
+    /// rows are read (`rows.rs` reads them and keeps the row position). `None` for the
+    /// agents that write transcript files.
+    fn rows(&self) -> Option<&'static dyn RowSchema> {
+        None
+    }
+}
+
+/// The agent's side of a row source: the query that hands over what changed. The row
+/// source (`crate::rows`) owns the connection, the position and the retries; only the
+/// agent knows its tables and columns.
+pub trait RowSchema: Sync {
+    /// SQL returning `(updated INTEGER, key TEXT, record TEXT)` for every row version
+    /// with `updated >= ?1` whose `(updated, key)` is after `(?1, ?2)`, ordered by
+    /// `(updated, key)`, at most `?3` rows. `record` is the row as one JSON object (the
+    /// projector's "line"); a value longer than `?4` bytes is left out of it.
+    fn changed_since(&self) -> &'static str;
 }
 
 impl ProviderKind {
@@ -271,7 +290,7 @@ mod tests {
 
     #[test]
     fn default_roots_follow_home_and_each_agents_variables() {
-        use ProviderKind::{Claude, Codex, Copilot, Cursor, Gemini, Pi, Qwen};
+        use ProviderKind::{Claude, Codex, Copilot, Cursor, Gemini, OpenCode, Pi, Qwen};
         let p = PathBuf::from;
         assert_eq!(
             roots(&[("HOME", "/h")]),
@@ -282,6 +301,7 @@ mod tests {
                 (Copilot, p("/h/.copilot/session-state")),
                 (Pi, p("/h/.pi/agent/sessions")),
                 (Pi, p("/h/.omp/agent/sessions")),
+                (OpenCode, p("/h/.local/share/opencode/opencode.db")),
                 (Gemini, p("/h/.gemini/tmp")),
                 (Qwen, p("/h/.qwen/projects")),
             ]
@@ -295,8 +315,12 @@ mod tests {
             ("GEMINI_CLI_HOME", "/gh"),
             ("QWEN_HOME", "/qh"),
         ]);
-        assert_eq!(moved[6], (Gemini, p("/gh/.gemini/tmp")));
-        assert_eq!(moved[7], (Qwen, p("/qh/projects")));
+        assert_eq!(
+            moved[6],
+            (OpenCode, p("/h/.local/share/opencode/opencode.db"))
+        );
+        assert_eq!(moved[7], (Gemini, p("/gh/.gemini/tmp")));
+        assert_eq!(moved[8], (Qwen, p("/qh/projects")));
         let runtime = roots(&[("QWEN_RUNTIME_DIR", "/qr"), ("QWEN_HOME", "/qh")]);
         assert_eq!(runtime, [(Qwen, p("/qr/projects"))]);
         assert_eq!(moved[0], (Claude, p("/c/projects")));
@@ -306,8 +330,16 @@ mod tests {
         let session_dir = roots(&[
             ("PI_CODING_AGENT_SESSION_DIR", "/s"),
             ("PI_CODING_AGENT_DIR", "/pi"),
+            ("XDG_DATA_HOME", "/x"),
         ]);
-        assert_eq!(session_dir, [(Pi, p("/s"))]);
+        assert!(
+            roots(&[("HOME", "/h"), ("OPENCODE_DB", "/d/my.db")])
+                .contains(&(OpenCode, p("/d/my.db")))
+        );
+        assert_eq!(
+            session_dir,
+            [(Pi, p("/s")), (OpenCode, p("/x/opencode/opencode.db"))]
+        );
     }
 
     #[test]

@@ -14,13 +14,14 @@ pub mod gemini;
 mod glued;
 pub mod norma;
 mod omp;
+pub mod opencode;
 pub mod pi;
 pub mod qwen;
 pub mod restart;
 pub mod sgme;
 
 use crate::model::ProviderKind;
-pub use agent::{ALL, Agent, UNNAMED, Writer};
+pub use agent::{ALL, Agent, RowSchema, UNNAMED, Writer};
 pub use detect::{detect, is_candidate, sniff};
 pub use glued::{Around, glued_around, split_glued};
 use std::path::Path;

@@ -168,14 +168,33 @@ impl Tree {
                 {
                     let _ = n.watch(&path);
                 }
+                self.watch_database_dir(i);
                 v.look(&path);
             }
             _ => {
+                // A database that does not exist yet wakes the core when it is made.
+                self.watch_database_dir(i);
                 if !self.roots[i].exists && first {
                     tracing::info!(path = %path.display(), "Root does not exist (yet); looked for on every sweep.");
                 }
                 self.roots[i].exists = false;
             }
+        }
+    }
+
+    /// A database root's folder, watched (not below it): the database's writes land in
+    /// its `-wal` first, and the database may be made after the start.
+    fn watch_database_dir(&mut self, i: usize) {
+        let path = &self.roots[i].root.path;
+        let kind = self.roots[i]
+            .root
+            .provider
+            .or_else(|| crate::provider::detect(path, b""));
+        if !self.roots[i].native || kind.is_none_or(|k| k.descriptor().rows().is_none()) {
+            return;
+        }
+        if let (Some(n), Some(dir)) = (self.native.as_mut(), path.parent()) {
+            let _ = n.watch(dir);
         }
     }
 

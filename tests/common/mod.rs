@@ -3,6 +3,7 @@
 
 mod daemon;
 mod live;
+pub mod opencode;
 
 pub use daemon::*;
 pub use live::Live;
