@@ -11,11 +11,13 @@ pub mod copilot;
 pub mod cursor;
 mod detect;
 mod glued;
+pub mod hook;
 pub mod norma;
 mod omp;
 pub mod pi;
 pub mod restart;
 pub mod sgme;
+pub mod signal;
 
 use crate::model::ProviderKind;
 pub use agent::{ALL, Agent, UNNAMED, Writer};
@@ -49,6 +51,12 @@ pub enum Evidence {
     Quiet,
     /// The person sent the next prompt.
     NextPrompt,
+    /// Claude Code's session registry said the session is idle (`idle` or `shell`).
+    RegistryIdle,
+    /// A Claude Code background job's `state.json` said `done`.
+    JobDone,
+    /// The agent's `Stop` hook (or Codex's `notify`) said the turn is over.
+    HookStop,
 }
 
 impl Evidence {
@@ -65,6 +73,9 @@ impl Evidence {
             Self::TurnEnd => "turn_end",
             Self::Quiet => "quiet",
             Self::NextPrompt => "next_prompt",
+            Self::RegistryIdle => "registry_idle",
+            Self::JobDone => "job_done",
+            Self::HookStop => "hook_stop",
         }
     }
 }

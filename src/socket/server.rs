@@ -44,12 +44,15 @@ const WRITE_TIMEOUT: Duration = Duration::from_secs(10);
 const INLINE_WRITE_TIMEOUT: Duration = Duration::from_millis(100);
 
 /// How the server serves.
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone)]
 pub struct Options {
     /// `tail` clients at once.
     pub max_followers: usize,
     /// How often the socket file is checked (and made again if it is gone).
     pub sweep: Duration,
+    /// Where a `hook` request's signal goes (the core's hints); `None`: hooks are
+    /// answered but not used.
+    pub hints: Option<crate::watch::HintTx>,
 }
 
 /// A running socket server; dropping it does not stop it, [`Server::stop`] does.
