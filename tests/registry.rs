@@ -383,3 +383,131 @@ fn a_background_job_blocked_then_done() {
     let events = d.stop();
     assert_eq!(count(&events, "needs_input", &s.id), 1);
 }
+
+/// `baton hook` with a hook's JSON on stdin (as Claude Code runs it).
+fn run_hook(d: &Daemon, agent: &str, input: &Value) -> std::process::Output {
+    use std::io::Write;
+    let mut child = d
+        .baton()
+        .args(["hook", "--agent", agent])
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(input.to_string().as_bytes())
+        .unwrap();
+    child.wait_with_output().unwrap()
+}
+
+/// A Claude Code `Notification` hook (`permission_prompt`) on `baton hook`'s stdin
+/// reaches the daemon: `needs_input` with the hook's message; a second witness of the
+/// same wait (the registry) adds nothing; a `Stop` hook completes the unmarked answer
+/// (`hook_stop`). With no daemon, `baton hook` still exits 0.
+#[test]
+fn a_hook_on_stdin_reaches_the_daemon() {
+    let tree = Daemon::tree();
+    let c = Config::new(&tree);
+    let (pid, start, _claude) = fake_claude(&tree.dir.path().join("bin"), &c.cwd);
+    let s = Session {
+        id: uuid(),
+        cwd: c.cwd.clone(),
+    };
+    // No daemon yet: nothing to hand it to, and still success.
+    let none = run_hook(
+        &tree,
+        "claude",
+        &json!({"hook_event_name": "Stop", "session_id": s.id}),
+    );
+    assert!(none.status.success());
+    assert!(none.stdout.is_empty());
+
+    let mut d = tree.start(&["--watch", &c.watch()]);
+    let path = c.project.join(format!("{}.jsonl", s.id));
+    let (p, turn) = s.prompt("delete the build folder");
+    append(
+        &path,
+        (p + &s.tool_use("toolu_h", "Bash", json!({"command": "rm -r build"}))).as_bytes(),
+    );
+    d.wait_for("turn_started", of("turn_started", s.id.clone()));
+    let out = run_hook(
+        &d,
+        "claude",
+        &json!({"hook_event_name": "Notification", "notification_type": "permission_prompt",
+            "session_id": s.id, "cwd": c.cwd, "transcript_path": path,
+            "message": "Claude needs your permission to use Bash\u{1b}[31m"}),
+    );
+    assert!(out.status.success());
+    let w = d.wait_for("needs_input", of("needs_input", s.id.clone()));
+    assert_eq!(w["reason"], "permission prompt");
+    assert_eq!(w["message"], "Claude needs your permission to use Bash");
+    assert_eq!(w["turn"], turn.as_str());
+    // The registry says the same wait.
+    c.registry(pid, &entry(pid, &start, &s.id, &c.cwd, "waiting"));
+    std::thread::sleep(std::time::Duration::from_millis(600));
+    append(
+        &path,
+        (s.tool_result("toolu_h", "done") + &s.unmarked_answer("Removed build/.")).as_bytes(),
+    );
+    d.wait_for(
+        "needs_input_resolved",
+        of("needs_input_resolved", s.id.clone()),
+    );
+    let out = run_hook(
+        &d,
+        "claude",
+        &json!({"hook_event_name": "Stop", "session_id": s.id, "stop_hook_active": false,
+            "last_assistant_message": "Removed build/.".repeat(2000)}),
+    );
+    assert!(out.status.success());
+    let done = d.wait_for("turn_completed", of("turn_completed", s.id.clone()));
+    assert_eq!(done["evidence"], "hook_stop");
+    let events = d.stop();
+    assert_eq!(count(&events, "needs_input", &s.id), 1, "{events:#?}");
+}
+
+/// `baton hooks install --agent claude --file F` adds the three hooks once (twice is
+/// the same file), keeps a backup and the person's own settings; `uninstall` gives the
+/// original file's content back.
+#[test]
+fn hooks_install_and_uninstall_edit_the_settings_file() {
+    let tree = Daemon::tree();
+    let file = tree.dir.path().join("settings.json");
+    let orig = "{\n  \"model\": \"opus\",\n  \"hooks\": {\n    \"Stop\": [\n      {\n        \"hooks\": [\n          {\n            \"type\": \"command\",\n            \"command\": \"say done\"\n          }\n        ]\n      }\n    ]\n  }\n}\n";
+    fs::write(&file, orig).unwrap();
+    let hooks = |args: &[&str]| {
+        let out = tree
+            .baton()
+            .arg("hooks")
+            .args(args)
+            .args(["--agent", "claude", "--file"])
+            .arg(&file)
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{out:?}");
+        String::from_utf8(out.stdout).unwrap()
+    };
+    let said = hooks(&["install"]);
+    assert!(said.contains("+ "), "{said}");
+    let installed = fs::read_to_string(&file).unwrap();
+    let v: Value = serde_json::from_str(&installed).unwrap();
+    for ev in ["Notification", "PermissionRequest", "Stop"] {
+        let cmd = v["hooks"][ev].as_array().unwrap().last().unwrap()["hooks"][0]["command"]
+            .as_str()
+            .unwrap()
+            .to_owned();
+        assert!(cmd.ends_with("baton hook --agent claude"), "{cmd}");
+    }
+    assert_eq!(v["hooks"]["Stop"][0]["hooks"][0]["command"], "say done");
+    let backup = tree.dir.path().join("settings.json.baton-backup");
+    assert_eq!(fs::read_to_string(&backup).unwrap(), orig);
+    assert!(hooks(&["install"]).contains("nothing to change"));
+    assert_eq!(fs::read_to_string(&file).unwrap(), installed);
+    hooks(&["uninstall"]);
+    assert_eq!(fs::read_to_string(&file).unwrap(), orig);
+    assert!(hooks(&["uninstall"]).contains("nothing to change"));
+}

@@ -6,21 +6,59 @@
 
 use crate::model::ProviderKind;
 use crate::provider::signal::{SessionRef, Signal, SignalKind, SignalSource};
-use serde::Deserialize;
+use serde::{Deserialize, Serialize};
 
 /// The most of a hook's input `baton hook` reads and the daemon takes.
 pub const MAX_HOOK_INPUT: usize = 256 * 1024;
 
-#[derive(Deserialize)]
+#[derive(Deserialize, Serialize)]
 struct Raw {
+    #[serde(skip_serializing_if = "Option::is_none")]
     hook_event_name: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
     session_id: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
     notification_type: Option<String>,
+    /// A `Notification`'s text ("Claude needs your permission to use Bash").
+    #[serde(skip_serializing_if = "Option::is_none")]
+    message: Option<String>,
     /// Codex's legacy `notify` payload.
-    #[serde(rename = "type")]
+    #[serde(rename = "type", skip_serializing_if = "Option::is_none")]
     kind: Option<String>,
-    #[serde(rename = "thread-id")]
+    #[serde(rename = "thread-id", skip_serializing_if = "Option::is_none")]
     thread_id: Option<String>,
+}
+
+/// The longest field `slim` keeps.
+const SLIM_FIELD: usize = 512;
+
+/// A hook's input cut down to the fields read here, each at most [`SLIM_FIELD`] bytes,
+/// so it fits one socket request whatever else the agent sent (a `Stop` hook carries
+/// the whole last answer). `None` when it is not a JSON object.
+pub fn slim(input: &[u8]) -> Option<serde_json::Value> {
+    if input.len() > MAX_HOOK_INPUT {
+        return None;
+    }
+    let mut raw: Raw = serde_json::from_slice(input).ok()?;
+    for f in [
+        &mut raw.hook_event_name,
+        &mut raw.session_id,
+        &mut raw.notification_type,
+        &mut raw.message,
+        &mut raw.kind,
+        &mut raw.thread_id,
+    ] {
+        if let Some(v) = f.as_mut()
+            && v.len() > SLIM_FIELD
+        {
+            let mut end = SLIM_FIELD;
+            while !v.is_char_boundary(end) {
+                end -= 1;
+            }
+            v.truncate(end);
+        }
+    }
+    serde_json::to_value(raw).ok()
 }
 
 /// The signal a hook's input gives for `provider`'s session, if any.
@@ -29,9 +67,10 @@ pub fn parse(provider: ProviderKind, input: &[u8]) -> Option<Signal> {
         return None;
     }
     let raw: Raw = serde_json::from_slice(input).ok()?;
+    let message = raw.message.clone().filter(|m| !m.trim().is_empty());
     let waiting = |reason: &str| SignalKind::Waiting {
         reason: reason.to_owned(),
-        message: None,
+        message: message.clone(),
     };
     let (session, kind) = match (raw.hook_event_name.as_deref(), raw.kind.as_deref()) {
         (Some(event), _) => {
@@ -81,7 +120,7 @@ mod tests {
             ),
             Some(SignalKind::Waiting {
                 reason: "permission prompt".into(),
-                message: None
+                message: Some("Claude needs your permission to use Bash".into())
             })
         );
         assert_eq!(
@@ -97,6 +136,19 @@ mod tests {
         );
         assert_eq!(kind(c, r#"{"hook_event_name":"Stop"}"#), None);
         assert_eq!(kind(c, "not json"), None);
+    }
+
+    #[test]
+    fn slim_keeps_what_is_read_and_fits_a_request() {
+        let long = "x".repeat(100_000);
+        let input = serde_json::json!({"hook_event_name": "Stop", "session_id": "s1",
+            "last_assistant_message": long, "message": "é".repeat(1000)});
+        let v = slim(input.to_string().as_bytes()).unwrap();
+        assert!(v.to_string().len() < 2048);
+        assert!(v.get("last_assistant_message").is_none());
+        let again = parse(ProviderKind::Claude, v.to_string().as_bytes()).unwrap();
+        assert_eq!(again.kind, SignalKind::Idle);
+        assert!(slim(b"[1,2]").is_none());
     }
 
     #[test]
