@@ -511,3 +511,50 @@ fn hooks_install_and_uninstall_edit_the_settings_file() {
     assert_eq!(fs::read_to_string(&file).unwrap(), orig);
     assert!(hooks(&["uninstall"]).contains("nothing to change"));
 }
+
+/// The registry's pid feeds liveness: a working session whose registry file names a
+/// live process of its own stays working even though no `claude` runs in the directory
+/// its transcript names; the same session without a registry file ends `writer_gone`.
+#[test]
+fn a_live_registry_process_keeps_its_session_working() {
+    let tree = Daemon::tree();
+    let c = Config::new(&tree);
+    let elsewhere = tree.dir.path().join("elsewhere");
+    fs::create_dir_all(&elsewhere).unwrap();
+    let (pid, start, _claude) = fake_claude(&tree.dir.path().join("bin"), &elsewhere);
+    let listed = Session {
+        id: uuid(),
+        cwd: c.cwd.clone(),
+    };
+    let unlisted = Session {
+        id: uuid(),
+        cwd: c.cwd.clone(),
+    };
+    c.registry(pid, &entry(pid, &start, &listed.id, &elsewhere, "busy"));
+    let mut d = tree.start(&[
+        "--watch",
+        &c.watch(),
+        "--liveness-after",
+        "1s",
+        "--debug-sweep-interval",
+        "500ms",
+    ]);
+    for s in [&listed, &unlisted] {
+        let path = c.project.join(format!("{}.jsonl", s.id));
+        let (p, _) = s.prompt("long build");
+        append(
+            &path,
+            (p + &s.tool_use("toolu_l", "Bash", json!({"command": "make"}))).as_bytes(),
+        );
+        d.wait_for("turn_started", of("turn_started", s.id.clone()));
+    }
+    d.wait_for("writer_gone", of("turn_interrupted", unlisted.id.clone()));
+    // Another sweep or two.
+    std::thread::sleep(std::time::Duration::from_millis(1500));
+    let events = d.stop();
+    assert_eq!(
+        count(&events, "turn_interrupted", &listed.id),
+        0,
+        "{events:#?}"
+    );
+}

@@ -196,7 +196,10 @@ pub fn writer_pid(provider: ProviderKind, path: &Path, cwd: Option<&Path>) -> Op
 
 /// One sweep's check: ends the turns of quiet working sessions with no live writer.
 pub fn sweep(after_ms: u64, reducer: &mut Reducer, now: Now, out: &mut Vec<Event>) {
-    let quiet = reducer.quiet_working(now, after_ms);
+    let mut quiet = reducer.quiet_working(now, after_ms);
+    // A session Claude Code's registry lists with a live process of its own is alive,
+    // wherever that process runs.
+    quiet.retain(|q| !super::registry::listed_alive(&q.key.session));
     if quiet.is_empty() {
         return;
     }

@@ -267,7 +267,7 @@ pub async fn run(settings: Settings, shutdown: impl Future<Output = ()>) -> Resu
     let registry = registry::Reader::new(
         registry::dirs_of(&settings.roots),
         hint_tx.clone(),
-        crate::focus::registry_index(),
+        registry::index(),
     )
     .spawn(token.clone());
     let ticker = tokio::spawn(poll::ticker(

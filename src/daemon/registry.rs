@@ -65,11 +65,28 @@ pub fn dirs_of(roots: &[Root]) -> Vec<Dirs> {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Live {
     pub pid: u32,
+    /// `procStart`, to tell the process from a later one with the same pid.
+    pub started: Option<String>,
     pub tmux: Option<String>,
 }
 
-/// The live registry entries by session id, shared with the focus code.
+/// The live registry entries by session id, shared with the focus code and the
+/// liveness sweep.
 pub type Index = Arc<Mutex<HashMap<String, Live>>>;
+
+/// The one index of this process: the reader fills it; a click asks it for the
+/// session's process and tmux pane first, and the liveness sweep for whether the
+/// session's own process still runs.
+pub fn index() -> Index {
+    static INDEX: std::sync::OnceLock<Index> = std::sync::OnceLock::new();
+    Arc::clone(INDEX.get_or_init(Default::default))
+}
+
+/// Whether the registry lists `session` with a live process of its own.
+pub fn listed_alive(session: &str) -> bool {
+    let live = index().lock().ok().and_then(|ix| ix.get(session).cloned());
+    live.is_some_and(|l| same_process(l.pid, l.started.as_deref()))
+}
 
 /// Counters for the logs.
 #[derive(Debug, Default, Clone, Copy)]
@@ -260,6 +277,7 @@ impl Reader {
                 entry.session.clone(),
                 Live {
                     pid: entry.pid,
+                    started: entry.proc_start.clone(),
                     tmux: entry.tmux.clone(),
                 },
             );

@@ -138,8 +138,12 @@ pub fn find(provider: ProviderKind, path: &Path) -> Option<Agent> {
 /// process still lives.
 fn registry_entry(path: &Path) -> Option<crate::daemon::registry::Live> {
     let session = path.file_stem()?.to_str()?;
-    let live = super::registry_index().lock().ok()?.get(session).cloned()?;
-    crate::daemon::liveness::same_process(live.pid, None).then_some(live)
+    let live = crate::daemon::registry::index()
+        .lock()
+        .ok()?
+        .get(session)
+        .cloned()?;
+    crate::daemon::liveness::same_process(live.pid, live.started.as_deref()).then_some(live)
 }
 
 /// The pane id (`%N`) of a registry `tmux` field (`session:@window.%pane`).

@@ -21,14 +21,6 @@ pub use agent::Agent;
 
 use crate::model::ProviderKind;
 use std::path::Path;
-use std::sync::OnceLock;
-
-/// The live Claude Code registry entries the daemon's registry reader keeps, by session
-/// id: the first choice for a session's process and tmux pane.
-pub fn registry_index() -> crate::daemon::registry::Index {
-    static INDEX: OnceLock<crate::daemon::registry::Index> = OnceLock::new();
-    std::sync::Arc::clone(INDEX.get_or_init(Default::default))
-}
 
 /// The agent of the session at `path`, if it runs on this machine: another machine's
 /// session (`remote`) has no process here, and its path names nothing here.
