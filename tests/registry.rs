@@ -139,6 +139,19 @@ impl Session {
     }
 }
 
+fn wall_ms() -> i64 {
+    let d = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap();
+    i64::try_from(d.as_millis()).unwrap()
+}
+
+/// How long after `written` (Unix ms) the daemon decided `event` (its `ts`): for the
+/// latency figure printed with --nocapture, never asserted.
+fn decided_after(written: i64, event: &Value) -> i64 {
+    baton::clock::parse_rfc3339(event["ts"].as_str().unwrap()).unwrap() - written
+}
+
 fn count(events: &[Value], kind: &str, session: &str) -> usize {
     events
         .iter()
@@ -177,10 +190,14 @@ fn permission_prompt_pages_once_and_idle_completes_the_answer() {
     );
     d.wait_for("turn_started", of("turn_started", s.id.clone()));
 
-    let t0 = Instant::now();
+    let (t0, w0) = (Instant::now(), wall_ms());
     c.registry(pid, &entry(pid, &start, &s.id, &c.cwd, "waiting"));
     let wait = d.wait_for("needs_input", of("needs_input", s.id.clone()));
-    eprintln!("registry waiting -> needs_input: {:?}", t0.elapsed());
+    eprintln!(
+        "registry waiting -> needs_input: seen by the test after {:?}, decided (ts) after {} ms",
+        t0.elapsed(),
+        decided_after(w0, &wait)
+    );
     assert_eq!(wait["reason"], "permission prompt");
     assert_eq!(wait["turn"], turn.as_str());
     // The transcript's file and line: the pending tool call's.
@@ -200,10 +217,14 @@ fn permission_prompt_pages_once_and_idle_completes_the_answer() {
     // Read before the idle write (the watcher is far faster than this), so the idle
     // decides it, not the answer arriving after it.
     std::thread::sleep(std::time::Duration::from_millis(300));
-    let t1 = Instant::now();
+    let (t1, w1) = (Instant::now(), wall_ms());
     c.registry(pid, &entry(pid, &start, &s.id, &c.cwd, "idle"));
     let done = d.wait_for("turn_completed", of("turn_completed", s.id.clone()));
-    eprintln!("registry idle -> turn_completed: {:?}", t1.elapsed());
+    eprintln!(
+        "registry idle -> turn_completed: seen by the test after {:?}, decided (ts) after {} ms",
+        t1.elapsed(),
+        decided_after(w1, &done)
+    );
     assert_eq!(done["evidence"], "registry_idle");
     assert_eq!(done["turn"], turn.as_str());
     assert_eq!(done["message"], "The server is back up.");
