@@ -579,3 +579,36 @@ fn a_live_registry_process_keeps_its_session_working() {
         "{events:#?}"
     );
 }
+
+/// A registry file read half-written (the agent rewrites it in place), or full of NULs,
+/// is counted and retried on its next change; the complete file then pages as usual.
+#[test]
+fn a_half_written_registry_file_is_retried() {
+    let tree = Daemon::tree();
+    let c = Config::new(&tree);
+    let (pid, start, _claude) = fake_claude(&tree.dir.path().join("bin"), &c.cwd);
+    let s = Session {
+        id: uuid(),
+        cwd: c.cwd.clone(),
+    };
+    let mut d = tree.start(&["--watch", &c.watch()]);
+    let path = c.project.join(format!("{}.jsonl", s.id));
+    let (p, _) = s.prompt("migrate the database");
+    append(
+        &path,
+        (p + &s.tool_use("toolu_m", "Bash", json!({"command": "make migrate"}))).as_bytes(),
+    );
+    d.wait_for("turn_started", of("turn_started", s.id.clone()));
+    let file = c.base.join("sessions").join(format!("{pid}.json"));
+    let full = entry(pid, &start, &s.id, &c.cwd, "waiting").to_string();
+    fs::write(&file, &full.as_bytes()[..full.len() / 2]).unwrap();
+    fs::write(c.base.join("sessions").join("4242.json"), [0u8; 300]).unwrap();
+    // Let the reader see both as they are.
+    std::thread::sleep(std::time::Duration::from_millis(600));
+    fs::write(&file, full.as_bytes()).unwrap();
+    let w = d.wait_for("needs_input", of("needs_input", s.id.clone()));
+    assert_eq!(w["reason"], "permission prompt");
+    let (events, log) = d.stop_with_log();
+    assert_eq!(count(&events, "needs_input", &s.id), 1);
+    assert!(log.contains("unreadable=2"), "{log}");
+}

@@ -248,11 +248,17 @@ impl Reader {
             Err(e) => {
                 self.counts.unreadable += 1;
                 tracing::debug!(path = %path.display(), error = %e, "Registry file not readable (yet); retried on its next change.");
-                // Keep what was last sent: a half-written file says nothing new.
-                if let Some(mut k) = prev {
-                    k.stamp = stamp;
-                    self.known.insert(path.to_path_buf(), k);
-                }
+                // Keep what was last sent (a half-written file says nothing new), and
+                // this version's stamp, so it is read again only once it changes.
+                let k = prev.unwrap_or(Known {
+                    stamp,
+                    sent: None,
+                    process: None,
+                    checked: now,
+                    alive: false,
+                    session: None,
+                });
+                self.known.insert(path.to_path_buf(), Known { stamp, ..k });
                 return;
             }
         };
