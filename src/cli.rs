@@ -87,6 +87,25 @@ pub enum Command {
         #[arg(value_name = "PROJECT|SESSION")]
         target: String,
     },
+    /// Hand an agent hook's input to the running daemon (for the agent's settings; see
+    /// `baton hooks install`).
+    ///
+    /// Reads the hook's JSON on stdin (Claude Code `Notification`, `PermissionRequest`,
+    /// `Stop`, `UserPromptSubmit`, `PostToolUse`; Codex hooks), or from the last argument
+    /// (Codex's legacy `notify`), and returns at once. Always exits 0, even when no
+    /// daemon runs or the input is not understood, so it never blocks or fails the
+    /// agent; the hook is one more witness of a wait or an end the daemon may already
+    /// know from the transcript or the registry, never a second page.
+    Hook(HookArgs),
+    /// Add (or remove) `baton hook` in an agent's own hook settings.
+    ///
+    /// `install --agent claude` adds Notification, PermissionRequest and Stop hooks to
+    /// ~/.claude/settings.json ($CLAUDE_CONFIG_DIR/settings.json); `--agent codex` adds
+    /// PermissionRequest and Stop hooks to ~/.codex/hooks.json ($CODEX_HOME/hooks.json;
+    /// Codex reads it with `[features] codex_hooks = true`). Shows the diff, keeps a
+    /// backup (FILE.baton-backup), and is idempotent; `uninstall` removes exactly the
+    /// entries it added.
+    Hooks(HooksArgs),
     /// Print the effective configuration (config file plus defaults) as commented TOML.
     Config {
         /// Read FILE instead of $XDG_CONFIG_HOME/baton/config.toml.
@@ -236,6 +255,44 @@ pub enum ColorChoice {
     Auto,
     Always,
     Never,
+}
+
+#[derive(Debug, Args)]
+pub struct HookArgs {
+    /// Whose hook this is.
+    #[arg(long, value_name = "AGENT", default_value = "claude", value_parser = crate::model::ProviderKind::parse_arg)]
+    pub agent: crate::model::ProviderKind,
+    /// The hook's JSON, when the agent passes it as an argument (Codex's `notify`);
+    /// otherwise it is read from stdin.
+    #[arg(value_name = "JSON")]
+    pub payload: Option<String>,
+}
+
+#[derive(Debug, Args)]
+pub struct HooksArgs {
+    #[command(subcommand)]
+    pub action: HooksAction,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum HooksAction {
+    /// Add baton's hooks to the agent's settings file.
+    Install(HooksTarget),
+    /// Remove exactly the hooks `install` added.
+    Uninstall(HooksTarget),
+}
+
+#[derive(Debug, Args)]
+pub struct HooksTarget {
+    /// `claude` or `codex`.
+    #[arg(long, value_name = "AGENT", value_parser = ["claude", "codex"])]
+    pub agent: String,
+    /// Edit FILE instead of the agent's default settings file.
+    #[arg(long, value_name = "FILE")]
+    pub file: Option<PathBuf>,
+    /// Show the diff, change nothing.
+    #[arg(long)]
+    pub dry_run: bool,
 }
 
 #[derive(Debug, Args)]

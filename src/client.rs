@@ -187,6 +187,36 @@ pub fn mute(
     out.flush().map_err(Error::Output)
 }
 
+/// How long `baton hook` waits for the daemon, at most, for each of connect, write and
+/// answer: an agent runs its hooks in its own path, so this never holds it up for long.
+const HOOK_WAIT: std::time::Duration = std::time::Duration::from_millis(500);
+
+/// `baton hook`: hands a hook's input (its JSON, untrusted) for `agent` to the running
+/// daemon and returns whether the daemon took a signal from it. Every failure (no
+/// daemon, a slow one, input that is not a hook's) is an `Err` the caller only logs:
+/// `baton hook` always exits 0 so it never blocks or fails the agent.
+pub fn hook(socket: Option<&Path>, agent: ProviderKind, input: &[u8]) -> Result<bool, Error> {
+    let slim = crate::provider::hook::slim(input)
+        .ok_or_else(|| Error::Usage("hook input is not a JSON object".to_owned()))?;
+    let stream = connect(socket)?;
+    stream
+        .set_write_timeout(Some(HOOK_WAIT))
+        .and_then(|()| stream.set_read_timeout(Some(HOOK_WAIT)))
+        .map_err(socket_err)?;
+    let mut stream = stream;
+    let req = serde_json::json!({"cmd": "hook", "agent": agent.as_str(), "input": slim});
+    request(&mut stream, &req)?;
+    let mut line = String::new();
+    BufReader::new(stream)
+        .read_line(&mut line)
+        .map_err(socket_err)?;
+    let v: Value = serde_json::from_str(&line).map_err(|e| socket_err(io::Error::other(e)))?;
+    if let Some(e) = v["error"].as_str() {
+        return Err(Error::Usage(format!("the daemon says: {e}")));
+    }
+    Ok(v["signal"].as_bool().unwrap_or(false))
+}
+
 /// One line per `[[remote]]`: "remote devbox: connected" or "remote devbox: retrying
 /// in 8 s: why".
 fn remote_lines(remotes: &Value) -> Option<String> {

@@ -20,6 +20,7 @@ pub mod daemon;
 pub mod error;
 pub mod feed;
 pub mod focus;
+pub mod hooks_cmd;
 pub mod live;
 pub mod logging;
 pub mod metrics;

@@ -106,6 +106,11 @@ fn run(command: Command) -> Result<(), Error> {
                 &mut io::stdout().lock(),
             )
         }
+        Command::Hook(args) => {
+            hook(&args);
+            Ok(())
+        }
+        Command::Hooks(args) => baton::hooks_cmd::run(&args, &mut io::stdout().lock()),
         Command::Unmute { target } => {
             let socket = config::socket_path();
             baton::client::mute(socket.as_deref(), &target, None, &mut io::stdout().lock())
@@ -166,5 +171,28 @@ fn run(command: Command) -> Result<(), Error> {
                 .map_err(Error::Output)?;
             out.flush().map_err(Error::Output)
         }
+    }
+}
+
+/// `baton hook`: the hook's input to the daemon, and exit 0 whatever happens (see
+/// `baton hook --help`); why it did nothing goes to the log at debug level only.
+fn hook(args: &baton::cli::HookArgs) {
+    use std::io::Read;
+    let input = match &args.payload {
+        Some(p) => p.as_bytes().to_vec(),
+        None => {
+            let mut buf = Vec::new();
+            let limit = baton::provider::hook::MAX_HOOK_INPUT as u64 + 1;
+            if let Err(e) = io::stdin().lock().take(limit).read_to_end(&mut buf) {
+                tracing::debug!(error = %e, "baton hook: cannot read stdin");
+                return;
+            }
+            buf
+        }
+    };
+    let socket = config::socket_path();
+    match baton::client::hook(socket.as_deref(), args.agent, &input) {
+        Ok(used) => tracing::debug!(used, "baton hook: handed to the daemon"),
+        Err(e) => tracing::debug!(error = %e, "baton hook: not handed to the daemon"),
     }
 }

@@ -277,6 +277,7 @@ impl Core {
         let mut paths: Vec<(PathBuf, bool)> = Vec::new();
         let mut index: HashMap<PathBuf, usize> = HashMap::new();
         let (mut poll, mut sweep) = (false, false);
+        let mut signals = Vec::new();
         let mut next = first;
         let mut n = 0;
         while let Some(h) = next {
@@ -290,6 +291,7 @@ impl Core {
                 },
                 Hint::Poll => poll = true,
                 Hint::Sweep => sweep = true,
+                Hint::Signal(s) => signals.push(s),
             }
             n += 1;
             next = if n < MAX_BATCH {
@@ -303,6 +305,16 @@ impl Core {
         }
         for (path, maybe_dir) in paths {
             self.look(&path, maybe_dir);
+        }
+        // After the transcripts' news of the same batch, so a signal finds the turn the
+        // transcript just began or answered.
+        if !signals.is_empty() {
+            let now = self.clock.now();
+            let r = &mut self.reduce;
+            r.reducer.set_history_before(None);
+            for s in signals {
+                r.reducer.signal(&s, now, &mut r.out);
+            }
         }
         self.flush();
         if sweep {
@@ -458,6 +470,9 @@ impl Core {
             native_events_dropped_by_test_hook = self.hints.stats.dropped_by_hook.load(Ordering::Relaxed),
             sink_waits = self.outbox.waits(),
             read_errors = c.read_errors,
+            signals_applied = self.reduce.reducer.signal_stats().applied,
+            signals_unmatched = self.reduce.reducer.signal_stats().unmatched,
+            signal_disagreements = self.reduce.reducer.signal_stats().disagreements,
             "Stopped."
         );
         Ok(())

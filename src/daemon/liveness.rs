@@ -196,7 +196,10 @@ pub fn writer_pid(provider: ProviderKind, path: &Path, cwd: Option<&Path>) -> Op
 
 /// One sweep's check: ends the turns of quiet working sessions with no live writer.
 pub fn sweep(after_ms: u64, reducer: &mut Reducer, now: Now, out: &mut Vec<Event>) {
-    let quiet = reducer.quiet_working(now, after_ms);
+    let mut quiet = reducer.quiet_working(now, after_ms);
+    // A session Claude Code's registry lists with a live process of its own is alive,
+    // wherever that process runs.
+    quiet.retain(|q| !super::registry::listed_alive(&q.key.session));
     if quiet.is_empty() {
         return;
     }
@@ -245,5 +248,61 @@ pub fn check(
             tracing::info!(session = %q.key.session, path = %q.path, "No live writer; the turn ends as interrupted.");
             reducer.writer_gone(&q.key, now, after_ms, out);
         }
+    }
+}
+
+/// Whether process `pid` is alive and, when `started` is given (Claude Code's registry
+/// `procStart`), is the process that wrote it: `started` equals its start time,
+/// `/proc/<pid>/stat` field 22 (clock ticks since boot). A pid reused by another
+/// process has another start time.
+pub fn same_process(pid: u32, started: Option<&str>) -> bool {
+    same_process_in(Path::new(PROC), pid, started)
+}
+
+fn same_process_in(proc: &Path, pid: u32, started: Option<&str>) -> bool {
+    if pid == 0 {
+        return false;
+    }
+    let Ok(stat) = fs::read_to_string(proc.join(pid.to_string()).join("stat")) else {
+        return false;
+    };
+    // The command name (field 2) is in parentheses and may hold spaces or `)`: count
+    // fields from after the last `)`, where field 3 begins.
+    let Some(rest) = stat.rsplit_once(')').map(|(_, r)| r) else {
+        return false;
+    };
+    let mut fields = rest.split_ascii_whitespace();
+    // Field 3 is the state: a zombie has exited.
+    if fields.next() == Some("Z") {
+        return false;
+    }
+    match started {
+        None => true,
+        // Fields 4..=21 lie between the state and the start time.
+        Some(s) => fields.nth(18) == Some(s.trim()),
+    }
+}
+
+#[cfg(test)]
+mod same_process_tests {
+    use super::*;
+
+    #[test]
+    fn this_process_by_its_start_time() {
+        let me = std::process::id();
+        let stat = fs::read_to_string(format!("/proc/{me}/stat")).unwrap();
+        let start = stat
+            .rsplit_once(')')
+            .unwrap()
+            .1
+            .split_ascii_whitespace()
+            .nth(19)
+            .unwrap()
+            .to_owned();
+        assert!(same_process(me, None));
+        assert!(same_process(me, Some(&start)));
+        assert!(!same_process(me, Some("1")));
+        assert!(!same_process(0, None));
+        assert!(!same_process(u32::MAX, None));
     }
 }

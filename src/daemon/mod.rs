@@ -28,6 +28,7 @@ pub mod liveness;
 mod outbox;
 mod persist;
 mod read;
+pub mod registry;
 mod resume;
 mod rows;
 mod service;
@@ -219,11 +220,13 @@ pub async fn run(settings: Settings, shutdown: impl Future<Output = ()>) -> Resu
             .collect(),
     );
     hub.set_stale_after(settings.liveness_after_ms);
+    let (hint_tx, hint_rx) = watch::channel(watch::HINT_CAPACITY);
     let server = match &settings.socket {
         Some(path) => {
             let opts = crate::socket::Options {
                 max_followers: settings.max_followers,
                 sweep: settings.sweep_interval,
+                hints: Some(hint_tx.clone()),
             };
             Some(crate::socket::Server::start(
                 path,
@@ -240,7 +243,6 @@ pub async fn run(settings: Settings, shutdown: impl Future<Output = ()>) -> Resu
         }
     };
     let (ready_tx, ready_rx) = tokio::sync::oneshot::channel();
-    let (hint_tx, hint_rx) = watch::channel(watch::HINT_CAPACITY);
     let (event_tx, event_rx) = tokio::sync::mpsc::channel(sink::BATCH_CAPACITY);
     let remotes = start_remotes(&settings, &hub, &event_tx, &token)?;
     // Whether any file needs the poll (live files, or directories with no native watch):
@@ -263,6 +265,12 @@ pub async fn run(settings: Settings, shutdown: impl Future<Output = ()>) -> Resu
             .spawn(move || core.run(&token))
             .map_err(|e| Error::Usage(format!("cannot start the core thread: {e}")))?
     };
+    let registry = registry::Reader::new(
+        registry::dirs_of(&settings.roots),
+        hint_tx.clone(),
+        registry::index(),
+    )
+    .spawn(token.clone());
     let ticker = tokio::spawn(poll::ticker(
         hint_tx,
         settings.poll_interval,
@@ -325,6 +333,9 @@ pub async fn run(settings: Settings, shutdown: impl Future<Output = ()>) -> Resu
     // if it is still running.
     token.stop();
     // Both return at the token.
+    if let Some(r) = registry {
+        let _ = r.join();
+    }
     let _ = ticker.await;
     let _ = notifier.await;
     if let Some(s) = serving {

@@ -111,18 +111,47 @@ pub fn find(provider: ProviderKind, path: &Path) -> Option<Agent> {
         Some(crate::provider::Writer::HoldsOpen) => None,
         _ => start_dir(provider, path),
     };
-    let pid = crate::daemon::liveness::writer_pid(provider, path, cwd.as_deref())?;
+    // The agent's own registry (Claude Code's `sessions/<pid>.json`) names its process
+    // and its pane: the first choice; the liveness rule's search is the fallback.
+    let listed = registry_entry(path);
+    let pid = match &listed {
+        Some(l) => l.pid,
+        None => crate::daemon::liveness::writer_pid(provider, path, cwd.as_deref())?,
+    };
     let env = environ(pid)?;
     let get = |k: &str| env.iter().find(|(n, _)| n == k).map(|(_, v)| v.clone());
+    let listed_pane = listed
+        .and_then(|l| l.tmux)
+        .and_then(|t| pane_of(&t).map(str::to_owned));
     Some(Agent {
         pid,
         cwd,
         tmux: get("TMUX"),
-        tmux_pane: get("TMUX_PANE"),
+        tmux_pane: listed_pane.or_else(|| get("TMUX_PANE")),
         wezterm_pane: get("WEZTERM_PANE").filter(|p| is_number(p)),
         kitty_window: get("KITTY_WINDOW_ID").filter(|p| is_number(p)),
         kitty_listen_on: get("KITTY_LISTEN_ON"),
     })
+}
+
+/// The live registry entry of the session at `path` (named by its file stem), if its
+/// process still lives.
+fn registry_entry(path: &Path) -> Option<crate::daemon::registry::Live> {
+    let session = path.file_stem()?.to_str()?;
+    let live = crate::daemon::registry::index()
+        .lock()
+        .ok()?
+        .get(session)
+        .cloned()?;
+    crate::daemon::liveness::same_process(live.pid, live.started.as_deref()).then_some(live)
+}
+
+/// The pane id (`%N`) of a registry `tmux` field (`session:@window.%pane`).
+pub fn pane_of(tmux: &str) -> Option<&str> {
+    let pane = tmux.rsplit_once('.').map_or(tmux, |(_, p)| p);
+    pane.strip_prefix('%')
+        .filter(|d| is_number(d))
+        .map(|_| pane)
 }
 
 pub fn is_number(s: &str) -> bool {
@@ -132,6 +161,14 @@ pub fn is_number(s: &str) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn registry_pane() {
+        assert_eq!(pane_of("t1:@0.%0"), Some("%0"));
+        assert_eq!(pane_of("my.session:@3.%12"), Some("%12"));
+        assert_eq!(pane_of("t1:@0"), None);
+        assert_eq!(pane_of("t1:@0.%x; rm -rf"), None);
+    }
 
     #[test]
     fn our_own_environment_and_ancestry() {

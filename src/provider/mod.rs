@@ -12,6 +12,7 @@ pub mod cursor;
 mod detect;
 pub mod gemini;
 mod glued;
+pub mod hook;
 pub mod norma;
 mod omp;
 pub mod opencode;
@@ -19,6 +20,7 @@ pub mod pi;
 pub mod qwen;
 pub mod restart;
 pub mod sgme;
+pub mod signal;
 
 use crate::model::ProviderKind;
 pub use agent::{ALL, Agent, RowSchema, UNNAMED, Writer};
@@ -54,6 +56,12 @@ pub enum Evidence {
     Quiet,
     /// The person sent the next prompt.
     NextPrompt,
+    /// Claude Code's session registry said the session is idle (`idle` or `shell`).
+    RegistryIdle,
+    /// A Claude Code background job's `state.json` said `done`.
+    JobDone,
+    /// The agent's `Stop` hook (or Codex's `notify`) said the turn is over.
+    HookStop,
 }
 
 impl Evidence {
@@ -71,6 +79,9 @@ impl Evidence {
             Self::TurnResult => "turn_result",
             Self::Quiet => "quiet",
             Self::NextPrompt => "next_prompt",
+            Self::RegistryIdle => "registry_idle",
+            Self::JobDone => "job_done",
+            Self::HookStop => "hook_stop",
         }
     }
 }

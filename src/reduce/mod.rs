@@ -18,11 +18,13 @@ mod persist;
 mod repeat;
 mod retract;
 mod session;
+mod signal;
 mod views;
 
 pub use dedup::{DEFAULT_SEEN, Seen};
 pub use liveness::Quiet;
 pub use persist::{Decided, SavedSession};
+pub use signal::SignalStats;
 pub use views::{ParkedView, STALE, SessionChange, SessionView};
 
 /// How many event ids the seen-set remembers.
@@ -77,6 +79,7 @@ pub struct Reducer {
     changed: Option<HashSet<SessionKey>>,
     /// Sessions of cold files, in saved form (see `park.rs`).
     parked: park::Parked,
+    signal_stats: SignalStats,
 }
 
 impl Reducer {
@@ -92,6 +95,7 @@ impl Reducer {
             history_before: None,
             changed: None,
             parked: park::Parked::default(),
+            signal_stats: SignalStats::default(),
         }
     }
 
@@ -166,6 +170,7 @@ impl Reducer {
                 bg: background::Tasks::default(),
                 cwd: None,
                 last_seen: now.mono,
+                heard: signal::Heard::default(),
             })
         });
         mark(&mut self.changed, &key);
@@ -178,7 +183,8 @@ impl Reducer {
             sess.last_ts = obs.record_ts;
         }
         let candidate = matches!(obs.kind, ObsKind::Final { .. });
-        let drafts = step(
+        Self::before_obs(sess, &obs.kind);
+        let mut drafts = step(
             sess,
             src.line,
             obs.record_ts,
@@ -187,6 +193,10 @@ impl Reducer {
             now,
             self.settle_ms,
         );
+        if candidate && let Some(d) = signal::idle_decides(sess, now) {
+            // The agent said idle before its answer was read.
+            drafts.push(d);
+        }
         let path = sess.path.clone();
         let drafts = with_tasks(drafts, &sess.bg);
         if candidate {

@@ -30,7 +30,7 @@ fn is_activity(kind: &ObsKind, turn: &str) -> bool {
 /// `key`: what a contradiction would take back.
 pub(super) fn note_quiet(sess: &mut Session, ev: Evidence, key: &str) {
     if let Some(t) = sess.turn.as_mut() {
-        t.quiet = (ev == Evidence::Quiet).then(|| key.to_owned());
+        t.quiet = super::signal::is_guess(ev).then(|| key.to_owned());
     }
 }
 

@@ -98,6 +98,9 @@ pub(super) struct Session {
     /// from its restore).
     #[serde(skip)]
     pub(super) last_seen: u64,
+    /// What the agent's own signals said (registry, jobs, hooks; see `signal.rs`).
+    #[serde(skip)]
+    pub(super) heard: super::signal::Heard,
 }
 
 /// The decisive facts of one event, before it becomes a schema line.
@@ -237,7 +240,12 @@ pub(super) fn step(
             let t = ensure_open(sess, key, line, ts, now.wall, &mut out);
             t.cand = None;
             let turn = t.id.clone();
-            if needs_input.is_some() {
+            if needs_input.is_some() && sess.state == SessionState::NeedsInput && sess.heard.wait {
+                // The agent already said it waits (registry, hook): the transcript's
+                // record of the same wait is the same wait, not a second page.
+                sess.heard.wait = false;
+                set_state(sess, SessionState::NeedsInput, line, ts, message, None);
+            } else if needs_input.is_some() {
                 set_state(
                     sess,
                     SessionState::NeedsInput,
@@ -408,6 +416,9 @@ pub(super) fn set_state(
     message: Option<String>,
     evidence: Option<Evidence>,
 ) {
+    if state != SessionState::NeedsInput {
+        sess.heard.wait = false;
+    }
     sess.state = state;
     sess.decided_line = line;
     sess.decided_ts = ts;

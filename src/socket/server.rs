@@ -44,12 +44,15 @@ const WRITE_TIMEOUT: Duration = Duration::from_secs(10);
 const INLINE_WRITE_TIMEOUT: Duration = Duration::from_millis(100);
 
 /// How the server serves.
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone)]
 pub struct Options {
     /// `tail` clients at once.
     pub max_followers: usize,
     /// How often the socket file is checked (and made again if it is gone).
     pub sweep: Duration,
+    /// Where a `hook` request's signal goes (the core's hints); `None`: hooks are
+    /// answered but not used.
+    pub hints: Option<crate::watch::HintTx>,
 }
 
 /// A running socket server; dropping it does not stop it, [`Server::stop`] does.
@@ -186,6 +189,9 @@ struct Request {
     since_id: Option<String>,
     target: Option<String>,
     for_ms: Option<u64>,
+    /// `hook`: which agent's hook (`claude`, `codex`) and its input as the agent gave it.
+    agent: Option<String>,
+    input: Option<serde_json::Value>,
 }
 
 struct Loop {
@@ -367,13 +373,33 @@ impl Loop {
                 let line = mute_reply(&self.hub.board, &req.cmd, req.target.as_deref(), req.for_ms);
                 reply(&stream, &line);
             }
+            "hook" => {
+                let line = self.hook(req.agent.as_deref(), req.input.as_ref());
+                reply(&stream, &line);
+            }
             other => {
                 let msg = serde_json::json!({
-                    "error": format!("unknown command `{other}` (status, tail, mute, unmute)")
+                    "error": format!("unknown command `{other}` (status, tail, mute, unmute, hook)")
                 });
                 reply(&stream, &msg.to_string());
             }
         }
+    }
+
+    /// A hook's input (untrusted): read by the agent's hook reader into a signal for
+    /// the core, which applies it like the registry's. Answers at once either way.
+    fn hook(&self, agent: Option<&str>, input: Option<&serde_json::Value>) -> String {
+        let Some(provider) = agent.and_then(crate::model::ProviderKind::parse) else {
+            return serde_json::json!({"error": "hook: unknown agent"}).to_string();
+        };
+        let signal = input
+            .and_then(|v| serde_json::to_vec(v).ok())
+            .and_then(|b| crate::provider::hook::parse(provider, &b));
+        let used = match (signal, &self.opts.hints) {
+            (Some(s), Some(tx)) => tx.send(crate::watch::Hint::Signal(Box::new(s))),
+            _ => false,
+        };
+        serde_json::json!({"ok": true, "signal": used}).to_string()
     }
 
     fn status(&self, stream: UnixStream) {

@@ -42,6 +42,9 @@ pub enum Hint {
     Poll,
     /// Time to re-list every root (the slow sweep).
     Sweep,
+    /// The agent's own word on a session (registry, background job, hook): applied by
+    /// the core to the session it names.
+    Signal(Box<crate::provider::signal::Signal>),
 }
 
 /// Counters shared by the hint senders and the core, for the shutdown summary.

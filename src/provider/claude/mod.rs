@@ -3,6 +3,8 @@
 
 mod agent;
 mod facts;
+pub mod jobs;
+pub mod registry;
 use super::content::{StrOrList, reset_hint};
 use super::{Evidence, Malformed, Obs, ObsKind, Projector, content_hash, file_stem, parse_line};
 use crate::clock::parse_rfc3339;
