@@ -83,6 +83,8 @@ pub enum Command {
         /// The project name (as `baton status` shows it) or session id.
         #[arg(value_name = "PROJECT|SESSION")]
         target: String,
+        #[command(flatten)]
+        daemon: DaemonArgs,
     },
     /// Print the effective configuration (config file plus defaults) as commented TOML.
     Config {
@@ -236,13 +238,22 @@ pub enum ColorChoice {
 }
 
 #[derive(Debug, Args)]
+#[command(group(clap::ArgGroup::new("what").required(true).args(["target", "project"])))]
 pub struct MuteArgs {
-    /// The project name (as `baton status` shows it) or session id.
+    /// The project name as `baton status` shows it (my-web-app, or src/my-web-app when
+    /// two projects share the name; any case) or a session id. Warns when the daemon
+    /// knows no session by that name (the mute still waits for one).
     #[arg(value_name = "PROJECT|SESSION")]
-    pub target: String,
-    /// For this long (e.g. 30m, 1h); without it, until `baton unmute`.
-    #[arg(long = "for", value_name = "DUR", value_parser = crate::clock::parse_duration_ms)]
+    pub target: Option<String>,
+    /// Mute this project (a name as `baton status` shows it), never a session id.
+    #[arg(long, value_name = "NAME", conflicts_with = "target")]
+    pub project: Option<String>,
+    /// For this long, with its unit (e.g. 90s, 30m, 1h); without it, until `baton
+    /// unmute`.
+    #[arg(long = "for", value_name = "DUR", value_parser = crate::clock::parse_duration_unit_ms)]
     pub for_ms: Option<u64>,
+    #[command(flatten)]
+    pub daemon: DaemonArgs,
 }
 
 #[derive(Debug, Args)]

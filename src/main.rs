@@ -98,17 +98,33 @@ fn run(command: Command) -> Result<(), Error> {
             )
         }
         Command::Mute(args) => {
-            let socket = config::socket_path();
+            let socket = args.daemon.socket();
+            let (target, project_only) = match (&args.target, &args.project) {
+                (_, Some(p)) => (p.as_str(), true),
+                (Some(t), None) => (t.as_str(), false),
+                (None, None) => return Err(Error::Usage("`mute` needs a target".to_owned())),
+            };
             baton::client::mute(
                 socket.as_deref(),
-                &args.target,
-                Some(args.for_ms),
+                &baton::client::MuteRequest {
+                    target,
+                    for_ms: Some(args.for_ms),
+                    project_only,
+                },
                 &mut io::stdout().lock(),
             )
         }
-        Command::Unmute { target } => {
-            let socket = config::socket_path();
-            baton::client::mute(socket.as_deref(), &target, None, &mut io::stdout().lock())
+        Command::Unmute { target, daemon } => {
+            let socket = daemon.socket();
+            baton::client::mute(
+                socket.as_deref(),
+                &baton::client::MuteRequest {
+                    target: &target,
+                    for_ms: None,
+                    project_only: false,
+                },
+                &mut io::stdout().lock(),
+            )
         }
         Command::Tail(args) => {
             let socket = args.daemon.socket();

@@ -20,7 +20,9 @@
 //!   `{"notice":"refused: too many followers (N)","refused":true}` and is closed.
 //!
 //! - `{"cmd":"mute","target":"PROJECT|SESSION","for_ms":N}` (no `for_ms`: until
-//!   unmuted) and `{"cmd":"unmute","target":…}` → `{"ok":true,"mutes":[…]}`: the
+//!   unmuted; `"project":true`: the target is a project name, never a session id) and
+//!   `{"cmd":"unmute","target":…}` → `{"ok":true,"mutes":[…]}` (a mute's answer adds
+//!   `matched`, how many sessions the target names now): the
 //!   desktop sink shows nothing for the target (saved in the state directory). The
 //!   `status` end line lists live `mutes` and the pages recently `held` back, when any.
 //!
@@ -358,27 +360,60 @@ fn end_line(sessions: usize, hub: &Hub) -> String {
     end.to_string()
 }
 
-/// The answer to a `mute` or `unmute` request.
+/// The answer to a `mute` or `unmute` request. A mute's target is read as `status`
+/// names sessions (a session id, a project, a longer project name; `project_only`:
+/// projects alone), and the answer says how many sessions it names now (`matched`).
 fn mute_reply(
-    board: &crate::sink::desktop::Board,
+    hub: &Hub,
     cmd: &str,
     target: Option<&str>,
     for_ms: Option<u64>,
+    project_only: bool,
 ) -> String {
+    let board = &hub.board;
     let Some(target) = target else {
         return serde_json::json!({"error": format!("`{cmd}` needs a target (a project or a session)")}).to_string();
     };
     let now = wall_now();
+    let mut matched = None;
     let done = if cmd == "mute" {
         let until = for_ms.map(|ms| now.saturating_add(i64::try_from(ms).unwrap_or(i64::MAX)));
-        board.mutes.set(target, until, now).map(|_| true)
+        let views = hub.views.snapshot();
+        let names: Vec<(String, String)> = views
+            .iter()
+            .map(|v| {
+                (
+                    crate::sink::view_project(v, 1),
+                    crate::sink::view_project(v, 2),
+                )
+            })
+            .collect();
+        let known: Vec<crate::sink::quiet::Named<'_>> = views
+            .iter()
+            .zip(&names)
+            .map(|(v, (project, long))| crate::sink::quiet::Named {
+                session: &v.key.session,
+                project,
+                project_long: long,
+            })
+            .collect();
+        let r = crate::sink::quiet::resolve(target, project_only, &known);
+        matched = Some(r.matched);
+        board
+            .mutes
+            .set_covering(&r.target, r.sessions, until, now)
+            .map(|_| true)
     } else {
         board.mutes.unset(target, now)
     };
     match done {
         Ok(changed) => {
-            serde_json::json!({"ok": true, "changed": changed, "mutes": board.mutes.live(now)})
-                .to_string()
+            let mut v =
+                serde_json::json!({"ok": true, "changed": changed, "mutes": board.mutes.live(now)});
+            if let Some(n) = matched {
+                v["matched"] = serde_json::json!(n);
+            }
+            v.to_string()
         }
         Err(e) => serde_json::json!({"error": e.to_string()}).to_string(),
     }

@@ -186,6 +186,9 @@ struct Request {
     since_id: Option<String>,
     target: Option<String>,
     for_ms: Option<u64>,
+    /// `mute --project`: the target is a project name.
+    #[serde(default)]
+    project: bool,
 }
 
 struct Loop {
@@ -364,7 +367,13 @@ impl Loop {
                 Since::from_request(req.since_ms, req.since_id, wall_now()),
             ),
             "mute" | "unmute" => {
-                let line = mute_reply(&self.hub.board, &req.cmd, req.target.as_deref(), req.for_ms);
+                let line = mute_reply(
+                    &self.hub,
+                    &req.cmd,
+                    req.target.as_deref(),
+                    req.for_ms,
+                    req.project,
+                );
                 reply(&stream, &line);
             }
             other => {
