@@ -40,19 +40,36 @@ pub fn session_in_front(provider: Option<ProviderKind>, path: &Path, remote: boo
 
 /// Whether `a`'s session is in front of the person: its tmux pane is the active pane
 /// of an attached client and, with an X11 display, that client's terminal (or, outside
-/// tmux, the agent's own terminal) is the active window. Without tmux or X11 nothing
-/// can be told, and the answer is no.
+/// tmux, the agent's own terminal) is the active window. Where the window in front
+/// cannot be known (no X11 display: Wayland, a console, ssh), a pane showing in a
+/// client is not taken for "in front": another window may have the focus, and a missed
+/// page is worse than one too many. The answer is then no (said once in the log).
 pub fn in_front(a: &Agent) -> bool {
     let pane = tmux::Pane::from_env(a.tmux.as_deref(), a.tmux_pane.as_deref());
     let display = x11::Display::connect();
     match (pane, display) {
-        (Some(pane), None) => !pane.showing().is_empty(),
+        (Some(pane), None) => {
+            if !pane.showing().is_empty() {
+                unknown_window_once();
+            }
+            false
+        }
         (Some(pane), Some(d)) => {
             let clients = pane.showing();
             !clients.is_empty() && active_shows(&d, &clients)
         }
         (None, Some(d)) => active_shows(&d, &[a.pid]),
         (None, None) => false,
+    }
+}
+
+/// Says once per run that a visible tmux pane does not hold pages back here.
+fn unknown_window_once() {
+    static SAID: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+    if !SAID.swap(true, std::sync::atomic::Ordering::Relaxed) {
+        tracing::info!(
+            "Cannot tell which window is in front (no X11 display); a tmux pane showing in a client does not count as in front, so its pages are shown."
+        );
     }
 }
 
