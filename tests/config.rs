@@ -122,6 +122,16 @@ format = "ntfy"
 url = "http://127.0.0.1:9/hook"
 headers = { Authorization = "Bearer t", "X-Other" = "a\"b" }
 events = ["turn_failed", "anomaly"]
+
+[[remote]]
+name = "devbox"
+ssh = "me@devbox"
+ssh_options = ["-p", "2222"]
+remote_baton = "/opt/baton/bin/baton"
+
+[[remote]]
+name = "ci-box"
+command = ["/usr/local/bin/events-of", "ci box"]
 "#;
 
 #[test]
@@ -147,6 +157,17 @@ fn config_output_parses_back_to_the_same_config() {
         Some("a\"b")
     );
     assert!(printed.contains("\n# "), "no comments:\n{printed}");
+    // Before: no `[[remote]]` at all.
+    let remotes = table["remote"].as_array().unwrap();
+    assert_eq!(remotes.len(), 2, "{printed}");
+    assert_eq!(remotes[0]["name"].as_str(), Some("devbox"));
+    assert_eq!(remotes[0]["ssh"].as_str(), Some("me@devbox"));
+    assert_eq!(remotes[0]["ssh_options"][1].as_str(), Some("2222"));
+    assert_eq!(
+        remotes[0]["remote_baton"].as_str(),
+        Some("/opt/baton/bin/baton")
+    );
+    assert_eq!(remotes[1]["command"][1].as_str(), Some("ci box"));
 
     // Fed back, it prints the same (apart from the header naming the file).
     let again = dir.path().join("again.toml");
