@@ -55,7 +55,8 @@ fn footer(view: &View, t: &Table) -> Line<'static> {
     }
     let mut s = String::new();
     if t.older > 0 {
-        s.push_str(&format!("{} older sessions: a to show  ·  ", t.older));
+        let noun = if t.older == 1 { "session" } else { "sessions" };
+        s.push_str(&format!("{} older {noun}: a to show  ·  ", t.older));
     }
     if t.filtered > 0 {
         s.push_str(&format!("{} filtered out  ·  ", t.filtered));
@@ -152,5 +153,21 @@ mod tests {
             s[0]
         );
         assert!(s[7].starts_with("filter: api"), "{}", s[7]);
+    }
+
+    #[test]
+    fn one_older_session_is_one_session() {
+        let mut v = View::default();
+        v.link = Link::Live;
+        let old = |s: &str, ago: i64| {
+            json!({"provider": "codex", "session": s, "project": "api-server",
+            "state": "completed", "since": crate::clock::format_rfc3339(NOW - ago),
+            "message": "Done."})
+        };
+        v.set_status(&[old("new", 60_000), old("a", 8 * 86_400_000)]);
+        // Before: "1 older sessions".
+        assert!(screen(&v)[7].starts_with("1 older session: a to show"), "{:?}", screen(&v)[7]);
+        v.set_status(&[old("a", 8 * 86_400_000), old("b", 9 * 86_400_000)]);
+        assert!(screen(&v)[7].starts_with("2 older sessions: a to show"), "{:?}", screen(&v)[7]);
     }
 }
