@@ -166,8 +166,16 @@ mod tests {
         };
         v.set_status(&[old("new", 60_000), old("a", 8 * 86_400_000)]);
         // Before: "1 older sessions".
-        assert!(screen(&v)[7].starts_with("1 older session: a to show"), "{:?}", screen(&v)[7]);
+        assert!(
+            screen(&v)[7].starts_with("1 older session: a to show"),
+            "{:?}",
+            screen(&v)[7]
+        );
         v.set_status(&[old("a", 8 * 86_400_000), old("b", 9 * 86_400_000)]);
-        assert!(screen(&v)[7].starts_with("2 older sessions: a to show"), "{:?}", screen(&v)[7]);
+        assert!(
+            screen(&v)[7].starts_with("2 older sessions: a to show"),
+            "{:?}",
+            screen(&v)[7]
+        );
     }
 }

@@ -394,8 +394,14 @@ impl Desktop {
             return None;
         }
         let key = note.key.clone();
+        let session = note.click.session.clone();
         match self.workers.offer(0, Job::Show(note)) {
-            Ok(()) => return Some(key),
+            Ok(()) => {
+                // A newer page goes out: the session's "Not shown" entry is over (the
+                // D-Bus thread notes it again if it holds this one back).
+                self.held.shown(&session);
+                return Some(key);
+            }
             Err(TrySendError::Full(_)) => {
                 self.dropped += 1;
                 tracing::debug!(

@@ -250,6 +250,12 @@ impl HeldLog {
         g.push_back(page);
     }
 
+    /// Forgets `session`'s entry: a later page of it was shown, so "not shown" is over.
+    pub fn shown(&self, session: &str) {
+        let mut g = self.0.lock().unwrap_or_else(|p| p.into_inner());
+        g.retain(|h| h.session != session);
+    }
+
     pub fn recent(&self) -> Vec<HeldPage> {
         self.0
             .lock()
