@@ -310,8 +310,10 @@ impl Projector for ClaudeProjector {
             && let Some(dir) = super::raw_str_field(line, "cwd", false)
         {
             // The first record's `cwd` is where the process runs; later ones follow `cd`.
+            // First among the record's observations, so that the turn it starts already
+            // names its project (as Codex's header does).
             self.cwd_sent = true;
-            kinds.push(ObsKind::StartDir(dir.to_owned()));
+            kinds.insert(0, ObsKind::StartDir(dir.to_owned()));
         }
         let mut tasks = Vec::new();
         super::background::claude(rec.ty.as_deref(), line, &mut tasks);
