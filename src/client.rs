@@ -208,9 +208,16 @@ pub fn mute(socket: Option<&Path>, m: &MuteRequest<'_>, out: &mut impl Write) ->
 /// One line per `[[remote]]`: "remote devbox: connected" or "remote devbox: retrying
 /// in 8 s: why".
 fn remote_lines(remotes: &Value) -> Option<String> {
-    let rows = remotes.as_array().filter(|r| !r.is_empty())?;
-    let lines: Vec<String> = rows
-        .iter()
+    let lines = remote_states(remotes);
+    (!lines.is_empty()).then(|| lines.join("\n"))
+}
+
+/// "remote devbox: connected", one per entry of the `status` end line's `remotes`.
+pub(crate) fn remote_states(remotes: &Value) -> Vec<String> {
+    remotes
+        .as_array()
+        .into_iter()
+        .flatten()
         .map(|r| {
             let name = one_line(text(r, "name"), 40);
             match text(r, "state") {
@@ -222,8 +229,7 @@ fn remote_lines(remotes: &Value) -> Option<String> {
                 state => format!("remote {name}: {}", one_line(state, 20)),
             }
         })
-        .collect();
-    Some(lines.join("\n"))
+        .collect()
 }
 
 /// "The event stream is blocked since …", from the end line's `stream`, if it is.

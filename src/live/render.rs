@@ -43,6 +43,9 @@ fn header(view: &View, t: &Table) -> Line<'static> {
         "baton · {n} session{} · {link}",
         if n == 1 { "" } else { "s" }
     );
+    for r in view.remote_lines() {
+        s.push_str(&format!(" · {r}"));
+    }
     if !view.filter.is_empty() {
         s.push_str(&format!(" · filter “{}”", view.filter));
     }
@@ -153,6 +156,39 @@ mod tests {
             s[0]
         );
         assert!(s[7].starts_with("filter: api"), "{}", s[7]);
+    }
+
+    #[test]
+    fn a_remote_session_reads_project_at_remote_beside_its_link() {
+        let mut v = View::default();
+        v.link = Link::Live;
+        v.set_status(&[]);
+        v.set_remotes(&json!({"end": true, "remotes": [
+            {"name": "devbox", "state": "retrying", "retry_in_s": 8, "why": "ssh: refused"}]}));
+        assert_eq!(
+            screen(&v)[0],
+            "baton · 0 sessions · live · remote devbox: retrying in 8 s: ssh: refused"
+        );
+        // Before: a plain `api` row, as if local, and no line for the link.
+        v.apply(
+            &json!({"event": "turn_completed", "provider": "claude", "session": "s1",
+            "agent": null, "ts": crate::clock::format_rfc3339(NOW - 60_000),
+            "record_ts": null, "project": "api", "remote": "devbox", "message": "Done."}),
+        );
+        v.apply(
+            &json!({"event": "turn_started", "provider": "claude", "session": "s1",
+            "agent": null, "ts": crate::clock::format_rfc3339(NOW - 30_000),
+            "record_ts": null, "project": "api", "message": null}),
+        );
+        let s = screen(&v);
+        assert_eq!(s[0], "baton · 2 sessions · live · remote devbox: connected");
+        let remote = s.iter().find(|l| l.contains("Done.")).unwrap();
+        assert!(remote.contains("api@devbox"), "{remote}");
+        assert!(
+            s.iter()
+                .any(|l| l.starts_with("working") && l.contains("api ")),
+            "{s:?}"
+        );
     }
 
     #[test]
