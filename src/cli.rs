@@ -220,6 +220,9 @@ pub struct TableArgs {
     /// sgme) or its name (Claude Code, Copilot CLI, ...).
     #[arg(long, value_name = "NAME", value_parser = crate::people::parse_agent)]
     pub agent: Option<crate::model::ProviderKind>,
+    /// Only sessions on this git branch (as the agent records it: Claude Code, Codex).
+    #[arg(long, value_name = "BRANCH")]
+    pub branch: Option<String>,
     /// Also the sessions idle for more than 7 days (the table sums them up in one line).
     #[arg(long)]
     pub all: bool,

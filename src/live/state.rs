@@ -178,6 +178,7 @@ impl View {
             message: String::new(),
             background_tasks: 0,
             reason: None,
+            branch: None,
         });
         s.state = state.to_owned();
         s.reason = ev["reason"]
@@ -198,6 +199,9 @@ impl View {
             if s.project_long.is_empty() || remote.is_some() {
                 s.project_long = p;
             }
+        }
+        if let Some(b) = ev["branch"].as_str() {
+            s.branch = Some(b.to_owned());
         }
         if let Some(m) = ev["message"].as_str() {
             s.message = m.to_owned();

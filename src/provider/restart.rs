@@ -100,7 +100,7 @@ fn fresh(kind: ProviderKind, path: &Path, line: &[u8]) -> Option<(Option<String>
 fn opens(main_agent: &Option<String>, out: &[Obs]) -> bool {
     let mut activity = out
         .iter()
-        .filter(|o| !matches!(o.kind, ObsKind::StartDir(_)));
+        .filter(|o| !matches!(o.kind, ObsKind::StartDir(_) | ObsKind::Branch(_)));
     activity.next().is_some_and(|o| {
         o.agent == *main_agent
             && matches!(
@@ -203,7 +203,7 @@ pub fn classify(kind: ProviderKind, path: &Path, line: &[u8]) -> Restart {
     // Where the session started (for liveness) is context, not activity.
     let activity = out
         .iter()
-        .filter(|o| !matches!(o.kind, ObsKind::StartDir(_)))
+        .filter(|o| !matches!(o.kind, ObsKind::StartDir(_) | ObsKind::Branch(_)))
         .count();
     match (starts.next(), activity) {
         (Some(turn), 1) => Restart::At(turn),

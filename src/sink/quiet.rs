@@ -124,11 +124,7 @@ pub fn resolve<'a>(target: &str, project_only: bool, known: &[Named<'a>]) -> Res
         out
     };
     let spelled = |pick: &dyn Fn(&Named<'a>) -> Option<&'a str>| {
-        known
-            .iter()
-            .find_map(|n| pick(n))
-            .unwrap_or(target)
-            .to_owned()
+        known.iter().find_map(pick).unwrap_or(target).to_owned()
     };
     let by_session = if project_only {
         Vec::new()

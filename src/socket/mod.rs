@@ -282,6 +282,9 @@ struct StatusRow<'a> {
     /// `project` (tables show them when two projects share a name).
     #[serde(skip_serializing_if = "Option::is_none")]
     project_long: Option<String>,
+    /// The git branch, where the agent records it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    branch: Option<&'a str>,
     path: &'a str,
     state: &'a str,
     turn: Option<&'a str>,
@@ -308,6 +311,7 @@ fn status_line(v: &SessionView, now: i64, after_ms: u64) -> String {
         agent: v.key.agent.as_deref(),
         project_long: (long != project).then_some(long),
         project,
+        branch: v.branch.as_deref(),
         path: &v.path,
         state: v.shown_state(now, after_ms),
         turn: v.turn.as_deref(),

@@ -51,6 +51,9 @@ pub struct CodexProjector {
     /// The first `session_meta`'s `cwd`, until an observation carries it.
     #[serde(default)]
     start_dir: Option<String>,
+    /// The first `session_meta`'s `git.branch`, until an observation carries it.
+    #[serde(default)]
+    branch: Option<String>,
 }
 
 impl CodexProjector {
@@ -73,6 +76,7 @@ impl CodexProjector {
             copy_stamp: None,
             keyed: None,
             start_dir: None,
+            branch: None,
         }
     }
 
@@ -382,6 +386,7 @@ impl CodexProjector {
             let key = self.key(line);
             let mut kinds = vec![kind];
             super::with_start_dir(&mut self.start_dir, &mut kinds);
+            super::with_branch(&mut self.branch, &mut kinds);
             for kind in kinds {
                 out.push(self.obs(key.clone(), record_ts, kind));
             }
@@ -415,6 +420,11 @@ impl CodexProjector {
                         .as_deref()
                         .filter(|d| !d.is_empty())
                         .map(str::to_owned);
+                    self.branch = p
+                        .git
+                        .as_ref()
+                        .and_then(|g| g.branch.as_deref())
+                        .and_then(super::branch_name);
                 }
                 self.meta(p);
             }
@@ -432,6 +442,7 @@ impl CodexProjector {
             return Ok(());
         }
         super::with_start_dir(&mut self.start_dir, &mut kinds);
+        super::with_branch(&mut self.branch, &mut kinds);
         let key = early_key.unwrap_or_else(|| self.key(line));
         for kind in kinds {
             out.push(self.obs(key.clone(), record_ts, kind));
