@@ -241,7 +241,7 @@ pub enum ColorChoice {
 }
 
 #[derive(Debug, Args)]
-#[command(group(clap::ArgGroup::new("what").required(true).args(["target", "project"])))]
+#[command(group(clap::ArgGroup::new("what").required(true).args(["target", "project", "branch"])))]
 pub struct MuteArgs {
     /// The project name as `baton status` shows it (my-web-app, or src/my-web-app when
     /// two projects share the name; any case) or a session id. Warns when the daemon
@@ -251,6 +251,10 @@ pub struct MuteArgs {
     /// Mute this project (a name as `baton status` shows it), never a session id.
     #[arg(long, value_name = "NAME", conflicts_with = "target")]
     pub project: Option<String>,
+    /// Mute every session on this git branch (as the agent records it: Claude Code,
+    /// Codex); `baton unmute BRANCH` lifts it.
+    #[arg(long, value_name = "BRANCH", conflicts_with_all = ["target", "project"])]
+    pub branch: Option<String>,
     /// For this long, with its unit (e.g. 90s, 30m, 1h); without it, until `baton
     /// unmute`.
     #[arg(long = "for", value_name = "DUR", value_parser = crate::clock::parse_duration_unit_ms)]

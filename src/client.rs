@@ -161,6 +161,8 @@ pub struct MuteRequest<'a> {
     pub for_ms: Option<Option<u64>>,
     /// `mute --project`: `target` is a project name.
     pub project_only: bool,
+    /// `mute --branch`: `target` is a git branch.
+    pub branch: bool,
 }
 
 /// `baton mute` and `baton unmute`. A mute that names no session the daemon knows is
@@ -170,7 +172,7 @@ pub fn mute(socket: Option<&Path>, m: &MuteRequest<'_>, out: &mut impl Write) ->
     let mut stream = connect(socket)?;
     let req = match m.for_ms {
         Some(ms) => serde_json::json!({"cmd": "mute", "target": target, "for_ms": ms,
-                                       "project": m.project_only}),
+                                       "project": m.project_only, "branch": m.branch}),
         None => serde_json::json!({"cmd": "unmute", "target": target}),
     };
     request(&mut stream, &req)?;
@@ -188,7 +190,9 @@ pub fn mute(socket: Option<&Path>, m: &MuteRequest<'_>, out: &mut impl Write) ->
         (None, _) => format!("{} was not muted.", one_line(target, 60)),
     };
     if v["matched"].as_u64() == Some(0) {
-        let what = if m.project_only {
+        let what = if m.branch {
+            "session on the branch"
+        } else if m.project_only {
             "project"
         } else {
             "project or session"

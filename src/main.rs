@@ -99,10 +99,13 @@ fn run(command: Command) -> Result<(), Error> {
         }
         Command::Mute(args) => {
             let socket = args.daemon.socket();
-            let (target, project_only) = match (&args.target, &args.project) {
-                (_, Some(p)) => (p.as_str(), true),
-                (Some(t), None) => (t.as_str(), false),
-                (None, None) => return Err(Error::Usage("`mute` needs a target".to_owned())),
+            let (target, project_only, branch) = match (&args.target, &args.project, &args.branch) {
+                (_, _, Some(b)) => (b.as_str(), false, true),
+                (_, Some(p), None) => (p.as_str(), true, false),
+                (Some(t), None, None) => (t.as_str(), false, false),
+                (None, None, None) => {
+                    return Err(Error::Usage("`mute` needs a target".to_owned()));
+                }
             };
             baton::client::mute(
                 socket.as_deref(),
@@ -110,6 +113,7 @@ fn run(command: Command) -> Result<(), Error> {
                     target,
                     for_ms: Some(args.for_ms),
                     project_only,
+                    branch,
                 },
                 &mut io::stdout().lock(),
             )
@@ -122,6 +126,7 @@ fn run(command: Command) -> Result<(), Error> {
                     target: &target,
                     for_ms: None,
                     project_only: false,
+                    branch: false,
                 },
                 &mut io::stdout().lock(),
             )

@@ -17,11 +17,16 @@ use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 fn turn_bytes(session: &str, cwd: &str, answer: &str) -> String {
+    turn_on(session, cwd, answer, "main")
+}
+
+fn turn_on(session: &str, cwd: &str, answer: &str, branch: &str) -> String {
     let ts = common::ts_now();
     let u = json!({"type": "user", "uuid": common::uuid(), "sessionId": session,
-                   "timestamp": ts, "cwd": cwd, "message": {"role": "user", "content": "go"}});
+                   "timestamp": ts, "cwd": cwd, "gitBranch": branch,
+                   "message": {"role": "user", "content": "go"}});
     let a = json!({"type": "assistant", "uuid": common::uuid(), "sessionId": session,
-                   "timestamp": ts, "cwd": cwd,
+                   "timestamp": ts, "cwd": cwd, "gitBranch": branch,
                    "message": {"role": "assistant", "model": "claude-test",
                                "content": [{"type": "text", "text": answer}],
                                "stop_reason": "end_turn"}});
@@ -225,5 +230,61 @@ fn mute_warns_on_no_match_wants_a_unit_and_finds_its_daemon() {
         "{}",
         String::from_utf8_lossy(&out.stderr)
     );
+    d.stop();
+}
+
+#[test]
+fn mute_by_branch_holds_that_branchs_pages_only() {
+    let d = Daemon::tree();
+    let Some(bus) = bus::Bus::start(d.dir.path(), false) else {
+        return;
+    };
+    write_config(&d, "[desktop]\ncooldown = \"0s\"\n");
+    let mut d = d.env("DBUS_SESSION_BUS_ADDRESS", &bus.addr).start(&[]);
+    let feat = project(&d, "/home/me/src/web");
+    let other = project(&d, "/home/me/src/api");
+    let turn = |d: &mut Daemon, p: &Project, branch: &str, answer: &str| {
+        let before = completed(d, &p.session);
+        append(
+            &p.path,
+            turn_on(&p.session, &p.cwd, answer, branch).as_bytes(),
+        );
+        let s = p.session.clone();
+        d.wait_count("turn_completed", before + 1, move |e| {
+            e["event"] == "turn_completed" && e["session"] == s.as_str()
+        });
+    };
+    turn(&mut d, &feat, "feat/login", "one");
+    turn(&mut d, &other, "main", "one");
+    wait("two pages", || (bus.shown() == 2).then_some(()));
+    // Before: no `--branch` (exit 2).
+    let out = d
+        .baton()
+        .args(["mute", "--branch", "feat/login", "--for", "1h"])
+        .output()
+        .unwrap();
+    common::assert_ok(&out);
+    assert!(String::from_utf8_lossy(&out.stdout).contains("Muted feat/login."));
+    assert!(!String::from_utf8_lossy(&out.stderr).contains("warning"));
+    turn(&mut d, &feat, "feat/login", "two");
+    turn(&mut d, &other, "main", "two");
+    wait("the feat/login page held back", || {
+        (held_reason(&d, &feat.session).as_deref() == Some("muted_for")).then_some(())
+    });
+    wait("the main page shown", || (bus.shown() == 3).then_some(()));
+    let out = d.baton().args(["unmute", "feat/login"]).output().unwrap();
+    assert!(String::from_utf8_lossy(&out.stdout).contains("Unmuted feat/login."));
+    turn(&mut d, &feat, "feat/login", "three");
+    wait("the feat/login page shown again", || {
+        (bus.shown() == 4).then_some(())
+    });
+    // A branch no session is on: a warning.
+    let out = d
+        .baton()
+        .args(["mute", "--branch", "nope"])
+        .output()
+        .unwrap();
+    common::assert_ok(&out);
+    assert!(String::from_utf8_lossy(&out.stderr).contains("warning"));
     d.stop();
 }

@@ -88,6 +88,8 @@ pub struct Note {
     pub style: Style,
     /// The session, for a click and for focus.
     pub click: click::Session,
+    /// The session's git branch, for `mute --branch`.
+    pub branch: Option<String>,
 }
 
 /// Whether `ev` notifies under `kinds`, and what it says, styled by `styles`. Pure.
@@ -113,6 +115,7 @@ pub fn compose_styled(kinds: &[EventKind], styles: &Styles, ev: &Event) -> Optio
             path: ev.path.clone().unwrap_or_default(),
             remote: ev.remote.clone(),
         },
+        branch: ev.branch.clone(),
     })
 }
 
@@ -344,7 +347,13 @@ impl Desktop {
         let live = self.mutes.live(now);
         let minute = local_minute(&self.tz, now);
         let c = &note.click;
-        match self.rules.hold(&c.project, &c.session, minute, &live) {
+        let by_branch = live.iter().any(|m| m.covers_branch(note.branch.as_deref()));
+        let held = if by_branch {
+            Some(super::quiet::Held::MutedFor)
+        } else {
+            self.rules.hold(&c.project, &c.session, minute, &live)
+        };
+        match held {
             Some(why) => {
                 self.muted += 1;
                 let page = HeldPage::new("desktop", why, &c.session, &c.project, &note.event, now);

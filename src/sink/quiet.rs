@@ -74,6 +74,10 @@ pub struct Mute {
     /// the short one.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub sessions: Vec<String>,
+    /// `baton mute --branch`: the mute covers every page of a session on this git
+    /// branch (`target` then names the branch, for people).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub branch: Option<String>,
 }
 
 impl Mute {
@@ -87,6 +91,11 @@ impl Mute {
         self.target == project
             || self.target == session
             || self.sessions.iter().any(|s| s == session)
+    }
+
+    /// Whether it silences the pages of a session on `branch` (`mute --branch`).
+    pub fn covers_branch(&self, branch: Option<&str>) -> bool {
+        self.branch.is_some() && self.branch.as_deref() == branch
     }
 }
 
@@ -283,7 +292,10 @@ impl Rules {
         if self.mute.iter().any(|m| m == project || m == session) {
             return Some(Held::Muted);
         }
-        if live.iter().any(|m| m.covers(project, session)) {
+        if live
+            .iter()
+            .any(|m| m.branch.is_none() && m.covers(project, session))
+        {
             return Some(Held::MutedFor);
         }
         if let (Some(q), Some(m)) = (self.quiet_hours, minute)
@@ -335,6 +347,7 @@ mod tests {
             target: "s1".to_owned(),
             until_ms: Some(1_000),
             sessions: Vec::new(),
+            branch: None,
         };
         assert!(m.live(999) && !m.live(1_000));
         assert_eq!(

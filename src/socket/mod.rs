@@ -364,6 +364,17 @@ fn end_line(sessions: usize, hub: &Hub) -> String {
     end.to_string()
 }
 
+/// What a `mute` target names.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum MuteBy {
+    /// A session id or a project name.
+    Any,
+    /// A project name (`--project`).
+    Project,
+    /// A git branch (`--branch`).
+    Branch,
+}
+
 /// The answer to a `mute` or `unmute` request. A mute's target is read as `status`
 /// names sessions (a session id, a project, a longer project name; `project_only`:
 /// projects alone), and the answer says how many sessions it names now (`matched`).
@@ -372,7 +383,7 @@ fn mute_reply(
     cmd: &str,
     target: Option<&str>,
     for_ms: Option<u64>,
-    project_only: bool,
+    by: MuteBy,
 ) -> String {
     let board = &hub.board;
     let Some(target) = target else {
@@ -383,6 +394,19 @@ fn mute_reply(
     let done = if cmd == "mute" {
         let until = for_ms.map(|ms| now.saturating_add(i64::try_from(ms).unwrap_or(i64::MAX)));
         let views = hub.views.snapshot();
+        if by == MuteBy::Branch {
+            let t = target.trim();
+            let n = views
+                .iter()
+                .filter(|v| v.key.agent.is_none() && v.branch.as_deref() == Some(t))
+                .count();
+            return match board.mutes.set_branch(t, until, now) {
+                Ok(_) => serde_json::json!({"ok": true, "changed": true, "matched": n,
+                    "mutes": board.mutes.live(now)})
+                .to_string(),
+                Err(e) => serde_json::json!({"error": e.to_string()}).to_string(),
+            };
+        }
         let names: Vec<(String, String)> = views
             .iter()
             .map(|v| {
@@ -401,7 +425,7 @@ fn mute_reply(
                 project_long: long,
             })
             .collect();
-        let r = crate::sink::quiet::resolve(target, project_only, &known);
+        let r = crate::sink::quiet::resolve(target, by == MuteBy::Project, &known);
         matched = Some(r.matched);
         board
             .mutes

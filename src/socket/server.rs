@@ -189,6 +189,9 @@ struct Request {
     /// `mute --project`: the target is a project name.
     #[serde(default)]
     project: bool,
+    /// `mute --branch`: the target is a git branch.
+    #[serde(default)]
+    branch: bool,
 }
 
 struct Loop {
@@ -372,7 +375,13 @@ impl Loop {
                     &req.cmd,
                     req.target.as_deref(),
                     req.for_ms,
-                    req.project,
+                    if req.branch {
+                        super::MuteBy::Branch
+                    } else if req.project {
+                        super::MuteBy::Project
+                    } else {
+                        super::MuteBy::Any
+                    },
                 );
                 reply(&stream, &line);
             }

@@ -108,7 +108,7 @@ impl Mutes {
             return Err(MuteError::BadTarget);
         }
         let mut g = self.lock();
-        g.retain(|m| m.live(now) && m.target != target);
+        g.retain(|m| m.live(now) && (m.target != target || m.branch.is_some()));
         if g.len() >= MAX_MUTES {
             return Err(MuteError::Full);
         }
@@ -116,6 +116,34 @@ impl Mutes {
             target: target.to_owned(),
             until_ms,
             sessions,
+            branch: None,
+        });
+        self.save(&g)?;
+        Ok(g.clone())
+    }
+
+    /// Mutes every page of a session on git branch `branch` until `until_ms` (or for
+    /// good), replacing an earlier mute of it.
+    pub fn set_branch(
+        &self,
+        branch: &str,
+        until_ms: Option<i64>,
+        now: i64,
+    ) -> Result<Vec<Mute>, MuteError> {
+        let branch = branch.trim();
+        if branch.is_empty() || branch.len() > MAX_TARGET || branch.chars().any(char::is_control) {
+            return Err(MuteError::BadTarget);
+        }
+        let mut g = self.lock();
+        g.retain(|m| m.live(now) && m.branch.as_deref() != Some(branch));
+        if g.len() >= MAX_MUTES {
+            return Err(MuteError::Full);
+        }
+        g.push(Mute {
+            target: branch.to_owned(),
+            until_ms,
+            sessions: Vec::new(),
+            branch: Some(branch.to_owned()),
         });
         self.save(&g)?;
         Ok(g.clone())
