@@ -86,6 +86,8 @@ pub enum Command {
         /// The project name (as `baton status` shows it) or session id.
         #[arg(value_name = "PROJECT|SESSION")]
         target: String,
+        #[command(flatten)]
+        daemon: DaemonArgs,
     },
     /// Hand an agent hook's input to the running daemon (for the agent's settings; see
     /// `baton hooks install`).
@@ -240,6 +242,9 @@ pub struct TableArgs {
     /// gemini, qwen, norma, sgme) or its name (Claude Code, Copilot CLI, ...).
     #[arg(long, value_name = "NAME", value_parser = crate::people::parse_agent)]
     pub agent: Option<crate::model::ProviderKind>,
+    /// Only sessions on this git branch (as the agent records it: Claude Code, Codex).
+    #[arg(long, value_name = "BRANCH")]
+    pub branch: Option<String>,
     /// Also the sessions idle for more than 7 days (the table sums them up in one line).
     #[arg(long)]
     pub all: bool,
@@ -296,13 +301,26 @@ pub struct HooksTarget {
 }
 
 #[derive(Debug, Args)]
+#[command(group(clap::ArgGroup::new("what").required(true).args(["target", "project", "branch"])))]
 pub struct MuteArgs {
-    /// The project name (as `baton status` shows it) or session id.
+    /// The project name as `baton status` shows it (my-web-app, or src/my-web-app when
+    /// two projects share the name; any case) or a session id. Warns when the daemon
+    /// knows no session by that name (the mute still waits for one).
     #[arg(value_name = "PROJECT|SESSION")]
-    pub target: String,
-    /// For this long (e.g. 30m, 1h); without it, until `baton unmute`.
-    #[arg(long = "for", value_name = "DUR", value_parser = crate::clock::parse_duration_ms)]
+    pub target: Option<String>,
+    /// Mute this project (a name as `baton status` shows it), never a session id.
+    #[arg(long, value_name = "NAME", conflicts_with = "target")]
+    pub project: Option<String>,
+    /// Mute every session on this git branch (as the agent records it: Claude Code,
+    /// Codex); `baton unmute BRANCH` lifts it.
+    #[arg(long, value_name = "BRANCH", conflicts_with_all = ["target", "project"])]
+    pub branch: Option<String>,
+    /// For this long, with its unit (e.g. 90s, 30m, 1h); without it, until `baton
+    /// unmute`.
+    #[arg(long = "for", value_name = "DUR", value_parser = crate::clock::parse_duration_unit_ms)]
     pub for_ms: Option<u64>,
+    #[command(flatten)]
+    pub daemon: DaemonArgs,
 }
 
 #[derive(Debug, Args)]

@@ -153,17 +153,26 @@ fn quiet_lines(end: &Value) -> Vec<String> {
     out
 }
 
-/// `baton mute` (`for_ms`: `Some(None)` for good, `Some(Some(ms))` for a while) and
-/// `baton unmute` (`None`).
-pub fn mute(
-    socket: Option<&Path>,
-    target: &str,
-    for_ms: Option<Option<u64>>,
-    out: &mut impl Write,
-) -> Result<(), Error> {
+/// What `baton mute` / `baton unmute` asks.
+pub struct MuteRequest<'a> {
+    /// A project name as `status` shows it, or a session id.
+    pub target: &'a str,
+    /// `Some(None)`: mute for good; `Some(Some(ms))`: for a while; `None`: unmute.
+    pub for_ms: Option<Option<u64>>,
+    /// `mute --project`: `target` is a project name.
+    pub project_only: bool,
+    /// `mute --branch`: `target` is a git branch.
+    pub branch: bool,
+}
+
+/// `baton mute` and `baton unmute`. A mute that names no session the daemon knows is
+/// still set (the project may start later), with a warning on stderr.
+pub fn mute(socket: Option<&Path>, m: &MuteRequest<'_>, out: &mut impl Write) -> Result<(), Error> {
+    let target = m.target;
     let mut stream = connect(socket)?;
-    let req = match for_ms {
-        Some(ms) => serde_json::json!({"cmd": "mute", "target": target, "for_ms": ms}),
+    let req = match m.for_ms {
+        Some(ms) => serde_json::json!({"cmd": "mute", "target": target, "for_ms": ms,
+                                       "project": m.project_only, "branch": m.branch}),
         None => serde_json::json!({"cmd": "unmute", "target": target}),
     };
     request(&mut stream, &req)?;
@@ -175,11 +184,24 @@ pub fn mute(
     if let Some(e) = v["error"].as_str() {
         return Err(Error::Usage(format!("the daemon says: {e}")));
     }
-    let said = match (for_ms, v["changed"].as_bool()) {
+    let said = match (m.for_ms, v["changed"].as_bool()) {
         (Some(_), _) => format!("Muted {}.", one_line(target, 60)),
         (None, Some(true)) => format!("Unmuted {}.", one_line(target, 60)),
         (None, _) => format!("{} was not muted.", one_line(target, 60)),
     };
+    if v["matched"].as_u64() == Some(0) {
+        let what = if m.branch {
+            "session on the branch"
+        } else if m.project_only {
+            "project"
+        } else {
+            "project or session"
+        };
+        eprintln!(
+            "warning: the daemon knows no {what} called `{}` (names as `baton status` shows them); the mute waits for one.",
+            one_line(target, 60)
+        );
+    }
     writeln!(out, "{said}").map_err(Error::Output)?;
     for q in quiet_lines(&v) {
         writeln!(out, "{q}").map_err(Error::Output)?;
@@ -220,9 +242,16 @@ pub fn hook(socket: Option<&Path>, agent: ProviderKind, input: &[u8]) -> Result<
 /// One line per `[[remote]]`: "remote devbox: connected" or "remote devbox: retrying
 /// in 8 s: why".
 fn remote_lines(remotes: &Value) -> Option<String> {
-    let rows = remotes.as_array().filter(|r| !r.is_empty())?;
-    let lines: Vec<String> = rows
-        .iter()
+    let lines = remote_states(remotes);
+    (!lines.is_empty()).then(|| lines.join("\n"))
+}
+
+/// "remote devbox: connected", one per entry of the `status` end line's `remotes`.
+pub(crate) fn remote_states(remotes: &Value) -> Vec<String> {
+    remotes
+        .as_array()
+        .into_iter()
+        .flatten()
         .map(|r| {
             let name = one_line(text(r, "name"), 40);
             match text(r, "state") {
@@ -234,8 +263,7 @@ fn remote_lines(remotes: &Value) -> Option<String> {
                 state => format!("remote {name}: {}", one_line(state, 20)),
             }
         })
-        .collect();
-    Some(lines.join("\n"))
+        .collect()
 }
 
 /// "The event stream is blocked since …", from the end line's `stream`, if it is.

@@ -200,6 +200,16 @@ pub fn parse_positive_duration_ms(s: &str) -> Result<u64, String> {
 }
 
 /// Parses a human duration such as `500ms`, `30s`, `2m`, `1h` or a bare number of seconds.
+/// [`parse_duration_ms`] that insists on a unit, where a bare number would be
+/// misread (`--for 10` is not ten seconds to a person who meant minutes).
+pub fn parse_duration_unit_ms(s: &str) -> Result<u64, String> {
+    let t = s.trim();
+    if t.chars().all(|c| c.is_ascii_digit() || c == '.') {
+        return Err(format!("`{t}` has no unit (say 90s, 30m or 1h)"));
+    }
+    parse_duration_ms(t)
+}
+
 pub fn parse_duration_ms(s: &str) -> Result<u64, String> {
     let s = s.trim();
     let split = s

@@ -98,11 +98,23 @@ fn run(command: Command) -> Result<(), Error> {
             )
         }
         Command::Mute(args) => {
-            let socket = config::socket_path();
+            let socket = args.daemon.socket();
+            let (target, project_only, branch) = match (&args.target, &args.project, &args.branch) {
+                (_, _, Some(b)) => (b.as_str(), false, true),
+                (_, Some(p), None) => (p.as_str(), true, false),
+                (Some(t), None, None) => (t.as_str(), false, false),
+                (None, None, None) => {
+                    return Err(Error::Usage("`mute` needs a target".to_owned()));
+                }
+            };
             baton::client::mute(
                 socket.as_deref(),
-                &args.target,
-                Some(args.for_ms),
+                &baton::client::MuteRequest {
+                    target,
+                    for_ms: Some(args.for_ms),
+                    project_only,
+                    branch,
+                },
                 &mut io::stdout().lock(),
             )
         }
@@ -111,9 +123,18 @@ fn run(command: Command) -> Result<(), Error> {
             Ok(())
         }
         Command::Hooks(args) => baton::hooks_cmd::run(&args, &mut io::stdout().lock()),
-        Command::Unmute { target } => {
-            let socket = config::socket_path();
-            baton::client::mute(socket.as_deref(), &target, None, &mut io::stdout().lock())
+        Command::Unmute { target, daemon } => {
+            let socket = daemon.socket();
+            baton::client::mute(
+                socket.as_deref(),
+                &baton::client::MuteRequest {
+                    target: &target,
+                    for_ms: None,
+                    project_only: false,
+                    branch: false,
+                },
+                &mut io::stdout().lock(),
+            )
         }
         Command::Tail(args) => {
             let socket = args.daemon.socket();

@@ -129,6 +129,10 @@ pub struct Event {
     /// Additive: the `[[remote]]` an event came from (absent on local events).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub remote: Option<String>,
+    /// Additive: the git branch the session is on, where the agent records it (Claude
+    /// Code's `gitBranch`, Codex's `session_meta.payload.git.branch`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub branch: Option<String>,
     /// Additive: set on a re-delivery after a crash (same `id`).
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub replay: bool,
@@ -168,6 +172,8 @@ struct EventWire {
     project: Option<String>,
     #[serde(default)]
     remote: Option<String>,
+    #[serde(default)]
+    branch: Option<String>,
     #[serde(default)]
     replay: bool,
 }
@@ -214,6 +220,7 @@ impl From<EventWire> for Event {
             background_finished: w.background_finished,
             project: w.project,
             remote: w.remote,
+            branch: w.branch,
             replay: w.replay,
         }
     }
@@ -246,6 +253,7 @@ impl Event {
             background_finished: None,
             project: None,
             remote: None,
+            branch: None,
             replay: false,
         }
     }

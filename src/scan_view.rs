@@ -21,6 +21,8 @@ struct Row<'a> {
     reason: Option<&'a str>,
     #[serde(skip_serializing_if = "is_zero")]
     background_tasks: u32,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    branch: Option<&'a str>,
 }
 
 fn is_zero(n: &u32) -> bool {
@@ -43,6 +45,7 @@ pub fn json_line(v: &SessionView, now: i64, after_ms: u64) -> String {
         evidence: v.evidence,
         reason: v.reason,
         background_tasks: v.background_tasks,
+        branch: v.branch.as_deref(),
     };
     serde_json::to_string(&row).unwrap_or_default()
 }

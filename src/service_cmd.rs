@@ -197,12 +197,25 @@ pub fn install(force: bool, out: &mut impl Write) -> Result<(), Error> {
             out,
             &format!("Using the package's unit {}.", system.display()),
         )?;
+        systemctl(&["daemon-reload"])?;
     } else {
-        if found(&user) == Found::Theirs && !force {
+        let before = found(&user);
+        if before == Found::Theirs && !force {
             return Err(Error::NotOurs(user));
         }
         let bin = unit::running_binary()?;
         write_atomically(&user, user_unit(&bin)?.as_bytes())?;
+        if let Err(e) = systemctl(&["daemon-reload"]) {
+            if before == Found::Nothing {
+                // Nothing can use the unit here (no user manager): leave nothing behind.
+                let _ = std::fs::remove_file(&user);
+                say(
+                    out,
+                    &format!("Nothing installed: {} removed again.", user.display()),
+                )?;
+            }
+            return Err(e);
+        }
         say(
             out,
             &format!(
@@ -212,7 +225,6 @@ pub fn install(force: bool, out: &mut impl Write) -> Result<(), Error> {
             ),
         )?;
     }
-    systemctl(&["daemon-reload"])?;
     systemctl(&["enable", "--now", UNIT_NAME])?;
     say(
         out,
@@ -302,7 +314,13 @@ fn systemctl(args: &[&str]) -> Result<String, Error> {
     // "Failed to connect to bus: No medium found", or (newer systemd) "Failed to connect to
     // user scope bus via local transport: $DBUS_SESSION_BUS_ADDRESS and $XDG_RUNTIME_DIR
     // not defined".
-    if said.contains("Failed to connect to") && said.contains("bus") {
+    // With a session bus but no systemd on it: "… org.freedesktop.systemd1 was not
+    // provided by any .service files"; in a container: "System has not been booted with
+    // systemd as init system (PID 1)".
+    if (said.contains("Failed to connect to") && said.contains("bus"))
+        || said.contains("org.freedesktop.systemd1 was not provided")
+        || said.contains("not been booted with systemd")
+    {
         return Err(Error::NoManager { said });
     }
     Err(Error::Systemctl {

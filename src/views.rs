@@ -256,6 +256,7 @@ pub(crate) fn test_view(session: &str, agent: Option<&str>, state: SessionState)
         evidence: None,
         background_tasks: 0,
         start_dir: None,
+        branch: None,
         reason: None,
         judged: true,
     }

@@ -123,6 +123,16 @@ format = "ntfy"
 url = "http://127.0.0.1:9/hook"
 headers = { Authorization = "Bearer t", "X-Other" = "a\"b" }
 events = ["turn_failed", "anomaly"]
+
+[[remote]]
+name = "devbox"
+ssh = "me@devbox"
+ssh_options = ["-p", "2222"]
+remote_baton = "/opt/baton/bin/baton"
+
+[[remote]]
+name = "ci-box"
+command = ["/usr/local/bin/events-of", "ci box"]
 "#;
 
 #[test]
@@ -148,6 +158,17 @@ fn config_output_parses_back_to_the_same_config() {
         Some("a\"b")
     );
     assert!(printed.contains("\n# "), "no comments:\n{printed}");
+    // Before: no `[[remote]]` at all.
+    let remotes = table["remote"].as_array().unwrap();
+    assert_eq!(remotes.len(), 2, "{printed}");
+    assert_eq!(remotes[0]["name"].as_str(), Some("devbox"));
+    assert_eq!(remotes[0]["ssh"].as_str(), Some("me@devbox"));
+    assert_eq!(remotes[0]["ssh_options"][1].as_str(), Some("2222"));
+    assert_eq!(
+        remotes[0]["remote_baton"].as_str(),
+        Some("/opt/baton/bin/baton")
+    );
+    assert_eq!(remotes[1]["command"][1].as_str(), Some("ci box"));
 
     // Fed back, it prints the same (apart from the header naming the file).
     let again = dir.path().join("again.toml");
@@ -202,4 +223,82 @@ fn flags_override_the_config_file() {
     assert_eq!(ev["evidence"], "quiet");
     d.stop();
     assert!(!from_config.exists(), "--events did not override the file");
+}
+
+/// The `[desktop]` keys `FULL` leaves out, in a table of their own.
+const DESKTOP: &str = r#"
+[desktop.kinds.needs_input]
+sound_file = "/x.oga"
+"#;
+
+/// Every key `baton config` prints (from a file that sets them all) has a row in the
+/// configuration reference's Settings table: `key`, `table.key`, `desktop.kinds.KIND`
+/// `key` or `[[table]]` `key`.
+#[test]
+fn the_configuration_reference_lists_every_key() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("all.toml");
+    let full = FULL.replace(
+        "[desktop]\n",
+        "[desktop]\nmute = [\"x\"]\nquiet_hours = \"22:00-07:30\"\non_click = [\"a\"]\n",
+    );
+    std::fs::write(
+        &path,
+        format!("metrics = \"127.0.0.1:9464\"\nmetrics_allow_remote = true\n{full}\n{DESKTOP}"),
+    )
+    .unwrap();
+    let out = baton(dir.path())
+        .args(["config", "--config"])
+        .arg(&path)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", stderr(&out));
+    let printed: toml::Table = toml::from_str(&String::from_utf8(out.stdout).unwrap()).unwrap();
+    let doc = include_str!("../docs/configuration.md");
+    let settings = doc
+        .split("## Settings")
+        .nth(1)
+        .and_then(|s| s.split("The other commands' flags").next())
+        .unwrap();
+    let mut names = Vec::new();
+    for (k, v) in &printed {
+        match v {
+            toml::Value::Table(t) => {
+                for (k2, v2) in t {
+                    match v2 {
+                        toml::Value::Table(kinds) if k2 == "kinds" => {
+                            for kind in kinds.values() {
+                                for k3 in kind.as_table().unwrap().keys() {
+                                    names.push(format!("`{k}.kinds.KIND` `{k3}`"));
+                                }
+                            }
+                        }
+                        _ => names.push(format!("`{k}.{k2}`")),
+                    }
+                }
+            }
+            toml::Value::Array(a) if a.first().is_some_and(toml::Value::is_table) => {
+                for t in a {
+                    for k2 in t.as_table().unwrap().keys() {
+                        names.push(format!("`[[{k}]]` `{k2}`"));
+                    }
+                }
+            }
+            _ => names.push(format!("`{k}`")),
+        }
+    }
+    names.sort();
+    names.dedup();
+    assert!(names.len() >= 42, "{names:?}");
+    // Before: metrics, [[remote]], desktop.mute, quiet_hours, suppress_when_focused,
+    // on_click and kinds had no row.
+    let missing: Vec<&String> = names
+        .iter()
+        .filter(|n| {
+            // `on_event.command` is the table form of the `on_event` row.
+            n.as_str() != "`on_event.command`"
+                && !settings.lines().any(|l| l.starts_with(&format!("| {n} |")))
+        })
+        .collect();
+    assert!(missing.is_empty(), "no row for {missing:?}");
 }

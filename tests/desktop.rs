@@ -189,6 +189,7 @@ fn event(kind: EventKind, provider: ProviderKind, session: &str, path: &str) -> 
         background_finished: None,
         project,
         remote: None,
+        branch: None,
         replay: false,
     }
 }

@@ -142,3 +142,26 @@ fn check_without_a_path_reads_the_default_roots() {
         String::from_utf8_lossy(&out.stdout)
     );
 }
+
+/// The README's exit-code table has a row for every code baton exits with (the main
+/// errors' 0–6 and `baton service`'s 7 and 8), as `--help` lists them.
+#[test]
+fn the_readme_lists_every_exit_code() {
+    let readme = include_str!("../README.md");
+    let table = readme
+        .split("## Exit codes")
+        .nth(1)
+        .expect("an Exit codes section");
+    // Before: the table stopped at 6.
+    for code in 0..=8 {
+        assert!(
+            table.lines().any(|l| l.starts_with(&format!("| {code} |"))),
+            "README's exit codes lack {code}"
+        );
+    }
+    let home = tempfile::tempdir().unwrap();
+    let text = String::from_utf8(baton(&["--help"], home.path()).stdout).unwrap();
+    for code in ["7 no systemd user manager", "8 systemctl failed"] {
+        assert!(text.contains(code), "--help lacks {code}");
+    }
+}

@@ -553,3 +553,65 @@ fn the_exec_hook_and_a_webhook_stay_quiet_while_you_look_only_when_asked() {
         "{exec:?}"
     );
 }
+
+/// Without a way to know the window in front (the daemon has no `DISPLAY`), a tmux pane
+/// showing in an attached client is not "in front": another window may have the focus
+/// (here it has), so the page is shown, and the log says why once.
+#[test]
+fn a_visible_pane_is_not_in_front_when_the_window_cannot_be_known() {
+    let d = Daemon::tree();
+    let Some(mut desk) = Desktop::start() else {
+        return;
+    };
+    let (cwd, agent_bin) = fake_agent(&d);
+    let sock = desk.tmux_socket.display().to_string();
+    desk.tmux(&[
+        "-f",
+        "/dev/null",
+        "new-session",
+        "-d",
+        "-s",
+        "work",
+        "-c",
+        cwd.to_str().unwrap(),
+        agent_bin.to_str().unwrap(),
+        "1000",
+    ]);
+    let _xterm_win = attach_xterm(&mut desk, &sock);
+    // Another window has the focus; the daemon cannot see it.
+    let mut other = desk.cmd("xterm");
+    other.args(["-e", "sleep", "1000"]);
+    let other_pid = desk.spawn(other);
+    let other_win = wait("the other xterm", LIMIT, || desk.window_of(other_pid));
+    wait("the other xterm active", LIMIT, || {
+        (desk.active_window() == Some(other_win)).then_some(())
+    });
+    let agent_pane = desk.tmux(&["display-message", "-p", "-t", "work", "#{pane_id}"]);
+    assert!(!agent_pane.is_empty());
+
+    let cfg = d.config_home().join("baton").join("config.toml");
+    std::fs::create_dir_all(cfg.parent().unwrap()).unwrap();
+    std::fs::write(&cfg, "[desktop]\ncooldown = \"0s\"\n").unwrap();
+    let notes = desk.monitor();
+    let mut d = d
+        .env("DISPLAY", "")
+        .env("WAYLAND_DISPLAY", "")
+        .env("DBUS_SESSION_BUS_ADDRESS", &desk.bus)
+        .start(&[]);
+    let (path, session) = claude_session(&d);
+    for (i, answer) in ["first", "second"].iter().enumerate() {
+        turn(&mut d, &path, &session, &cwd, answer);
+        // Before: held back as `focused` (the visible pane was taken for "in front").
+        wait("the page shown", LIMIT, || {
+            (notes.lock().unwrap().len() > i).then_some(())
+        });
+    }
+    assert!(status_end(&d)["held"].as_array().is_none_or(Vec::is_empty));
+    let log = d.log_text();
+    let said = log
+        .lines()
+        .filter(|l| l.contains("Cannot tell which window is in front"))
+        .count();
+    assert_eq!(said, 1, "{log}");
+    d.stop();
+}

@@ -284,6 +284,32 @@ fn no_user_manager_is_said_plainly_with_the_fix_and_exit_7() {
 }
 
 #[test]
+fn a_bus_without_systemd_leaves_no_unit_file_and_says_so_plainly() {
+    for said in [
+        "Failed to reload daemon: The name org.freedesktop.systemd1 was not provided by any .service files",
+        "System has not been booted with systemd as init system (PID 1). Can't operate.",
+    ] {
+        let mut env = Env::new();
+        env.fail = Some(said.into());
+        let out = env.run(&["service", "install"]);
+        let err = text(&out.stderr);
+        // Before: exit 8, the raw systemctl error, and baton.service left behind.
+        assert_eq!(out.status.code(), Some(7), "{err}");
+        assert!(
+            err.contains("no systemd user manager is reachable"),
+            "{err}"
+        );
+        assert!(err.contains("loginctl enable-linger"), "{err}");
+        assert!(!env.unit().exists(), "the unit file was left behind");
+        assert!(
+            text(&out.stdout).contains("Nothing installed"),
+            "{}",
+            text(&out.stdout)
+        );
+    }
+}
+
+#[test]
 fn another_systemctl_failure_gives_its_message_and_exit_8() {
     let mut env = Env::new();
     env.fail = Some("Failed to enable unit: Access denied".into());

@@ -560,6 +560,8 @@ impl Config {
                 );
             }
         }
+        o.push('\n');
+        remote::write(&mut o, &self.remotes);
         o
     }
 }

@@ -82,6 +82,52 @@ pub(super) fn parse(raw: Vec<RawRemote>) -> Result<Vec<RemoteConfig>, (String, S
     Ok(out)
 }
 
+/// `baton config`'s `[[remote]]` sections, as they were given (or a comment saying how,
+/// when there are none).
+pub(super) fn write(o: &mut String, remotes: &[RemoteConfig]) {
+    use super::values::{toml_list, toml_str};
+    use std::fmt::Write as _;
+    if remotes.is_empty() {
+        o.push_str(
+            "# Remotes (none): [[remote]] with name and ssh (plus ssh_options, remote_baton) or\n\
+             # command, to take another machine's events in.\n",
+        );
+        return;
+    }
+    for r in remotes {
+        let _ = writeln!(
+            o,
+            "# Another machine's events, shown as project@name.\n[[remote]]\nname = {}",
+            toml_str(&r.name)
+        );
+        match &r.source {
+            Source::Ssh {
+                dest,
+                options,
+                program,
+            } => {
+                let _ = writeln!(
+                    o,
+                    "# Runs `ssh [ssh_options] DEST remote_baton tail --json --follow` (the host key must be known).\n\
+                     ssh = {}\n\
+                     ssh_options = {}\n\
+                     remote_baton = {}\n",
+                    toml_str(dest),
+                    toml_list(options),
+                    toml_str(program)
+                );
+            }
+            Source::Command(argv) => {
+                let _ = writeln!(
+                    o,
+                    "# Runs this program (no shell); it prints the event stream.\ncommand = {}\n",
+                    toml_list(argv)
+                );
+            }
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     #![allow(clippy::unwrap_used)]

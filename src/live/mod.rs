@@ -26,7 +26,8 @@ const REDRAW: Duration = Duration::from_secs(1);
 
 /// What the feeder thread tells the terminal loop.
 enum Feed {
-    Status(Vec<Value>),
+    /// The `status` rows and its end line.
+    Status(Vec<Value>, Value),
     Event(Value),
     Down(String),
 }
@@ -85,8 +86,9 @@ fn run(term: &mut ratatui::DefaultTerminal, rx: &mpsc::Receiver<Feed>) -> Result
         }
         loop {
             match rx.try_recv() {
-                Ok(Feed::Status(rows)) => {
+                Ok(Feed::Status(rows, end)) => {
                     view.set_status(&rows);
+                    view.set_remotes(&end);
                     view.link = Link::Live;
                     dirty = true;
                 }
@@ -123,8 +125,8 @@ fn feed(socket: Option<PathBuf>, tx: &mpsc::Sender<Feed>) {
     loop {
         let why = match f.connect() {
             Ok(reader) => match follow::status_rows(f.socket()) {
-                Ok((rows, _)) => {
-                    if tx.send(Feed::Status(rows)).is_err() {
+                Ok((rows, end)) => {
+                    if tx.send(Feed::Status(rows, end)).is_err() {
                         return;
                     }
                     let end = f.pump(reader, |line| {

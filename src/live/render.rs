@@ -43,6 +43,9 @@ fn header(view: &View, t: &Table) -> Line<'static> {
         "baton · {n} session{} · {link}",
         if n == 1 { "" } else { "s" }
     );
+    for r in view.remote_lines() {
+        s.push_str(&format!(" · {r}"));
+    }
     if !view.filter.is_empty() {
         s.push_str(&format!(" · filter “{}”", view.filter));
     }
@@ -55,7 +58,8 @@ fn footer(view: &View, t: &Table) -> Line<'static> {
     }
     let mut s = String::new();
     if t.older > 0 {
-        s.push_str(&format!("{} older sessions: a to show  ·  ", t.older));
+        let noun = if t.older == 1 { "session" } else { "sessions" };
+        s.push_str(&format!("{} older {noun}: a to show  ·  ", t.older));
     }
     if t.filtered > 0 {
         s.push_str(&format!("{} filtered out  ·  ", t.filtered));
@@ -152,5 +156,62 @@ mod tests {
             s[0]
         );
         assert!(s[7].starts_with("filter: api"), "{}", s[7]);
+    }
+
+    #[test]
+    fn a_remote_session_reads_project_at_remote_beside_its_link() {
+        let mut v = View::default();
+        v.link = Link::Live;
+        v.set_status(&[]);
+        v.set_remotes(&json!({"end": true, "remotes": [
+            {"name": "devbox", "state": "retrying", "retry_in_s": 8, "why": "ssh: refused"}]}));
+        assert_eq!(
+            screen(&v)[0],
+            "baton · 0 sessions · live · remote devbox: retrying in 8 s: ssh: refused"
+        );
+        // Before: a plain `api` row, as if local, and no line for the link.
+        v.apply(
+            &json!({"event": "turn_completed", "provider": "claude", "session": "s1",
+            "agent": null, "ts": crate::clock::format_rfc3339(NOW - 60_000),
+            "record_ts": null, "project": "api", "remote": "devbox", "message": "Done."}),
+        );
+        v.apply(
+            &json!({"event": "turn_started", "provider": "claude", "session": "s1",
+            "agent": null, "ts": crate::clock::format_rfc3339(NOW - 30_000),
+            "record_ts": null, "project": "api", "message": null}),
+        );
+        let s = screen(&v);
+        assert_eq!(s[0], "baton · 2 sessions · live · remote devbox: connected");
+        let remote = s.iter().find(|l| l.contains("Done.")).unwrap();
+        assert!(remote.contains("api@devbox"), "{remote}");
+        assert!(
+            s.iter()
+                .any(|l| l.starts_with("working") && l.contains("api ")),
+            "{s:?}"
+        );
+    }
+
+    #[test]
+    fn one_older_session_is_one_session() {
+        let mut v = View::default();
+        v.link = Link::Live;
+        let old = |s: &str, ago: i64| {
+            json!({"provider": "codex", "session": s, "project": "api-server",
+            "state": "completed", "since": crate::clock::format_rfc3339(NOW - ago),
+            "message": "Done."})
+        };
+        v.set_status(&[old("new", 60_000), old("a", 8 * 86_400_000)]);
+        // Before: "1 older sessions".
+        assert!(
+            screen(&v)[7].starts_with("1 older session: a to show"),
+            "{:?}",
+            screen(&v)[7]
+        );
+        v.set_status(&[old("a", 8 * 86_400_000), old("b", 9 * 86_400_000)]);
+        assert!(
+            screen(&v)[7].starts_with("2 older sessions: a to show"),
+            "{:?}",
+            screen(&v)[7]
+        );
     }
 }

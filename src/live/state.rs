@@ -64,6 +64,8 @@ pub struct View {
     pub editing: Option<String>,
     pub show_all: bool,
     pub link: Link,
+    /// Each `[[remote]]`'s name and its link's line ("remote devbox: connected").
+    remotes: Vec<(String, String)>,
 }
 
 impl Default for View {
@@ -74,6 +76,7 @@ impl Default for View {
             editing: None,
             show_all: false,
             link: Link::Connecting,
+            remotes: Vec::new(),
         }
     }
 }
@@ -83,9 +86,14 @@ fn text(v: &Value, k: &str) -> String {
 }
 
 fn key_of(v: &Value) -> Option<Key> {
+    // Another machine's session is its own row, even with a session id seen here.
+    let session = match v["remote"].as_str() {
+        Some(r) => format!("{}@{r}", v["session"].as_str()?),
+        None => v["session"].as_str()?.to_owned(),
+    };
     Some((
         v["provider"].as_str()?.to_owned(),
-        v["session"].as_str()?.to_owned(),
+        session,
         v["agent"].as_str().map(str::to_owned),
     ))
 }
@@ -114,6 +122,34 @@ impl View {
         }
     }
 
+    /// The remotes' links as the `status` end line says (at each (re)connection).
+    pub fn set_remotes(&mut self, end: &Value) {
+        self.remotes = crate::client::remote_states(&end["remotes"])
+            .into_iter()
+            .zip(end["remotes"].as_array().into_iter().flatten())
+            .map(|(line, r)| {
+                (
+                    crate::text::one_line(r["name"].as_str().unwrap_or("")),
+                    line,
+                )
+            })
+            .collect();
+    }
+
+    /// A remote whose events arrive is connected, whatever `status` said before.
+    fn remote_seen(&mut self, name: &str) {
+        let line = format!("remote {name}: connected");
+        match self.remotes.iter_mut().find(|(n, _)| n == name) {
+            Some((_, l)) => *l = line,
+            None => self.remotes.push((name.to_owned(), line)),
+        }
+    }
+
+    /// One line per remote link: "remote devbox: connected".
+    pub fn remote_lines(&self) -> Vec<&str> {
+        self.remotes.iter().map(|(_, l)| l.as_str()).collect()
+    }
+
     /// Applies one event from the stream; true if the table may have changed.
     pub fn apply(&mut self, ev: &Value) -> bool {
         let Some(state) = ev["event"].as_str().and_then(state_after) else {
@@ -122,6 +158,11 @@ impl View {
         let Some(key) = key_of(ev) else {
             return false;
         };
+        let remote = ev["remote"].as_str().map(crate::text::one_line);
+        if let Some(r) = &remote {
+            // Events arriving is the link working.
+            self.remote_seen(r);
+        }
         let since = ev["record_ts"]
             .as_str()
             .or(ev["ts"].as_str())
@@ -137,6 +178,7 @@ impl View {
             message: String::new(),
             background_tasks: 0,
             reason: None,
+            branch: None,
         });
         s.state = state.to_owned();
         s.reason = ev["reason"]
@@ -146,11 +188,20 @@ impl View {
         if since.is_some() {
             s.at = since;
         }
-        if let Some(p) = ev["project"].as_str() {
-            s.project = p.to_owned();
-            if s.project_long.is_empty() {
-                s.project_long = p.to_owned();
+        let project = match (ev["project"].as_str(), &remote) {
+            (Some(p), None) => Some(p.to_owned()),
+            // Another machine's session reads `project@remote`, as its pages do.
+            (p, Some(r)) => Some(format!("{}@{r}", p.unwrap_or(""))),
+            (None, None) => None,
+        };
+        if let Some(p) = project {
+            s.project.clone_from(&p);
+            if s.project_long.is_empty() || remote.is_some() {
+                s.project_long = p;
             }
+        }
+        if let Some(b) = ev["branch"].as_str() {
+            s.branch = Some(b.to_owned());
         }
         if let Some(m) = ev["message"].as_str() {
             s.message = m.to_owned();

@@ -49,6 +49,8 @@ pub struct Row {
     pub background_tasks: u64,
     /// Why the state is what it is, where the state alone does not say (`writer_gone`).
     pub reason: Option<String>,
+    /// The git branch, where the agent records it.
+    pub branch: Option<String>,
 }
 
 impl Row {
@@ -66,6 +68,7 @@ impl Row {
             at: v.record_ts,
             message: v.message.clone().unwrap_or_default(),
             background_tasks: u64::from(v.background_tasks),
+            branch: v.branch.clone(),
         }
     }
 
@@ -88,6 +91,7 @@ impl Row {
             message: text("message"),
             background_tasks: v["background_tasks"].as_u64().unwrap_or(0),
             reason: v["reason"].as_str().map(str::to_owned),
+            branch: v["branch"].as_str().map(str::to_owned),
         })
     }
 
@@ -105,6 +109,8 @@ pub struct Filter {
     /// Matches `project` or `project_long`, ignoring case.
     pub project: Option<String>,
     pub agent: Option<ProviderKind>,
+    /// Only sessions on this git branch (exact).
+    pub branch: Option<String>,
     /// Also the sessions idle longer than [`OLD_MS`].
     pub all: bool,
 }
@@ -114,6 +120,10 @@ impl Filter {
     /// is also what filters `--json` rows.
     pub fn matches(&self, r: &Row) -> bool {
         (self.states.is_empty() || self.states.contains(&r.state))
+            && self
+                .branch
+                .as_deref()
+                .is_none_or(|b| r.branch.as_deref() == Some(b))
             && self.project.as_deref().is_none_or(|p| {
                 r.project.to_lowercase() == p.to_lowercase()
                     || r.project_long.to_lowercase() == p.to_lowercase()

@@ -30,6 +30,7 @@ impl Table {
                 states: args.state.clone(),
                 project: args.project.clone(),
                 agent: args.agent,
+                branch: args.branch.clone(),
                 all: args.all,
             },
             colour: use_colour(args.color, std::io::stdout().is_terminal(), no_color),
@@ -235,6 +236,7 @@ mod tests {
             message: "m".to_owned(),
             background_tasks: 0,
             reason: None,
+            branch: None,
         };
         Shown {
             row: row(state, None),

@@ -211,6 +211,20 @@ pub enum ObsKind {
     /// `session_meta`, Pi's header, Copilot's `session.start` context): where a live
     /// writer is looked for, and what the session's project is called.
     StartDir(String),
+    /// The git branch the agent says the session is on (Claude Code's `gitBranch`,
+    /// Codex's `session_meta.payload.git.branch`), when it says and it changed.
+    Branch(String),
+}
+
+/// Longest branch name passed on; a longer one is not a branch name a person reads.
+const BRANCH_MAX: usize = 200;
+
+/// A branch name from a record, if it is one a person may read: not empty, not too long,
+/// no control characters (terminal escapes included).
+pub(crate) fn branch_name(b: &str) -> Option<String> {
+    let b = b.trim();
+    (!b.is_empty() && b.len() <= BRANCH_MAX && !b.chars().any(char::is_control))
+        .then(|| b.to_owned())
 }
 
 /// A header's start directory, passed on with the first observation after it: a header
@@ -220,6 +234,16 @@ pub(crate) fn with_start_dir(pending: &mut Option<String>, kinds: &mut Vec<ObsKi
         && let Some(dir) = pending.take()
     {
         kinds.insert(0, ObsKind::StartDir(dir));
+    }
+}
+
+/// A header's branch, passed on with the first observation after it (as
+/// [`with_start_dir`]).
+pub(crate) fn with_branch(pending: &mut Option<String>, kinds: &mut Vec<ObsKind>) {
+    if !kinds.is_empty()
+        && let Some(b) = pending.take()
+    {
+        kinds.insert(0, ObsKind::Branch(b));
     }
 }
 

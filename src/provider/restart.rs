@@ -95,9 +95,13 @@ fn fresh(kind: ProviderKind, path: &Path, line: &[u8]) -> Option<(Option<String>
     Some((main_agent, out))
 }
 
-/// Whether the first observation reopens the main conversation's turn.
+/// Whether the first observation reopens the main conversation's turn (where the
+/// session started, which a fresh projector sends first, is context).
 fn opens(main_agent: &Option<String>, out: &[Obs]) -> bool {
-    out.first().is_some_and(|o| {
+    let mut activity = out
+        .iter()
+        .filter(|o| !matches!(o.kind, ObsKind::StartDir(_) | ObsKind::Branch(_)));
+    activity.next().is_some_and(|o| {
         o.agent == *main_agent
             && matches!(
                 o.kind,
@@ -199,7 +203,7 @@ pub fn classify(kind: ProviderKind, path: &Path, line: &[u8]) -> Restart {
     // Where the session started (for liveness) is context, not activity.
     let activity = out
         .iter()
-        .filter(|o| !matches!(o.kind, ObsKind::StartDir(_)))
+        .filter(|o| !matches!(o.kind, ObsKind::StartDir(_) | ObsKind::Branch(_)))
         .count();
     match (starts.next(), activity) {
         (Some(turn), 1) => Restart::At(turn),

@@ -169,6 +169,7 @@ impl Reducer {
                 evidence: None,
                 bg: background::Tasks::default(),
                 cwd: None,
+                branch: None,
                 last_seen: now.mono,
                 heard: signal::Heard::default(),
             })
@@ -292,12 +293,14 @@ impl Reducer {
     fn finish(&mut self, key: &SessionKey, path: &Arc<str>, mut d: Draft) -> Option<Event> {
         let kind = d.kind?;
         let mut project = None;
+        let mut branch = None;
         if let Some(sess) = self.sessions.get(key) {
             session::stamp(sess, std::slice::from_mut(&mut d));
             project = sess
                 .cwd
                 .as_deref()
                 .and_then(|c| crate::text::dir_name(c, 1));
+            branch.clone_from(&sess.branch);
         }
         if matches!(
             kind,
@@ -377,6 +380,7 @@ impl Reducer {
             background_finished: None,
             project,
             remote: None,
+            branch,
             replay: false,
         })
     }

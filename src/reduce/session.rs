@@ -94,6 +94,9 @@ pub(super) struct Session {
     /// Where the agent process runs, if the transcript says (for the liveness check).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub(super) cwd: Option<String>,
+    /// The git branch, as the agent last said (events carry it).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(super) branch: Option<String>,
     /// When the last record arrived (monotonic ms; not saved: a restored session counts
     /// from its restore).
     #[serde(skip)]
@@ -385,6 +388,7 @@ pub(super) fn step(
         ObsKind::StartDir(dir) => {
             sess.cwd.get_or_insert(dir);
         }
+        ObsKind::Branch(b) => sess.branch = Some(b),
         ObsKind::Anomaly { .. } => {}
     }
     if let Some(turn) = waiting

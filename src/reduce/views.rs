@@ -29,6 +29,8 @@ pub struct SessionView {
     /// The directory the session started in, if its transcript says (see
     /// `sink::project_name`).
     pub start_dir: Option<String>,
+    /// The git branch, where the agent records it.
+    pub branch: Option<String>,
     /// Why its turn ended, where the view alone cannot tell: `writer_gone` for a turn
     /// ended because no process was left to write it.
     pub reason: Option<&'static str>,
@@ -111,6 +113,7 @@ pub(super) fn view(key: &SessionKey, s: &Session) -> SessionView {
         evidence: s.evidence.map(Evidence::as_str),
         background_tasks: s.bg.count(),
         start_dir: s.cwd.clone(),
+        branch: s.branch.clone(),
         reason: super::liveness::writer_gone_shown(s).then_some("writer_gone"),
         judged: key.agent.is_none() && super::liveness::judged(key.provider, s),
     }

@@ -88,6 +88,8 @@ pub struct Note {
     pub style: Style,
     /// The session, for a click and for focus.
     pub click: click::Session,
+    /// The session's git branch, for `mute --branch`.
+    pub branch: Option<String>,
 }
 
 /// Whether `ev` notifies under `kinds`, and what it says, styled by `styles`. Pure.
@@ -113,6 +115,7 @@ pub fn compose_styled(kinds: &[EventKind], styles: &Styles, ev: &Event) -> Optio
             path: ev.path.clone().unwrap_or_default(),
             remote: ev.remote.clone(),
         },
+        branch: ev.branch.clone(),
     })
 }
 
@@ -144,6 +147,26 @@ pub fn retraction(ev: &Event) -> Option<(String, String)> {
     let session = ev.session.as_deref()?;
     let provider = ev.provider.map_or("", |p| p.as_str());
     Some((format!("{provider}:{session}"), ev.supersedes.clone()?))
+}
+
+/// The session key whose `needs_input` wait `ev` ends: answered
+/// (`needs_input_resolved`), superseded (the next prompt, the turn's end) or taken back,
+/// in the main conversation. Pure.
+pub fn ends_wait(ev: &Event) -> Option<String> {
+    let ends = matches!(
+        ev.event,
+        EventKind::NeedsInputResolved
+            | EventKind::TurnStarted
+            | EventKind::TurnCompleted
+            | EventKind::TurnFailed
+            | EventKind::TurnInterrupted
+            | EventKind::TurnResumed
+    );
+    if !ends || ev.agent.is_some() {
+        return None;
+    }
+    let provider = ev.provider.map_or("", |p| p.as_str());
+    Some(format!("{provider}:{}", ev.session.as_deref()?))
 }
 
 /// The per-session cooldown. Pure: time is an argument.
@@ -220,6 +243,9 @@ pub struct Desktop {
     dropped: u64,
     skipped_no_bus: u64,
     muted: u64,
+    /// The `needs_input` page each session last had queued (session key → event id),
+    /// so that the wait's end closes it (see [`ends_wait`]).
+    waits: LruCache<String, String>,
 }
 
 /// What the sinks share with the rest of the daemon: the mutes `baton mute` sets (the
@@ -310,6 +336,9 @@ impl Desktop {
             dropped: 0,
             skipped_no_bus: 0,
             muted: 0,
+            waits: LruCache::new(
+                NonZeroUsize::new(SESSIONS_REMEMBERED).unwrap_or(NonZeroUsize::MIN),
+            ),
         }
     }
 
@@ -319,7 +348,13 @@ impl Desktop {
         let live = self.mutes.live(now);
         let minute = local_minute(&self.tz, now);
         let c = &note.click;
-        match self.rules.hold(&c.project, &c.session, minute, &live) {
+        let by_branch = live.iter().any(|m| m.covers_branch(note.branch.as_deref()));
+        let held = if by_branch {
+            Some(super::quiet::Held::MutedFor)
+        } else {
+            self.rules.hold(&c.project, &c.session, minute, &live)
+        };
+        match held {
             Some(why) => {
                 self.muted += 1;
                 let page = HeldPage::new("desktop", why, &c.session, &c.project, &note.event, now);
@@ -330,33 +365,31 @@ impl Desktop {
             None => false,
         }
     }
-}
 
-impl Courier for Desktop {
-    type Stats = DesktopStats;
-    const NAME: &'static str = "desktop";
-
-    /// Cooldowns and bus retries are measured on `now`.
-    fn page(&mut self, ev: &Event, now: Instant) {
-        if let Some((key, event)) = retraction(ev) {
-            if !self.shared.down.load(Ordering::Acquire)
-                && self.workers.offer(0, Job::Close { key, event }).is_err()
-            {
-                self.dropped += 1;
-            }
-            return;
+    /// Asks the D-Bus thread to close the session's popup if it still shows `event`.
+    fn close(&mut self, key: String, event: String) {
+        if !self.shared.down.load(Ordering::Acquire)
+            && self.workers.offer(0, Job::Close { key, event }).is_err()
+        {
+            self.dropped += 1;
         }
-        let Some(note) = compose_styled(&self.kinds, &self.styles, ev) else {
-            return;
-        };
+    }
+
+    /// Queues `ev`'s notification unless a rule holds it back; the session key when
+    /// one was queued.
+    fn offer(&mut self, ev: &Event, now: Instant) -> Option<String> {
+        if retraction(ev).is_some() {
+            return None;
+        }
+        let note = compose_styled(&self.kinds, &self.styles, ev)?;
         if self.held_back(&note) {
-            return;
+            return None;
         }
         if self.shared.down.load(Ordering::Acquire) {
             match self.next_probe {
                 Some(t) if now < t => {
                     self.skipped_no_bus += 1;
-                    return;
+                    return None;
                 }
                 _ => self.next_probe = Some(now + self.retry_after),
             }
@@ -368,10 +401,17 @@ impl Courier for Desktop {
                 suppressed = self.suppressed,
                 "Notification suppressed by the per-session cooldown."
             );
-            return;
+            return None;
         }
+        let key = note.key.clone();
+        let session = note.click.session.clone();
         match self.workers.offer(0, Job::Show(note)) {
-            Ok(()) => {}
+            Ok(()) => {
+                // A newer page goes out: the session's "Not shown" entry is over (the
+                // D-Bus thread notes it again if it holds this one back).
+                self.held.shown(&session);
+                return Some(key);
+            }
             Err(TrySendError::Full(_)) => {
                 self.dropped += 1;
                 tracing::debug!(
@@ -381,6 +421,32 @@ impl Courier for Desktop {
             }
             // The worker only ends when the queue is gone.
             Err(TrySendError::Disconnected(_)) => self.dropped += 1,
+        }
+        None
+    }
+}
+
+impl Courier for Desktop {
+    type Stats = DesktopStats;
+    const NAME: &'static str = "desktop";
+
+    /// Cooldowns and bus retries are measured on `now`. A question's popup stays until
+    /// the wait ends: then a page of the session replaces it, or, when none is shown,
+    /// it is closed (`CloseNotification`).
+    fn page(&mut self, ev: &Event, now: Instant) {
+        if let Some((key, event)) = retraction(ev) {
+            self.close(key, event);
+        }
+        let queued = self.offer(ev, now);
+        if ev.event == EventKind::NeedsInput && ev.agent.is_none() {
+            if let Some(key) = queued {
+                self.waits.put(key, ev.id.clone());
+            }
+        } else if let Some(key) = ends_wait(ev)
+            && let Some(event) = self.waits.pop(&key)
+            && queued.is_none()
+        {
+            self.close(key, event);
         }
     }
 

@@ -323,6 +323,10 @@ pub fn title(ev: &Event) -> String {
     if let Some(r) = ev.remote.as_deref() {
         project = format!("{project}@{}", title_part(r));
     }
+    // A branch other than the default one is worth reading: `my-web-app (feat/login)`.
+    if let Some(b) = shown_branch(ev.branch.as_deref()) {
+        project = format!("{project} ({})", title_part(b));
+    }
     match ev.agent.as_deref() {
         Some(sub) => format!(
             "{agent} · {project} · subagent {}: {}",
@@ -331,6 +335,12 @@ pub fn title(ev: &Event) -> String {
         ),
         None => format!("{agent} · {project}: {}", headline(ev)),
     }
+}
+
+/// The branch a title names: not the default one (`main`, `master`), nor a detached
+/// `HEAD`.
+pub fn shown_branch(branch: Option<&str>) -> Option<&str> {
+    branch.filter(|b| !b.is_empty() && !matches!(*b, "main" | "master" | "HEAD"))
 }
 
 /// The event's message as plain text for people: terminal escapes stripped.
@@ -370,6 +380,7 @@ pub(crate) mod tests {
             background_finished: None,
             project: None,
             remote: None,
+            branch: None,
             replay: false,
         }
     }

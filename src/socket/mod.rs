@@ -20,7 +20,9 @@
 //!   `{"notice":"refused: too many followers (N)","refused":true}` and is closed.
 //!
 //! - `{"cmd":"mute","target":"PROJECT|SESSION","for_ms":N}` (no `for_ms`: until
-//!   unmuted) and `{"cmd":"unmute","target":…}` → `{"ok":true,"mutes":[…]}`: the
+//!   unmuted; `"project":true`: the target is a project name, never a session id) and
+//!   `{"cmd":"unmute","target":…}` → `{"ok":true,"mutes":[…]}` (a mute's answer adds
+//!   `matched`, how many sessions the target names now): the
 //!   desktop sink shows nothing for the target (saved in the state directory). The
 //!   `status` end line lists live `mutes` and the pages recently `held` back, when any.
 //!
@@ -280,6 +282,9 @@ struct StatusRow<'a> {
     /// `project` (tables show them when two projects share a name).
     #[serde(skip_serializing_if = "Option::is_none")]
     project_long: Option<String>,
+    /// The git branch, where the agent records it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    branch: Option<&'a str>,
     path: &'a str,
     state: &'a str,
     turn: Option<&'a str>,
@@ -306,6 +311,7 @@ fn status_line(v: &SessionView, now: i64, after_ms: u64) -> String {
         agent: v.key.agent.as_deref(),
         project_long: (long != project).then_some(long),
         project,
+        branch: v.branch.as_deref(),
         path: &v.path,
         state: v.shown_state(now, after_ms),
         turn: v.turn.as_deref(),
@@ -358,27 +364,84 @@ fn end_line(sessions: usize, hub: &Hub) -> String {
     end.to_string()
 }
 
-/// The answer to a `mute` or `unmute` request.
+/// What a `mute` target names.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum MuteBy {
+    /// A session id or a project name.
+    Any,
+    /// A project name (`--project`).
+    Project,
+    /// A git branch (`--branch`).
+    Branch,
+}
+
+/// The answer to a `mute` or `unmute` request. A mute's target is read as `status`
+/// names sessions (a session id, a project, a longer project name; `project_only`:
+/// projects alone), and the answer says how many sessions it names now (`matched`).
 fn mute_reply(
-    board: &crate::sink::desktop::Board,
+    hub: &Hub,
     cmd: &str,
     target: Option<&str>,
     for_ms: Option<u64>,
+    by: MuteBy,
 ) -> String {
+    let board = &hub.board;
     let Some(target) = target else {
         return serde_json::json!({"error": format!("`{cmd}` needs a target (a project or a session)")}).to_string();
     };
     let now = wall_now();
+    let mut matched = None;
     let done = if cmd == "mute" {
         let until = for_ms.map(|ms| now.saturating_add(i64::try_from(ms).unwrap_or(i64::MAX)));
-        board.mutes.set(target, until, now).map(|_| true)
+        let views = hub.views.snapshot();
+        if by == MuteBy::Branch {
+            let t = target.trim();
+            let n = views
+                .iter()
+                .filter(|v| v.key.agent.is_none() && v.branch.as_deref() == Some(t))
+                .count();
+            return match board.mutes.set_branch(t, until, now) {
+                Ok(_) => serde_json::json!({"ok": true, "changed": true, "matched": n,
+                    "mutes": board.mutes.live(now)})
+                .to_string(),
+                Err(e) => serde_json::json!({"error": e.to_string()}).to_string(),
+            };
+        }
+        let names: Vec<(String, String)> = views
+            .iter()
+            .map(|v| {
+                (
+                    crate::sink::view_project(v, 1),
+                    crate::sink::view_project(v, 2),
+                )
+            })
+            .collect();
+        let known: Vec<crate::sink::quiet::Named<'_>> = views
+            .iter()
+            .zip(&names)
+            .map(|(v, (project, long))| crate::sink::quiet::Named {
+                session: &v.key.session,
+                project,
+                project_long: long,
+            })
+            .collect();
+        let r = crate::sink::quiet::resolve(target, by == MuteBy::Project, &known);
+        matched = Some(r.matched);
+        board
+            .mutes
+            .set_covering(&r.target, r.sessions, until, now)
+            .map(|_| true)
     } else {
         board.mutes.unset(target, now)
     };
     match done {
         Ok(changed) => {
-            serde_json::json!({"ok": true, "changed": changed, "mutes": board.mutes.live(now)})
-                .to_string()
+            let mut v =
+                serde_json::json!({"ok": true, "changed": changed, "mutes": board.mutes.live(now)});
+            if let Some(n) = matched {
+                v["matched"] = serde_json::json!(n);
+            }
+            v.to_string()
         }
         Err(e) => serde_json::json!({"error": e.to_string()}).to_string(),
     }

@@ -192,6 +192,12 @@ struct Request {
     /// `hook`: which agent's hook (`claude`, `codex`) and its input as the agent gave it.
     agent: Option<String>,
     input: Option<serde_json::Value>,
+    /// `mute --project`: the target is a project name.
+    #[serde(default)]
+    project: bool,
+    /// `mute --branch`: the target is a git branch.
+    #[serde(default)]
+    branch: bool,
 }
 
 struct Loop {
@@ -370,7 +376,19 @@ impl Loop {
                 Since::from_request(req.since_ms, req.since_id, wall_now()),
             ),
             "mute" | "unmute" => {
-                let line = mute_reply(&self.hub.board, &req.cmd, req.target.as_deref(), req.for_ms);
+                let line = mute_reply(
+                    &self.hub,
+                    &req.cmd,
+                    req.target.as_deref(),
+                    req.for_ms,
+                    if req.branch {
+                        super::MuteBy::Branch
+                    } else if req.project {
+                        super::MuteBy::Project
+                    } else {
+                        super::MuteBy::Any
+                    },
+                );
                 reply(&stream, &line);
             }
             "hook" => {

@@ -15,6 +15,8 @@ const TMP: &str = "mutes.json.tmp";
 pub const MAX_MUTES: usize = 256;
 /// Longest mute target (a project name or a session id).
 pub const MAX_TARGET: usize = 256;
+/// Most sessions one mute of a longer project name covers.
+const MAX_SESSIONS: usize = 256;
 
 /// The mutes, in memory and (when it has a directory) on disk.
 #[derive(Debug, Default)]
@@ -61,6 +63,9 @@ impl Mutes {
         let mut list = list;
         list.retain(|m| !m.target.is_empty() && m.target.len() <= MAX_TARGET);
         list.truncate(MAX_MUTES);
+        for m in &mut list {
+            m.sessions.truncate(MAX_SESSIONS);
+        }
         Mutes {
             dir: Some(dir.to_path_buf()),
             list: Mutex::new(list),
@@ -85,18 +90,60 @@ impl Mutes {
         until_ms: Option<i64>,
         now: i64,
     ) -> Result<Vec<Mute>, MuteError> {
+        self.set_covering(target, Vec::new(), until_ms, now)
+    }
+
+    /// [`Mutes::set`], the mute also covering `sessions` (what a longer project name
+    /// stood for when it was set; see [`Mute::sessions`]).
+    pub fn set_covering(
+        &self,
+        target: &str,
+        mut sessions: Vec<String>,
+        until_ms: Option<i64>,
+        now: i64,
+    ) -> Result<Vec<Mute>, MuteError> {
+        sessions.truncate(MAX_SESSIONS);
         let target = target.trim();
         if target.is_empty() || target.len() > MAX_TARGET || target.chars().any(char::is_control) {
             return Err(MuteError::BadTarget);
         }
         let mut g = self.lock();
-        g.retain(|m| m.live(now) && m.target != target);
+        g.retain(|m| m.live(now) && (m.target != target || m.branch.is_some()));
         if g.len() >= MAX_MUTES {
             return Err(MuteError::Full);
         }
         g.push(Mute {
             target: target.to_owned(),
             until_ms,
+            sessions,
+            branch: None,
+        });
+        self.save(&g)?;
+        Ok(g.clone())
+    }
+
+    /// Mutes every page of a session on git branch `branch` until `until_ms` (or for
+    /// good), replacing an earlier mute of it.
+    pub fn set_branch(
+        &self,
+        branch: &str,
+        until_ms: Option<i64>,
+        now: i64,
+    ) -> Result<Vec<Mute>, MuteError> {
+        let branch = branch.trim();
+        if branch.is_empty() || branch.len() > MAX_TARGET || branch.chars().any(char::is_control) {
+            return Err(MuteError::BadTarget);
+        }
+        let mut g = self.lock();
+        g.retain(|m| m.live(now) && m.branch.as_deref() != Some(branch));
+        if g.len() >= MAX_MUTES {
+            return Err(MuteError::Full);
+        }
+        g.push(Mute {
+            target: branch.to_owned(),
+            until_ms,
+            sessions: Vec::new(),
+            branch: Some(branch.to_owned()),
         });
         self.save(&g)?;
         Ok(g.clone())
@@ -106,7 +153,8 @@ impl Mutes {
     pub fn unset(&self, target: &str, now: i64) -> Result<bool, MuteError> {
         let mut g = self.lock();
         let before = g.len();
-        g.retain(|m| m.target != target.trim());
+        let target = target.trim().to_lowercase();
+        g.retain(|m| m.target.to_lowercase() != target);
         let had = g.len() != before;
         g.retain(|m| m.live(now));
         self.save(&g)?;

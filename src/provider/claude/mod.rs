@@ -50,6 +50,9 @@ pub struct ClaudeProjector {
     /// Whether the session's starting directory was passed on (not saved: the reducer
     /// keeps the first one it is given).
     cwd_sent: bool,
+    /// The branch last passed on (not saved: passed on again after a restart, to the
+    /// same effect).
+    branch_sent: Option<String>,
     /// A user record that is a turn only if the model answers it.
     deferred: Option<Deferred>,
 }
@@ -107,6 +110,7 @@ impl ClaudeProjector {
             last_caveat: None,
             explicit_stops: false,
             cwd_sent: false,
+            branch_sent: None,
             deferred: None,
         }
     }
@@ -312,8 +316,19 @@ impl Projector for ClaudeProjector {
             && let Some(dir) = super::content::text_of(rec.cwd.as_ref())
         {
             // The first record's `cwd` is where the process runs; later ones follow `cd`.
+            // First among the record's observations, so that the turn it starts already
+            // names its project (as Codex's header does).
             self.cwd_sent = true;
-            kinds.push(ObsKind::StartDir(dir.to_owned()));
+            kinds.insert(0, ObsKind::StartDir(dir.to_owned()));
+        }
+        if agent.is_none()
+            && matches!(rec.ty.as_deref(), Some("user" | "assistant" | "system"))
+            && let Some(b) = rec.git_branch.as_deref().and_then(super::branch_name)
+            && self.branch_sent.as_deref() != Some(b.as_str())
+        {
+            // Before the record's own observations, so that the turn it starts names it.
+            self.branch_sent = Some(b.clone());
+            kinds.insert(0, ObsKind::Branch(b));
         }
         let mut tasks = Vec::new();
         super::background::claude(rec.ty.as_deref(), line, &mut tasks);
@@ -321,7 +336,9 @@ impl Projector for ClaudeProjector {
         // The model at work (an answer, a retry notice) makes a deferred record a turn.
         let answers = agent.is_none()
             && match rec.ty.as_deref() {
-                Some("assistant") => kinds.iter().any(|k| !matches!(k, ObsKind::StartDir(_))),
+                Some("assistant") => kinds
+                    .iter()
+                    .any(|k| !matches!(k, ObsKind::StartDir(_) | ObsKind::Branch(_))),
                 Some("system") => rec.subtype.as_deref() == Some("api_error"),
                 _ => false,
             };

@@ -56,6 +56,9 @@ pub(crate) struct Rec<'a> {
     pub(super) prevented_continuation: Option<bool>,
     #[serde(rename = "compactMetadata")]
     pub(super) compact: Option<CompactMeta>,
+    /// The git branch the session is on (every record of Claude Code's carries it).
+    #[serde(rename = "gitBranch", borrow)]
+    pub(super) git_branch: Option<Cow<'a, str>>,
     /// `progress` records: what is in progress (e.g. a Stop hook running).
     #[serde(borrow)]
     pub(super) data: Option<Progress<'a>>,

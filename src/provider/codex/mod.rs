@@ -58,6 +58,9 @@ pub struct CodexProjector {
     /// outside the sandbox: an escalation request is then a wait.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     asks_approval: bool,
+    /// The first `session_meta`'s `git.branch`, until an observation carries it.
+    #[serde(default)]
+    branch: Option<String>,
 }
 
 impl CodexProjector {
@@ -81,6 +84,7 @@ impl CodexProjector {
             keyed: None,
             start_dir: None,
             asks_approval: false,
+            branch: None,
         }
     }
 
@@ -420,6 +424,7 @@ impl CodexProjector {
             let key = self.key(line);
             let mut kinds = vec![kind];
             super::with_start_dir(&mut self.start_dir, &mut kinds);
+            super::with_branch(&mut self.branch, &mut kinds);
             for kind in kinds {
                 out.push(self.obs(key.clone(), record_ts, kind));
             }
@@ -453,6 +458,11 @@ impl CodexProjector {
                         .as_deref()
                         .filter(|d| !d.is_empty())
                         .map(str::to_owned);
+                    self.branch = p
+                        .git
+                        .as_ref()
+                        .and_then(|g| g.branch.as_deref())
+                        .and_then(super::branch_name);
                 }
                 self.meta(p);
             }
@@ -473,6 +483,7 @@ impl CodexProjector {
             return Ok(());
         }
         super::with_start_dir(&mut self.start_dir, &mut kinds);
+        super::with_branch(&mut self.branch, &mut kinds);
         let key = early_key.unwrap_or_else(|| self.key(line));
         for kind in kinds {
             out.push(self.obs(key.clone(), record_ts, kind));

@@ -66,11 +66,21 @@ pub(crate) struct Payload<'a> {
     /// `session_meta`: where the session started.
     #[serde(borrow)]
     pub(super) cwd: Option<Cow<'a, str>>,
+    /// `session_meta`: the repository it started in (`git.branch`).
+    #[serde(borrow)]
+    pub(super) git: Option<Git<'a>>,
     pub(super) codex_error_info: Option<Tag>,
     pub(super) rate_limits: Option<RateLimits<'a>>,
     /// `turn_context`: whether and when Codex asks the person before it runs a command
     /// (`never`, `on-request`, `untrusted`, `on-failure`, or a granular object).
     pub(super) approval_policy: Option<Tag>,
+}
+
+/// `session_meta.payload.git`.
+#[derive(Deserialize)]
+pub(super) struct Git<'a> {
+    #[serde(borrow)]
+    pub(super) branch: Option<Cow<'a, str>>,
 }
 
 #[derive(Deserialize)]
