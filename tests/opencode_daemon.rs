@@ -97,13 +97,14 @@ fn the_daemon_follows_a_live_database_and_resumes_after_a_restart() {
 }
 
 #[test]
-fn a_database_created_after_start_is_followed_and_a_corrupt_one_stalls_nothing() {
+fn a_database_made_after_start_in_a_watched_folder_is_followed_and_a_corrupt_one_stalls_nothing() {
     let mut d = Daemon::tree();
     let dir = d.dir.path().join("data/opencode");
     std::fs::create_dir_all(&dir).unwrap();
     let bad = d.dir.path().join("bad/opencode.db");
     std::fs::create_dir_all(bad.parent().unwrap()).unwrap();
-    let watch = format!("opencode={}", dir.join("opencode.db").display());
+    // The folder as a root, as a person would write `--watch opencode=~/.local/share/opencode`.
+    let watch = format!("opencode={}", dir.display());
     let watch_bad = format!("opencode={}", bad.display());
     d = d.start(&[
         "--watch",
