@@ -133,6 +133,10 @@ pub struct Event {
     /// Code's `gitBranch`, Codex's `session_meta.payload.git.branch`).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub branch: Option<String>,
+    /// Additive: the agent's own name for the session, where it gives one (a Claude Code
+    /// background job's `name`, from its `state.json`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub job: Option<String>,
     /// Additive: set on a re-delivery after a crash (same `id`).
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub replay: bool,
@@ -174,6 +178,8 @@ struct EventWire {
     remote: Option<String>,
     #[serde(default)]
     branch: Option<String>,
+    #[serde(default)]
+    job: Option<String>,
     #[serde(default)]
     replay: bool,
 }
@@ -221,6 +227,7 @@ impl From<EventWire> for Event {
             project: w.project,
             remote: w.remote,
             branch: w.branch,
+            job: w.job,
             replay: w.replay,
         }
     }
@@ -254,6 +261,7 @@ impl Event {
             project: None,
             remote: None,
             branch: None,
+            job: None,
             replay: false,
         }
     }

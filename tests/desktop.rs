@@ -190,6 +190,7 @@ fn event(kind: EventKind, provider: ProviderKind, session: &str, path: &str) -> 
         project,
         remote: None,
         branch: None,
+        job: None,
         replay: false,
     }
 }

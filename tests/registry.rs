@@ -379,11 +379,13 @@ fn a_background_job_blocked_then_done() {
     c.job(
         job,
         &json!({"state": "blocked", "detail": "needs approval for git push", "tempo": "idle",
-            "inFlight": {"tasks": 0, "queued": 0}}),
+            "name": "release \u{1b}[31mpush", "inFlight": {"tasks": 0, "queued": 0}}),
     );
     let w = d.wait_for("needs_input", of("needs_input", s.id.clone()));
     assert_eq!(w["reason"], "blocked");
     assert_eq!(w["message"], "needs approval for git push");
+    // The job's name (`claude --bg -n NAME`), its terminal escape stripped.
+    assert_eq!(w["job"], "release push");
     c.job(job, &json!({"state": "running", "detail": "pushing"}));
     d.wait_for(
         "needs_input_resolved",
@@ -400,6 +402,7 @@ fn a_background_job_blocked_then_done() {
     );
     let done = d.wait_for("turn_completed", of("turn_completed", s.id.clone()));
     assert_eq!(done["evidence"], "job_done");
+    assert_eq!(done["job"], "release push");
     assert_eq!(done["turn"], turn.as_str());
     let events = d.stop();
     assert_eq!(count(&events, "needs_input", &s.id), 1);

@@ -99,6 +99,7 @@ pub fn parse(provider: ProviderKind, input: &[u8]) -> Option<Signal> {
         session: SessionRef::Id(session),
         kind,
         source: SignalSource::Hook,
+        name: None,
     })
 }
 

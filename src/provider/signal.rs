@@ -15,6 +15,9 @@ pub struct Signal {
     pub session: SessionRef,
     pub kind: SignalKind,
     pub source: SignalSource,
+    /// The agent's own name for the session, where it gives one (a background job's
+    /// `name`; untrusted, cleaned where it is kept).
+    pub name: Option<String>,
 }
 
 /// Which session a signal is about.

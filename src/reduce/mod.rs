@@ -170,6 +170,7 @@ impl Reducer {
                 bg: background::Tasks::default(),
                 cwd: None,
                 branch: None,
+                job: None,
                 last_seen: now.mono,
                 heard: signal::Heard::default(),
             })
@@ -294,6 +295,7 @@ impl Reducer {
         let kind = d.kind?;
         let mut project = None;
         let mut branch = None;
+        let mut job = None;
         if let Some(sess) = self.sessions.get(key) {
             session::stamp(sess, std::slice::from_mut(&mut d));
             project = sess
@@ -301,6 +303,7 @@ impl Reducer {
                 .as_deref()
                 .and_then(|c| crate::text::dir_name(c, 1));
             branch.clone_from(&sess.branch);
+            job.clone_from(&sess.job);
         }
         if matches!(
             kind,
@@ -381,6 +384,7 @@ impl Reducer {
             project,
             remote: None,
             branch,
+            job,
             replay: false,
         })
     }

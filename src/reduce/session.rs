@@ -94,6 +94,10 @@ pub(super) struct Session {
     /// Where the agent process runs, if the transcript says (for the liveness check).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub(super) cwd: Option<String>,
+    /// The agent's own name for the session (a Claude Code background job's `name`),
+    /// once it said one (events carry it).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(super) job: Option<String>,
     /// The git branch, as the agent last said (events carry it).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub(super) branch: Option<String>,

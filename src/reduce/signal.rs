@@ -87,6 +87,18 @@ impl Reducer {
             let Some(sess) = self.sessions.get_mut(key) else {
                 continue;
             };
+            if let Some(name) = sig
+                .name
+                .as_deref()
+                .map(|n| crate::text::cut(&crate::text::one_line(n), 60))
+                && !name.is_empty()
+                && sess.job.as_deref() != Some(name.as_str())
+            {
+                // The agent's name for the session (a background job's): its events
+                // carry it from now on.
+                sess.job = Some(name);
+                mark(&mut self.changed, key);
+            }
             let mut disagreed = false;
             let drafts = heard(sess, sig, now, &mut disagreed);
             if disagreed {
@@ -263,6 +275,7 @@ mod tests {
                 session: SessionRef::Id("s1".into()),
                 kind,
                 source: SignalSource::Registry,
+                name: None,
             };
             self.r.signal(&s, Now::virtual_at(3_000), &mut self.out);
         }
@@ -350,6 +363,7 @@ mod tests {
             session: SessionRef::Id("other".into()),
             kind: SignalKind::Idle,
             source: SignalSource::Hook,
+            name: None,
         };
         assert_eq!(t.r.signal(&s, Now::virtual_at(4_000), &mut t.out), 0);
         assert_eq!(t.r.signal_stats().unmatched, 1);

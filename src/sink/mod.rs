@@ -327,6 +327,10 @@ pub fn title(ev: &Event) -> String {
     if let Some(b) = shown_branch(ev.branch.as_deref()) {
         project = format!("{project} ({})", title_part(b));
     }
+    // A background job's name says which of them handed back (`claude --bg -n NAME`).
+    if let Some(j) = ev.job.as_deref() {
+        project = format!("{project} · job {}", title_part(j));
+    }
     match ev.agent.as_deref() {
         Some(sub) => format!(
             "{agent} · {project} · subagent {}: {}",
@@ -381,6 +385,7 @@ pub(crate) mod tests {
             project: None,
             remote: None,
             branch: None,
+            job: None,
             replay: false,
         }
     }
@@ -431,6 +436,12 @@ pub(crate) mod tests {
         ev.remote = Some("devbox".to_owned());
         assert_eq!(title(&ev), "Claude Code · myproject@devbox: your turn");
         ev.remote = None;
+        ev.job = Some("nightly <b>sync</b>".to_owned());
+        assert_eq!(
+            title(&ev),
+            "Claude Code · myproject · job nightly <b>sync</b>: your turn"
+        );
+        ev.job = None;
         ev.background_tasks = Some(1);
         assert_eq!(
             title(&ev),

@@ -53,14 +53,16 @@ pub fn parse(id: &str, bytes: &[u8]) -> Option<Job> {
         Some(s) => SessionRef::Id(s),
         None => SessionRef::Prefix(id.to_owned()),
     };
+    let name = raw.name.filter(|n| !n.trim().is_empty());
     Some(Job {
         signal: kind.map(|kind| Signal {
             provider: ProviderKind::Claude,
             session,
             kind,
             source: SignalSource::Job,
+            name: name.clone(),
         }),
-        name: raw.name,
+        name,
     })
 }
 

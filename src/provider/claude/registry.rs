@@ -32,6 +32,7 @@ impl Entry {
             session: SessionRef::Id(self.session.clone()),
             kind: self.status.clone()?,
             source: SignalSource::Registry,
+            name: None,
         })
     }
 }
