@@ -74,16 +74,25 @@ fn the_daemon_follows_a_live_database_and_resumes_after_a_restart() {
     d.wait_for("turn_completed 3", |e| {
         e["event"] == "turn_completed" && e["turn"] == "msg_05"
     });
-    // `status` shows the session as `scan` would.
-    let status = d.baton().args(["status", "--json"]).output().unwrap();
-    common::assert_ok(&status);
-    let rows = common::json_lines(&status);
-    let row = rows
-        .iter()
-        .find(|r| r["session"] == "ses_1")
-        .unwrap_or_else(|| panic!("{rows:#?}"));
+    // `status` shows the session as `scan` would (the views follow the events within
+    // their publishing period, 100 ms, which the database's polling keeps busy).
+    let start = std::time::Instant::now();
+    let row = loop {
+        let status = d.baton().args(["status", "--json"]).output().unwrap();
+        common::assert_ok(&status);
+        let rows = common::json_lines(&status);
+        let row = rows
+            .iter()
+            .find(|r| r["session"] == "ses_1")
+            .unwrap_or_else(|| panic!("{rows:#?}"))
+            .clone();
+        if row["state"] == "completed" || start.elapsed() > common::DEADLINE {
+            break row;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    };
     assert_eq!(row["provider"], "opencode");
-    assert_eq!(row["state"], "completed");
+    assert_eq!(row["state"], "completed", "{row}");
     let evs = d.stop();
     for turn in ["msg_01", "msg_03", "msg_05"] {
         assert_eq!(count(&evs, "turn_started", turn), 1, "{turn}: {evs:#?}");

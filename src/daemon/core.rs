@@ -163,7 +163,12 @@ impl Core {
     /// Polling is needed while a file is live or a directory has no native watch.
     fn update_poll_gate(&self) {
         if let Some(tx) = &self.poll_gate {
-            let wanted = !self.files.none_live() || self.tree.needs_poll();
+            // A followed database is polled too: SQLite writes the WAL frames (the
+            // change a watch wakes on) before it publishes the commit in the `-shm`
+            // index (no watch event), so a look in between sees nothing new and no
+            // later event comes; the poll bounds that delay (one `data_version` a tick).
+            let wanted =
+                !self.files.none_live() || self.tree.needs_poll() || !self.files.rows.is_empty();
             tx.send_if_modified(|w| std::mem::replace(w, wanted) != wanted);
         }
     }

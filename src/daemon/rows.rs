@@ -53,6 +53,11 @@ impl RowTable {
         self.dbs.contains_key(path)
     }
 
+    /// Whether any database is followed.
+    pub fn is_empty(&self) -> bool {
+        self.dbs.is_empty()
+    }
+
     pub fn paths(&self) -> Vec<PathBuf> {
         self.dbs.keys().cloned().collect()
     }
