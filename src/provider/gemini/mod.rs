@@ -2,6 +2,10 @@
 //! (`$GEMINI_CLI_HOME` replaces `~`), subagents at `chats/<parentSessionId>/<id>.jsonl`.
 //! Source: google-gemini/gemini-cli `packages/core/src/services/chatRecordingService.ts`
 //! (v0.39+ JSON Lines), as shared/docs/other-agents.md "Gemini CLI (details)" records it.
+//! v0.29–v0.38 wrote `chats/session-….json` instead: one document with the whole
+//! `messages` list, rewritten in place; its feed reads it whole on each change
+//! ([`crate::provider::Agent::is_document`]) and it is diffed like a checkpoint, with a
+//! changed copy read as an upsert.
 //!
 //! The file is a log of updates to a message list, not a list of events:
 //! - a message whose `id` was seen is appended again when it changes (a model answer comes
