@@ -23,6 +23,12 @@ pub struct FileFeed {
     /// Context the header shown by [`FileFeed::prime`] gave (where the agent process
     /// runs), passed on with the first line read.
     primed: Vec<Obs>,
+    /// The file is one document rewritten whole ([`crate::provider::Agent::is_document`]):
+    /// every read starts at its first byte and hands it to the projector as one record.
+    document: bool,
+    /// The size of the last version read when it did not parse (a rewrite caught half
+    /// written): held like a partial line until its next version.
+    held: u64,
 }
 
 impl FileFeed {
@@ -46,6 +52,8 @@ impl FileFeed {
             max_line,
             buf: Vec::new(),
             primed: Vec::new(),
+            document: provider.descriptor().is_document(path),
+            held: 0,
         }
     }
 
@@ -99,21 +107,70 @@ impl FileFeed {
         self.projector.is_conversation()
     }
 
-    /// Reads `r` (positioned at `reader().pos()`) to its end, calling `sink` for every
+    /// Whether the file is a document read whole on each change.
+    pub fn is_document(&self) -> bool {
+        self.document
+    }
+
+    /// Where a read must start: `reader().pos()`, or a document's first byte.
+    pub fn start(&self) -> u64 {
+        if self.document { 0 } else { self.reader.pos() }
+    }
+
+    /// Bytes read but not parsed yet: a partial last line, or a document that did not
+    /// parse (half written).
+    pub fn pending(&self) -> u64 {
+        if self.document {
+            self.held
+        } else {
+            self.reader.pending()
+        }
+    }
+
+    /// The read is over for good (replay, scan): a document still half written is a
+    /// malformed record now, as nothing will complete it.
+    pub fn finish(&mut self, mut sink: impl FnMut(&Src, Obs)) {
+        if self.document && self.held > 0 {
+            let src = self.src(1);
+            let msg = format!("document of {} bytes does not parse", self.held);
+            let key = self.held.to_le_bytes();
+            sink(&src, self.anomaly(&src, "malformed_line", msg, &key));
+            self.held = 0;
+        }
+    }
+
+    /// Reads `r` (positioned at [`FileFeed::start`]) to its end, calling `sink` for every
     /// observation in file order.
     pub fn read_to_end<R: Read>(
         &mut self,
         r: &mut R,
         mut sink: impl FnMut(&Src, Obs),
     ) -> io::Result<u64> {
+        if self.document {
+            let mut doc = Vec::new();
+            let bound = u64::try_from(self.max_line)
+                .unwrap_or(u64::MAX)
+                .saturating_add(1);
+            let head = io::Read::take(&mut *r, bound).read_to_end(&mut doc)? as u64;
+            // Past the bound only the size is kept (a counted anomaly, bounded memory).
+            let rest = io::copy(r, &mut io::sink())?;
+            self.document(&doc, head + rest, &mut sink);
+            return Ok(head + rest);
+        }
         let mut reader = std::mem::replace(&mut self.reader, LineReader::new(1));
         let res = reader.read_to_end(r, |item| self.item(item, &mut sink));
         self.reader = reader;
         res
     }
 
-    /// Feeds bytes directly (they follow `reader().pos()`).
+    /// Feeds bytes directly (they follow `reader().pos()`; a document's are all of it).
     pub fn feed(&mut self, bytes: &[u8], mut sink: impl FnMut(&Src, Obs)) {
+        if self.document {
+            if !bytes.is_empty() {
+                self.document(bytes, bytes.len() as u64, &mut sink);
+            }
+            return;
+        }
         let mut reader = std::mem::replace(&mut self.reader, LineReader::new(1));
         reader.feed(bytes, |item| self.item(item, &mut sink));
         self.reader = reader;
@@ -219,6 +276,44 @@ impl FileFeed {
                 }
             }
         }
+    }
+
+    fn src(&self, line: u64) -> Src {
+        Src {
+            provider: self.provider,
+            path: self.path.clone(),
+            line,
+        }
+    }
+
+    /// One version of a document, `len` bytes long (`doc` is its first bytes, all of it
+    /// unless it is over the line limit): one record, on line 1. The reader stands at
+    /// its end, so the tail's size is the version's and a change shows as one.
+    fn document(&mut self, doc: &[u8], len: u64, sink: &mut impl FnMut(&Src, Obs)) {
+        self.reader = LineReader::resume(len, 1, self.max_line);
+        self.held = 0;
+        let src = self.src(1);
+        if doc.len() as u64 != len || doc.len() > self.max_line {
+            tracing::warn!(path = %self.path, bytes = len, limit = self.max_line, "Oversized document skipped.");
+            let msg = format!("document of {len} bytes skipped (limit {})", self.max_line);
+            let head = &doc[..doc.len().min(KEY_PREFIX)];
+            let key = [head, &len.to_le_bytes()].concat();
+            sink(&src, self.anomaly(&src, "oversized_line", msg, &key));
+            return;
+        }
+        let clean = strip_nul(doc);
+        if clean.iter().all(u8::is_ascii_whitespace) {
+            // Emptied for a rewrite: the next version says what the session is.
+            self.held = len;
+            return;
+        }
+        // Caught mid-rewrite: not an anomaly while a later version can still complete it.
+        if serde_json::from_slice::<serde::de::IgnoredAny>(clean).is_err() {
+            tracing::debug!(path = %self.path, bytes = len, "Document does not parse (yet); read again on its next change.");
+            self.held = len;
+            return;
+        }
+        self.project(&src, clean, sink);
     }
 
     fn project(&mut self, src: &Src, line: &[u8], sink: &mut impl FnMut(&Src, Obs)) {

@@ -149,7 +149,8 @@ fn read_file(f: &Found, opts: &Options, tail_first: bool) -> Result<Option<FileR
             .read_to_end(&mut file, |src, o| obs.push((src.line, o)))
             .map_err(err)?,
     };
-    let trailing = feed.reader().pending();
+    feed.finish(|src, o| obs.push((src.line, o)));
+    let trailing = feed.pending();
     if trailing > 0 {
         tracing::info!(path = %f.path.display(), bytes = trailing, "File ends in an unfinished line; it is not parsed until its newline arrives.");
     }

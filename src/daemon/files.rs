@@ -276,7 +276,19 @@ impl Files {
         let Some(t) = self.table.get_mut(path) else {
             return Look::New(meta);
         };
-        Look::Steps(match t.tail.compare(&stat) {
+        let change = t.tail.compare(&stat);
+        if t.provider.descriptor().is_document(path)
+            && matches!(
+                change,
+                Change::Changed | Change::Truncated | Change::Touched
+            )
+        {
+            // A document rewritten in place: read whole again by the projector that
+            // knows its last version, so only what is new comes out and no session is
+            // forgotten.
+            return Look::Steps(self.read_upto(path, mode, None, None));
+        }
+        Look::Steps(match change {
             Change::Same => Vec::new(),
             Change::Replaced => {
                 // Bytes written to the old file before it was replaced still count.
@@ -385,10 +397,15 @@ impl Files {
             Mode::Live => now.wall.saturating_sub(t.skew_ms).saturating_sub(catch_up),
             Mode::History => i64::MAX,
         });
-        let pos = feed.reader().pos();
+        let pos = feed.start();
         // Only an open-ended read is cut into chunks: one up to a checkpoint is followed
-        // by another read of the same file in the same look, which must start there.
-        let cap = pos.saturating_add(READ_CHUNK);
+        // by another read of the same file in the same look, which must start there. A
+        // document is one record, read whole (its feed bounds what it keeps).
+        let cap = if feed.is_document() {
+            u64::MAX
+        } else {
+            pos.saturating_add(READ_CHUNK)
+        };
         let end = limit.unwrap_or(cap);
         let mut obs = Vec::new();
         let collect = |src: &crate::reduce::Src, o| obs.push((src.line, o));
@@ -491,7 +508,7 @@ impl Files {
         };
         let mut obs = Vec::new();
         let _ = file
-            .seek(SeekFrom::Start(feed.reader().pos()))
+            .seek(SeekFrom::Start(feed.start()))
             .and_then(|_| feed.read_to_end(file, |src, o| obs.push((src.line, o))));
         vec![Step::Read(Box::new(Read {
             provider: feed.provider,

@@ -258,14 +258,19 @@ fn read(f: &Found, max_line: usize) -> Outcome {
     let mut obs = Vec::new();
     let kept = kept.unwrap_or_default();
     feed.feed(&kept, |src, o| obs.push((src.line, o)));
-    let limit = READ_MAX.saturating_sub(kept.len() as u64).max(1);
-    let pos = feed.reader().pos();
+    // A document is one record: read whole (its feed bounds what it keeps).
+    let limit = if feed.is_document() {
+        u64::MAX
+    } else {
+        READ_MAX.saturating_sub(kept.len() as u64).max(1)
+    };
+    let pos = feed.start();
     let got = file.seek(SeekFrom::Start(pos)).and_then(|_| {
         feed.read_to_end(&mut Read::take(&mut *file, limit), |src, o| {
             obs.push((src.line, o));
         })
     });
-    let more = got.as_ref().is_ok_and(|n| *n >= limit);
+    let more = !feed.is_document() && got.as_ref().is_ok_and(|n| *n >= limit);
     let res = got.and_then(|_| tail.commit(feed.reader()));
     tail.close();
     Outcome::Read(Box::new(Got {

@@ -96,6 +96,13 @@ pub trait Agent: Sync {
         has_ext(path, ".jsonl")
     }
 
+    /// Whether the file is one document rewritten whole on every change (by its name),
+    /// not a log appended to: it is read whole again on each change, and its projector
+    /// tells what is new against the version it read before.
+    fn is_document(&self, _path: &Path) -> bool {
+        false
+    }
+
     /// Whether the path alone says this agent wrote the file.
     fn claims_path(&self, _path: &Path) -> bool {
         false

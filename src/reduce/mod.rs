@@ -305,6 +305,22 @@ impl Reducer {
             branch.clone_from(&sess.branch);
             job.clone_from(&sess.job);
         }
+        // What decided the turn, recorded before the seen-set may drop the event (sent
+        // before a restart, or deduped): the state must not depend on which records
+        // the reducer saw earlier, so a tail-first restart reaches the state a whole
+        // read does, and a rewind after a re-read still names the outcome. The first
+        // outcome names it: a late end that the outcome mark drops is no outcome sent.
+        if matches!(
+            kind,
+            EventKind::TurnCompleted | EventKind::TurnFailed | EventKind::TurnInterrupted
+        ) && let Some(t) = self
+            .sessions
+            .get_mut(key)
+            .and_then(|s| s.turn.as_mut())
+            .filter(|t| Some(t.id.as_str()) == d.turn.as_deref() && t.decided_by.is_none())
+        {
+            t.decided_by = Some((kind, d.key.clone()));
+        }
         if matches!(
             kind,
             EventKind::TurnCompleted | EventKind::TurnFailed | EventKind::TurnInterrupted
@@ -334,17 +350,6 @@ impl Reducer {
         });
         if !self.seen.insert(&id) {
             return None;
-        }
-        if matches!(
-            kind,
-            EventKind::TurnCompleted | EventKind::TurnFailed | EventKind::TurnInterrupted
-        ) && let Some(t) = self
-            .sessions
-            .get_mut(key)
-            .and_then(|s| s.turn.as_mut())
-            .filter(|t| Some(t.id.as_str()) == d.turn.as_deref())
-        {
-            t.decided_by = Some((kind, d.key.clone()));
         }
         if let Some(decided) = self.decided.as_mut() {
             decided.push(Decided {

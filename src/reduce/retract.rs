@@ -57,6 +57,10 @@ pub(super) fn contradicted(
     let quiet = t.quiet.take()?;
     t.open = true;
     t.outcome = None;
+    // The outcome it named is taken back by this event: a rewind of the reopened turn
+    // has nothing to retract until it is decided again (and a restart that begins
+    // after the outcome, tail-first, must reach the same state).
+    t.decided_by = None;
     t.retracted = t.retracted.saturating_add(1);
     // A later retraction of the same turn by a copy of the same record must not pass for
     // a repeat of the first one (the seen-set would drop it while the turn reopened).

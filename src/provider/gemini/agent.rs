@@ -37,10 +37,24 @@ impl Agent for Gemini {
             .collect()
     }
 
-    /// Sessions are `<slug>/chats/session-*.jsonl`, subagents
-    /// `<slug>/chats/<parent>/<id>.jsonl`; `logs.json` and the rest are no transcripts.
+    /// Sessions are `<slug>/chats/session-*.jsonl` (v0.29–v0.38: `session-*.json`),
+    /// subagents `<slug>/chats/<parent>/<id>.jsonl`; `logs.json` and the rest are no
+    /// transcripts.
     fn is_candidate(&self, path: &Path) -> bool {
-        has_ext(path, ".jsonl") && path.components().any(|c| c.as_os_str() == "chats")
+        (has_ext(path, ".jsonl") && path.components().any(|c| c.as_os_str() == "chats"))
+            || self.is_document(path)
+    }
+
+    /// The legacy `chats/session-*.json`: one document rewritten in place on every change.
+    fn is_document(&self, path: &Path) -> bool {
+        has_ext(path, ".json")
+            && path
+                .file_name()
+                .is_some_and(|n| n.to_string_lossy().starts_with("session-"))
+            && path
+                .parent()
+                .and_then(|p| p.file_name())
+                .is_some_and(|n| n == "chats")
     }
 
     fn claims_path(&self, path: &Path) -> bool {

@@ -2,6 +2,10 @@
 //! (`$GEMINI_CLI_HOME` replaces `~`), subagents at `chats/<parentSessionId>/<id>.jsonl`.
 //! Source: google-gemini/gemini-cli `packages/core/src/services/chatRecordingService.ts`
 //! (v0.39+ JSON Lines), as shared/docs/other-agents.md "Gemini CLI (details)" records it.
+//! v0.29–v0.38 wrote `chats/session-….json` instead: one document with the whole
+//! `messages` list, rewritten in place; its feed reads it whole on each change
+//! ([`crate::provider::Agent::is_document`]) and it is diffed like a checkpoint, with a
+//! changed copy read as an upsert.
 //!
 //! The file is a log of updates to a message list, not a list of events:
 //! - a message whose `id` was seen is appended again when it changes (a model answer comes
@@ -250,8 +254,10 @@ impl GeminiProjector {
         self.messages.push(seen);
     }
 
-    /// A checkpoint: the list is now `list`.
-    fn checkpoint(&mut self, list: &[Rec<'_>], line: &[u8], out: &mut Vec<Obs>) {
+    /// A checkpoint (`via` [`Via::Checkpoint`]) or a new version of a legacy document
+    /// ([`Via::Appended`]: a changed copy is news, as an upsert is): the list is now
+    /// `list`.
+    fn checkpoint(&mut self, list: &[Rec<'_>], line: &[u8], via: Via, out: &mut Vec<Obs>) {
         let ids: std::collections::HashSet<&str> =
             list.iter().filter_map(|m| m.id.as_deref()).collect();
         // Messages listed before the last one this file knows are old history (beyond
@@ -265,7 +271,7 @@ impl GeminiProjector {
             .unwrap_or(0);
         self.messages.retain(|m| ids.contains(m.id.as_str()));
         for m in &list[from..] {
-            self.message(m, line, Via::Checkpoint, out);
+            self.message(m, line, via, out);
         }
     }
 
@@ -311,7 +317,7 @@ impl Projector for GeminiProjector {
             self.rewind(to, line, out);
         } else if let Some(set) = &rec.set {
             if let Some(list) = &set.messages {
-                self.checkpoint(list, line, out);
+                self.checkpoint(list, line, Via::Checkpoint, out);
             }
         } else if rec.project_hash.is_some() && rec.ty.is_none() {
             // The header. A subagent's names its own session; it is kept under its
@@ -320,6 +326,11 @@ impl Projector for GeminiProjector {
                 && let Some(s) = rec.session_id.as_deref().filter(|s| !s.is_empty())
             {
                 s.clone_into(&mut self.session);
+            }
+            // A legacy document (read whole on each change): its list, diffed against
+            // the version read before.
+            if let Some(list) = &rec.messages {
+                self.checkpoint(list, line, Via::Appended, out);
             }
         } else if rec.ty.is_some() {
             self.message(&rec, line, Via::Appended, out);

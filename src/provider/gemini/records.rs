@@ -24,6 +24,9 @@ pub(crate) struct Rec<'a> {
     pub(crate) session_id: Option<Cow<'a, str>>,
     #[serde(rename = "projectHash")]
     pub(crate) project_hash: Option<IgnoredAny>,
+    /// The legacy whole-file document's list (v0.29–v0.38 `session-….json`).
+    #[serde(borrow)]
+    pub(crate) messages: Option<Vec<Rec<'a>>>,
     #[serde(rename = "$set", borrow)]
     pub(crate) set: Option<Set<'a>>,
     #[serde(rename = "$rewindTo", borrow)]
