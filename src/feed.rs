@@ -83,12 +83,13 @@ impl FileFeed {
         if !clean.iter().all(u8::is_ascii_whitespace) {
             let _ = self.projector.project(clean, &mut self.buf);
         }
-        // The projector passes the start directory on once, from the first record: from
-        // the header, it is context like the session id, not activity to drop.
+        // The projector passes the start directory and the branch on once, from the
+        // first record (the branch again only when it changes): from the header, they
+        // are context like the session id, not activity to drop.
         self.primed.extend(
             self.buf
                 .drain(..)
-                .filter(|o| matches!(o.kind, ObsKind::StartDir(_))),
+                .filter(|o| matches!(o.kind, ObsKind::StartDir(_) | ObsKind::Branch(_))),
         );
         self.buf.clear();
     }
