@@ -93,7 +93,9 @@ pub enum Command {
     /// `baton hooks install`).
     ///
     /// Reads the hook's JSON on stdin (Claude Code `Notification`, `PermissionRequest`,
-    /// `Stop`, `UserPromptSubmit`, `PostToolUse`; Codex hooks), or from the last argument
+    /// `Stop`, `UserPromptSubmit`, `PostToolUse`; Codex hooks; Gemini CLI `Notification`
+    /// with `ToolPermission`, `AfterAgent`, `BeforeAgent`, `AfterTool`, with `--agent
+    /// gemini`), or from the last argument
     /// (Codex's legacy `notify`), and returns at once. Always exits 0, even when no
     /// daemon runs or the input is not understood, so it never blocks or fails the
     /// agent; the hook is one more witness of a wait or an end the daemon may already

@@ -145,3 +145,90 @@ fn gemini_and_qwen_live_rewind_and_restart_alert_each_outcome_once() {
         .collect();
     assert_eq!(count(&qw, "turn_completed", "u1"), 1);
 }
+
+/// `baton hook --agent gemini` with Gemini CLI's own hook input on stdin.
+fn gemini_hook(d: &Daemon, input: &Value) {
+    use std::io::Write;
+    let mut child = d
+        .baton()
+        .args(["hook", "--agent", "gemini"])
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(input.to_string().as_bytes())
+        .unwrap();
+    assert!(child.wait().unwrap().success());
+}
+
+/// Gemini CLI's hooks are the waits and the end its transcript cannot show: a tool
+/// waiting for permission (`Notification`/`ToolPermission`) is `needs_input` until the
+/// tool comes back (`AfterTool`), and `AfterAgent` ends the turn at once (`hook_stop`)
+/// instead of after the 90 s settle.
+#[test]
+fn gemini_hooks_are_the_wait_and_the_end_its_transcript_cannot_show() {
+    let d = Daemon::tree();
+    let base = d.dir.path().to_path_buf();
+    let g = format!("gemini={}", gemini_root(&base).display());
+    // The root appears after the start: the sweep finds it (the settle stays 90 s).
+    let mut d = d.start(&["--debug-sweep-interval", "200ms", "--watch", &g]);
+    let chats = gemini_root(&base).join("web/chats");
+    std::fs::create_dir_all(&chats).unwrap();
+    let gemini = chats.join("session-2026-12-01T11-00-g-hook.jsonl");
+    let header = line(&json!({"sessionId": "g-hook", "projectHash": "ab",
+        "startTime": ts_now(), "lastUpdated": ts_now(), "kind": "main"}));
+    let prompt = line(&json!({"id": "h1", "timestamp": ts_now(), "type": "user",
+        "content": [{"text": "run the tests"}]}));
+    append(&gemini, (header + &prompt).as_bytes());
+    d.wait_for("the turn", is("turn_started", "h1".to_owned()));
+    let hook = |event: &str, extra: Value| {
+        let mut v = json!({"session_id": "g-hook", "transcript_path": gemini.display().to_string(),
+            "cwd": "/home/u/web", "hook_event_name": event, "timestamp": ts_now()});
+        for (k, x) in extra.as_object().unwrap() {
+            v[k] = x.clone();
+        }
+        v
+    };
+    gemini_hook(
+        &d,
+        &hook(
+            "Notification",
+            json!({"notification_type": "ToolPermission",
+                "message": "Allow run_shell_command: npm test?", "details": {}}),
+        ),
+    );
+    let w = d.wait_for("the permission wait", is("needs_input", "h1".to_owned()));
+    assert_eq!(w["reason"], "permission prompt");
+    assert_eq!(w["message"], "Allow run_shell_command: npm test?");
+    gemini_hook(
+        &d,
+        &hook("AfterTool", json!({"tool_name": "run_shell_command"})),
+    );
+    d.wait_for("the approval", is("needs_input_resolved", "h1".to_owned()));
+    append(
+        &gemini,
+        line(
+            &json!({"id": "h1-answer", "timestamp": ts_now(), "type": "gemini",
+            "content": "All 12 tests pass.", "model": "gemini-2.5-pro"}),
+        )
+        .as_bytes(),
+    );
+    gemini_hook(
+        &d,
+        &hook(
+            "AfterAgent",
+            json!({"prompt": "run the tests", "prompt_response": "All 12 tests pass."}),
+        ),
+    );
+    let done = d.wait_for("the end", is("turn_completed", "h1".to_owned()));
+    assert_eq!(done["evidence"], "hook_stop");
+    assert_eq!(done["message"], "All 12 tests pass.");
+    let events = d.stop();
+    assert_eq!(count(&events, "needs_input", "h1"), 1);
+    assert_eq!(count(&events, "turn_completed", "h1"), 1);
+}

@@ -1,7 +1,9 @@
 //! The agents' own hooks (shared/docs/transcript-formats.md, Part F.5), as `baton hook`
 //! hands them to the daemon: Claude Code's `Notification`, `PermissionRequest`, `Stop`,
 //! `UserPromptSubmit` and `PostToolUse` hooks, Codex's hooks (same event names) and its
-//! legacy `notify` program (`agent-turn-complete`). The input is untrusted: only the
+//! legacy `notify` program (`agent-turn-complete`), and Gemini CLI's `Notification`
+//! (`ToolPermission`), `AfterAgent`, `BeforeAgent` and `AfterTool` hooks (its transcript
+//! writes a pending tool approval only once it is answered, and no end of turn). The input is untrusted: only the
 //! fields below are read, from the parsed JSON, and what is not understood is no signal.
 
 use crate::model::ProviderKind;
@@ -83,6 +85,11 @@ pub fn parse(provider: ProviderKind, input: &[u8]) -> Option<Signal> {
                     _ => waiting("permission prompt"),
                 },
                 ("UserPromptSubmit" | "PostToolUse", _) => SignalKind::Busy,
+                // Gemini CLI: a tool waits for the person's permission; the agent loop
+                // ended its turn; a prompt went in, or a tool came back.
+                ("Notification", Some("ToolPermission")) => waiting("permission prompt"),
+                ("AfterAgent", _) => SignalKind::Idle,
+                ("BeforeAgent" | "AfterTool", _) => SignalKind::Busy,
                 _ => return None,
             };
             (raw.session_id?, kind)
@@ -109,6 +116,35 @@ mod tests {
 
     fn kind(p: ProviderKind, s: &str) -> Option<SignalKind> {
         parse(p, s.as_bytes()).map(|s| s.kind)
+    }
+
+    #[test]
+    fn gemini_hooks() {
+        let g = ProviderKind::Gemini;
+        let base = r#""session_id":"g1","transcript_path":"/h/.gemini/tmp/app/chats/session-x.jsonl","cwd":"/w/app","timestamp":"2026-11-20T10:00:00Z""#;
+        let permission = format!(
+            r#"{{{base},"hook_event_name":"Notification","notification_type":"ToolPermission","message":"Allow run_shell_command: npm test?","details":{{"tool":"run_shell_command"}}}}"#
+        );
+        let s = parse(g, permission.as_bytes()).unwrap();
+        assert_eq!(s.provider, g);
+        assert_eq!(s.session, SessionRef::Id("g1".to_owned()));
+        assert_eq!(
+            s.kind,
+            SignalKind::Waiting {
+                reason: "permission prompt".to_owned(),
+                message: Some("Allow run_shell_command: npm test?".to_owned())
+            }
+        );
+        let after = format!(
+            r#"{{{base},"hook_event_name":"AfterAgent","prompt":"fix it","prompt_response":"Fixed.","stop_hook_active":false}}"#
+        );
+        assert_eq!(kind(g, &after), Some(SignalKind::Idle));
+        for busy in ["BeforeAgent", "AfterTool"] {
+            let ev = format!(r#"{{{base},"hook_event_name":"{busy}"}}"#);
+            assert_eq!(kind(g, &ev), Some(SignalKind::Busy), "{busy}");
+        }
+        let other = format!(r#"{{{base},"hook_event_name":"PreCompress","trigger":"auto"}}"#);
+        assert_eq!(kind(g, &other), None);
     }
 
     #[test]
