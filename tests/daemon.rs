@@ -370,12 +370,12 @@ fn missing_config_file_is_a_clear_usage_error() {
 #[test]
 fn watch_flag_names_the_bad_provider() {
     let out = std::process::Command::new(env!("CARGO_BIN_EXE_baton"))
-        .args(["run", "--no-default-roots", "--watch", "gemini=/tmp"])
+        .args(["run", "--no-default-roots", "--watch", "aider=/tmp"])
         .output()
         .unwrap();
     assert_eq!(out.status.code(), Some(2));
     let err = String::from_utf8_lossy(&out.stderr);
-    assert!(err.contains("unknown provider `gemini`"), "{err}");
+    assert!(err.contains("unknown provider `aider`"), "{err}");
 }
 
 /// Watch limit (ENOSPC from inotify_add_watch), simulated by a test hook: the root falls
