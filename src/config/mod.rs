@@ -5,111 +5,116 @@
 //! [`Config`] with every default filled in. Flags override it (see `daemon::Settings`).
 
 mod dirs;
-mod notify;
 mod raw;
 mod remote;
-mod values;
 
+pub use crate::sink::section::fmt_duration;
 pub(crate) use dirs::env_dir;
 use dirs::home;
 pub use dirs::{default_config_path, default_roots, default_state_dir, socket_for, socket_path};
-pub use raw::{RawConfig, RawDesktop, RawExec, RawWebhook};
-pub use values::fmt_duration;
-use values::{check_argv, ms_of, toml_list, toml_str};
+pub use raw::RawConfig;
 
-use crate::clock::parse_duration_ms;
 use crate::error::Error;
-use crate::model::{EventKind, ProviderKind};
-use crate::sink::desktop::DesktopConfig;
-use crate::sink::exec::ExecConfig;
-use crate::sink::parse_event_kind;
-use crate::sink::webhook::{Endpoint, Format, WebhookConfig};
+use crate::model::ProviderKind;
+use crate::sink::for_each_sink;
+use crate::sink::registry::{SinkKind, Sinks};
+use crate::sink::section::{Bad, duration, ms_of, toml_list, toml_str};
 use crate::tail::DEFAULT_MAX_LINE_BYTES;
 use crate::watch::{Root, WatcherMode};
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
-use std::time::Duration;
 
 /// Default quiet time before a working session's writer is looked for
 /// (`liveness_after`).
 pub const DEFAULT_LIVENESS_AFTER_MS: u64 = 2 * 60_000;
 
-/// Desktop notification settings.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Desktop {
-    pub enabled: bool,
-    pub sink: DesktopConfig,
-}
-
-/// The validated configuration, defaults filled in.
-#[derive(Debug, Clone)]
-pub struct Config {
-    /// The file it came from, if any.
-    pub source: Option<PathBuf>,
-    pub default_roots: bool,
-    /// Extra roots (`watch`).
-    pub watch: Vec<Root>,
-    /// `None`: stdout.
-    pub events: Option<PathBuf>,
-    pub watcher: WatcherMode,
-    pub poll_interval_ms: u64,
-    pub settle_ms: u64,
-    pub catch_up_ms: u64,
-    /// How long a completion's page waits for its session's background tasks.
-    pub hold_background_ms: u64,
-    /// How long a `needs_input` page waits for an answer that makes it moot.
-    pub needs_input_grace_ms: u64,
-    /// Whether a scheduled turn's completion pages.
-    pub page_scheduled: bool,
-    /// How long a working session stays quiet before its writer is looked for.
-    pub liveness_after_ms: u64,
-    pub max_line_bytes: usize,
-    /// `baton tail` clients the daemon serves at once.
-    pub max_followers: usize,
-    pub desktop: Desktop,
-    pub on_event: Option<ExecConfig>,
-    /// One sink per `[[webhook]]` (each with its own filter).
-    pub webhooks: Vec<WebhookConfig>,
-    /// Where the daemon listens (not configurable: clients must find it).
-    pub socket: Option<PathBuf>,
-    /// Other machines whose events come here (`[[remote]]`).
-    pub remotes: Vec<crate::remote::RemoteConfig>,
-    /// Where `/metrics` is served; `None`: no listener.
-    pub metrics: Option<std::net::SocketAddr>,
-    /// Whether `metrics` may be a non-loopback address.
-    pub metrics_allow_remote: bool,
-}
-
-impl Default for Config {
-    fn default() -> Self {
-        Config {
-            source: None,
-            default_roots: true,
-            watch: Vec::new(),
-            events: None,
-            watcher: WatcherMode::Auto,
-            poll_interval_ms: 2_000,
-            settle_ms: crate::reduce::DEFAULT_SETTLE_MS,
-            catch_up_ms: 10 * 60_000,
-            hold_background_ms: ms_of(crate::sink::hold::DEFAULT_HOLD_BACKGROUND),
-            needs_input_grace_ms: ms_of(crate::sink::hold::DEFAULT_NEEDS_INPUT_GRACE),
-            page_scheduled: false,
-            liveness_after_ms: DEFAULT_LIVENESS_AFTER_MS,
-            max_line_bytes: DEFAULT_MAX_LINE_BYTES,
-            max_followers: crate::socket::DEFAULT_MAX_FOLLOWERS,
-            desktop: Desktop {
-                enabled: true,
-                sink: DesktopConfig::default(),
-            },
-            on_event: None,
-            webhooks: Vec::new(),
-            remotes: Vec::new(),
-            socket: socket_path(),
-            metrics: None,
-            metrics_allow_remote: false,
+macro_rules! config {
+    ($($key:ident => $field:ident : $kind:ty,)*) => {
+        /// The validated configuration, defaults filled in. Each delivery sink's section
+        /// is a field (named in `sink::registry`), of the sink's own type.
+        #[derive(Debug, Clone)]
+        pub struct Config {
+            /// The file it came from, if any.
+            pub source: Option<PathBuf>,
+            pub default_roots: bool,
+            /// Extra roots (`watch`).
+            pub watch: Vec<Root>,
+            /// `None`: stdout.
+            pub events: Option<PathBuf>,
+            pub watcher: WatcherMode,
+            pub poll_interval_ms: u64,
+            pub settle_ms: u64,
+            pub catch_up_ms: u64,
+            /// How long a completion's page waits for its session's background tasks.
+            pub hold_background_ms: u64,
+            /// How long a `needs_input` page waits for an answer that makes it moot.
+            pub needs_input_grace_ms: u64,
+            /// Whether a scheduled turn's completion pages.
+            pub page_scheduled: bool,
+            /// How long a working session stays quiet before its writer is looked for.
+            pub liveness_after_ms: u64,
+            pub max_line_bytes: usize,
+            /// `baton tail` clients the daemon serves at once.
+            pub max_followers: usize,
+            $(pub $field: <$kind as SinkKind>::Config,)*
+            /// Where the daemon listens (not configurable: clients must find it).
+            pub socket: Option<PathBuf>,
+            /// Other machines whose events come here (`[[remote]]`).
+            pub remotes: Vec<crate::remote::RemoteConfig>,
+            /// Where `/metrics` is served; `None`: no listener.
+            pub metrics: Option<std::net::SocketAddr>,
+            /// Whether `metrics` may be a non-loopback address.
+            pub metrics_allow_remote: bool,
         }
-    }
+
+        impl Default for Config {
+            fn default() -> Self {
+                Config {
+                    source: None,
+                    default_roots: true,
+                    watch: Vec::new(),
+                    events: None,
+                    watcher: WatcherMode::Auto,
+                    poll_interval_ms: 2_000,
+                    settle_ms: crate::reduce::DEFAULT_SETTLE_MS,
+                    catch_up_ms: 10 * 60_000,
+                    hold_background_ms: ms_of(crate::sink::hold::DEFAULT_HOLD_BACKGROUND),
+                    needs_input_grace_ms: ms_of(crate::sink::hold::DEFAULT_NEEDS_INPUT_GRACE),
+                    page_scheduled: false,
+                    liveness_after_ms: DEFAULT_LIVENESS_AFTER_MS,
+                    max_line_bytes: DEFAULT_MAX_LINE_BYTES,
+                    max_followers: crate::socket::DEFAULT_MAX_FOLLOWERS,
+                    $($field: Default::default(),)*
+                    remotes: Vec::new(),
+                    socket: socket_path(),
+                    metrics: None,
+                    metrics_allow_remote: false,
+                }
+            }
+        }
+
+        impl Config {
+            /// The sinks' sections, taken out (for the daemon's settings).
+            pub fn take_sinks(&mut self) -> Sinks {
+                Sinks {
+                    $($field: std::mem::take(&mut self.$field),)*
+                }
+            }
+
+            fn put_sinks(&mut self, s: Sinks) {
+                $(self.$field = s.$field;)*
+            }
+
+            /// A copy of the sinks' sections (for printing them).
+            fn sinks(&self) -> Sinks {
+                Sinks {
+                    $($field: self.$field.clone(),)*
+                }
+            }
+        }
+    };
 }
+for_each_sink!(config);
 
 /// A `~/` at the start means the home directory, which must then be known (an absolute
 /// `HOME`).
@@ -151,20 +156,6 @@ fn parse_watcher(s: &str) -> Result<WatcherMode, String> {
         "poll" => Ok(WatcherMode::Poll),
         _ => Err(format!("unknown watcher `{s}` (auto, native or poll)")),
     }
-}
-
-fn parse_kinds(list: &[String]) -> Result<Vec<EventKind>, String> {
-    list.iter()
-        .map(|s| {
-            parse_event_kind(s).ok_or_else(|| {
-                let all: Vec<&str> = crate::sink::EVENT_KINDS
-                    .iter()
-                    .map(|k| k.as_str())
-                    .collect();
-                format!("unknown event `{s}` (one of {})", all.join(", "))
-            })
-        })
-        .collect()
 }
 
 /// Parses `metrics = "HOST:PORT"`: a loopback address unless remote scrapes are allowed,
@@ -216,19 +207,10 @@ impl Config {
             })
     }
 
-    fn from_raw(raw: RawConfig) -> Result<Config, (String, String)> {
+    fn from_raw(mut raw: RawConfig) -> Result<Config, Bad> {
         let mut c = Config::default();
-        let dur = |key: &str,
-                   v: &Option<String>,
-                   positive: bool|
-         -> Result<Option<u64>, (String, String)> {
-            let Some(s) = v else { return Ok(None) };
-            let ms = parse_duration_ms(s).map_err(|e| (key.to_owned(), e))?;
-            if positive && ms == 0 {
-                return Err((key.to_owned(), format!("`{s}` must be longer than zero")));
-            }
-            Ok(Some(ms))
-        };
+        let sinks = raw.take_sinks();
+        let dur = duration;
         if let Some(b) = raw.default_roots {
             c.default_roots = b;
         }
@@ -286,64 +268,7 @@ impl Config {
                 parse_metrics(&m, c.metrics_allow_remote).map_err(|e| ("metrics".to_owned(), e))?,
             );
         }
-        if let Some(d) = raw.desktop {
-            if let Some(b) = d.enabled {
-                c.desktop.enabled = b;
-            }
-            if let Some(ev) = &d.events {
-                c.desktop.sink.kinds =
-                    parse_kinds(ev).map_err(|e| ("desktop.events".to_owned(), e))?;
-            }
-            if let Some(ms) = dur("desktop.cooldown", &d.cooldown, false)? {
-                c.desktop.sink.cooldown = Duration::from_millis(ms);
-            }
-            notify::apply(&d, &mut c.desktop.sink)?;
-        }
-        if let Some(x) = raw.on_event {
-            check_argv("on_event", &x.command)?;
-            let mut e = ExecConfig::new(x.command);
-            if let Some(ms) = dur("on_event.timeout", &x.timeout, true)? {
-                e.timeout = Duration::from_millis(ms);
-            }
-            if let Some(n) = x.concurrency {
-                if n == 0 {
-                    return Err((
-                        "on_event.concurrency".to_owned(),
-                        "must be at least 1".to_owned(),
-                    ));
-                }
-                e.max_concurrent = n;
-            }
-            if let Some(ev) = x.events {
-                e.filter.kinds = parse_kinds(&ev).map_err(|e| ("on_event.events".to_owned(), e))?;
-            }
-            e.suppress_when_focused = x.suppress_when_focused.unwrap_or(false);
-            c.on_event = Some(e);
-        }
-        for (i, w) in raw.webhook.unwrap_or_default().into_iter().enumerate() {
-            let key = |k: &str| format!("webhook[{i}].{k}");
-            let format = match w.format.as_deref() {
-                None => Format::Json,
-                Some(f) => Format::parse(f).ok_or_else(|| {
-                    (
-                        key("format"),
-                        format!("unknown format `{f}` (json or ntfy)"),
-                    )
-                })?,
-            };
-            if !(w.url.starts_with("http://") || w.url.starts_with("https://")) {
-                return Err((key("url"), format!("`{}` is not an http(s) URL", w.url)));
-            }
-            let mut ep = Endpoint::new(w.url, format);
-            ep.headers = w.headers.unwrap_or_default().into_iter().collect();
-            let mut cfg = WebhookConfig::new(vec![ep]);
-            cfg.priorities = c.desktop.sink.styles.clone();
-            if let Some(ev) = w.events {
-                cfg.filter.kinds = parse_kinds(&ev).map_err(|e| (key("events"), e))?;
-            }
-            cfg.suppress_when_focused = w.suppress_when_focused.unwrap_or(false);
-            c.webhooks.push(cfg);
-        }
+        c.put_sinks(Sinks::parse(sinks)?);
         c.remotes = remote::parse(raw.remote.unwrap_or_default())?;
         Ok(c)
     }
@@ -352,10 +277,6 @@ impl Config {
     pub fn to_toml(&self) -> String {
         let q = toml_str;
         let list = toml_list;
-        let kinds = |k: &[EventKind]| {
-            let v: Vec<String> = k.iter().map(|k| k.as_str().to_owned()).collect();
-            list(&v)
-        };
         let mut o = String::new();
         let src = match &self.source {
             Some(p) => format!("# Effective baton configuration (from {}).\n", p.display()),
@@ -479,87 +400,7 @@ impl Config {
             if self.metrics_allow_remote { "" } else { "# " },
             self.metrics_allow_remote
         );
-        let d = &self.desktop;
-        let _ = writeln!(
-            o,
-            "# Desktop notifications over D-Bus (main conversations only; --no-desktop turns them off).\n\
-             [desktop]\n\
-             enabled = {}\n\
-             # Which events notify (only turn_completed, turn_failed and needs_input can).\n\
-             events = {}\n\
-             # Shortest time between two notifications of one session.\n\
-             cooldown = {}",
-            d.enabled,
-            kinds(&d.sink.kinds),
-            q(&fmt_duration(ms_of(d.sink.cooldown)))
-        );
-        notify::write(&mut o, &d.sink);
-        match &self.on_event {
-            Some(e) => {
-                let _ = writeln!(
-                    o,
-                    "# Exec hook: run this program (no shell) with each matching event's JSON on stdin.\n\
-                     [on_event]\n\
-                     command = {}\n\
-                     # A run taking longer is killed.\n\
-                     timeout = {}\n\
-                     # Runs at once.\n\
-                     concurrency = {}\n\
-                     # Which events run it (main conversations only).\n\
-                     events = {}\n\
-                     # No run while the session is in front of you (as desktop's).\n\
-                     suppress_when_focused = {}\n",
-                    list(&e.command),
-                    q(&fmt_duration(ms_of(e.timeout))),
-                    e.max_concurrent,
-                    kinds(&e.filter.kinds),
-                    e.suppress_when_focused
-                );
-            }
-            None => o.push_str(
-                "# Exec hook (off): on_event = [\"program\", \"arg\"] runs the program with each\n\
-                 # event's JSON on stdin; or an [on_event] table with command, timeout, concurrency,\n\
-                 # events, suppress_when_focused.\n\n",
-            ),
-        }
-        if self.webhooks.is_empty() {
-            o.push_str(
-                "# Webhooks (none): [[webhook]] with url, format (\"json\" or \"ntfy\"), headers,\n\
-                 # events, suppress_when_focused.\n",
-            );
-        }
-        for w in &self.webhooks {
-            for ep in &w.endpoints {
-                let format = match ep.format {
-                    Format::Json => "json",
-                    Format::Ntfy => "ntfy",
-                };
-                let headers: Vec<String> = ep
-                    .headers
-                    .iter()
-                    .map(|(k, v)| format!("{} = {}", q(k), q(v)))
-                    .collect();
-                let _ = writeln!(
-                    o,
-                    "# POST each matching event here (retried with backoff; never blocks).\n\
-                     [[webhook]]\n\
-                     url = {}\n\
-                     # \"json\": the event's JSON line; \"ntfy\": plain-text message, Title header.\n\
-                     format = {}\n\
-                     # Extra request headers, e.g. Authorization.\n\
-                     headers = {{ {} }}\n\
-                     # Which events are posted (main conversations only).\n\
-                     events = {}\n\
-                     # Nothing posted while the session is in front of you (as desktop's).\n\
-                     suppress_when_focused = {}\n",
-                    q(&ep.url),
-                    q(format),
-                    headers.join(", "),
-                    kinds(&w.filter.kinds),
-                    w.suppress_when_focused
-                );
-            }
-        }
+        self.sinks().write(&mut o);
         o.push('\n');
         remote::write(&mut o, &self.remotes);
         o

@@ -85,7 +85,7 @@ pub(super) fn parse(raw: Vec<RawRemote>) -> Result<Vec<RemoteConfig>, (String, S
 /// `baton config`'s `[[remote]]` sections, as they were given (or a comment saying how,
 /// when there are none).
 pub(super) fn write(o: &mut String, remotes: &[RemoteConfig]) {
-    use super::values::{toml_list, toml_str};
+    use crate::sink::section::{toml_list, toml_str};
     use std::fmt::Write as _;
     if remotes.is_empty() {
         o.push_str(

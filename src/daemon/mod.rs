@@ -114,34 +114,16 @@ fn build_sinks(
     settings: &Settings,
     board: &crate::sink::desktop::Board,
 ) -> Result<Vec<sink::Delivery>, Error> {
-    use crate::sink::{DesktopSink, ExecSink, WebhookSink};
-    let bad = |e: crate::sink::SinkError| Error::Usage(e.to_string());
-    let mut sinks = Vec::new();
-    if let Some(cfg) = &settings.desktop {
-        sinks.push(sink::Delivery::from(
-            DesktopSink::with_board(cfg.clone(), board.clone())
-                .map_err(bad)?
-                .with_hold(settings.hold_background)
-                .with_pages(settings.pages),
-        ));
-    }
-    if let Some(cfg) = &settings.on_event {
-        sinks.push(sink::Delivery::from(
-            ExecSink::with_held(cfg.clone(), board.held.clone())
-                .map_err(bad)?
-                .with_hold(settings.hold_background)
-                .with_pages(settings.pages),
-        ));
-    }
-    for cfg in &settings.webhooks {
-        sinks.push(sink::Delivery::from(
-            WebhookSink::with_held(cfg.clone(), board.held.clone())
-                .map_err(bad)?
-                .with_hold(settings.hold_background)
-                .with_pages(settings.pages),
-        ));
-    }
-    Ok(sinks)
+    let on = crate::sink::registry::Wiring {
+        board,
+        hold: settings.hold_background,
+        pages: settings.pages,
+    };
+    let built = settings
+        .sinks
+        .build(&on)
+        .map_err(|e| Error::Usage(e.to_string()))?;
+    Ok(built.into_iter().map(sink::Delivery::from).collect())
 }
 
 /// One thread per `[[remote]]`, handing its events to the sink task's queue like the

@@ -3,9 +3,7 @@
 
 use crate::config::Config;
 use crate::error::Error;
-use crate::sink::desktop::DesktopConfig;
-use crate::sink::exec::ExecConfig;
-use crate::sink::webhook::WebhookConfig;
+use crate::sink::registry::Sinks;
 use crate::watch::{Root, WatcherMode};
 use clap::Args;
 use std::path::PathBuf;
@@ -161,10 +159,9 @@ pub struct Settings {
     pub hang_core_on: Option<std::ffi::OsString>,
     /// Test and benchmark only: see `RunArgs::debug_history_threads`.
     pub history_threads: usize,
-    /// `None`: no desktop notifications.
-    pub desktop: Option<DesktopConfig>,
-    pub on_event: Option<ExecConfig>,
-    pub webhooks: Vec<WebhookConfig>,
+    /// The delivery sinks' sections (desktop, exec hook, webhooks: see
+    /// `sink::registry`).
+    pub sinks: Sinks,
     /// `None`: no socket (no runtime, state or home directory to put it in).
     pub socket: Option<PathBuf>,
     /// `tail` clients served at once.
@@ -184,7 +181,11 @@ impl Settings {
     }
 
     /// Applies the flags over `config`.
-    pub fn resolve(args: RunArgs, config: Config) -> Result<Self, Error> {
+    pub fn resolve(args: RunArgs, mut config: Config) -> Result<Self, Error> {
+        let mut sinks = config.take_sinks();
+        if args.no_desktop {
+            sinks.desktop.enabled = false;
+        }
         let mut roots = if args.no_default_roots || !config.default_roots {
             Vec::new()
         } else {
@@ -214,7 +215,6 @@ impl Settings {
             Some(p) => (p.as_os_str() != "-").then_some(p),
             None => config.events,
         };
-        let desktop = (config.desktop.enabled && !args.no_desktop).then_some(config.desktop.sink);
         let given_state_dir = args.state_dir.is_some();
         let state_dir = args
             .state_dir
@@ -264,9 +264,7 @@ impl Settings {
             max_warm: args.debug_max_warm,
             hang_core_on: args.debug_hang_core_on,
             history_threads: args.debug_history_threads,
-            desktop,
-            on_event: config.on_event,
-            webhooks: config.webhooks,
+            sinks,
             socket,
             max_followers: config.max_followers,
             remotes: config.remotes,

@@ -16,7 +16,7 @@ use crate::metrics::serve::SyncRx;
 use crate::model::{Event, EventKind};
 use crate::shutdown::Shutdown;
 use crate::sink::Sink;
-use crate::sink::delivery::{Counted, Courier, Delivered};
+use crate::sink::delivery::Counting;
 use crate::sink::jsonl::{LineOut, StreamHealth};
 use crate::socket::Hub;
 use crate::state::Persist;
@@ -31,27 +31,9 @@ pub const BATCH_CAPACITY: usize = 1024;
 /// A delivery sink, closed with a grace period at the end.
 pub struct Delivery(Box<dyn Counting>);
 
-/// A sink whose deliveries and failures `baton_deliveries_total` counts.
-trait Counting: Sink {
-    fn counts(&self) -> (u64, u64);
-}
-
-impl<C: Courier> Counting for Delivered<C>
-where
-    C::Stats: Counted,
-{
-    fn counts(&self) -> (u64, u64) {
-        let s = self.stats();
-        (s.delivered(), s.failed())
-    }
-}
-
-impl<C: Courier> From<Delivered<C>> for Delivery
-where
-    C::Stats: Counted,
-{
-    fn from(s: Delivered<C>) -> Self {
-        Delivery(Box::new(s))
+impl From<Box<dyn Counting>> for Delivery {
+    fn from(s: Box<dyn Counting>) -> Self {
+        Delivery(s)
     }
 }
 

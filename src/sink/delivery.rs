@@ -54,30 +54,20 @@ pub trait Counted {
     fn failed(&self) -> u64;
 }
 
-impl Counted for super::exec::ExecStats {
-    fn delivered(&self) -> u64 {
-        self.ok
-    }
-    fn failed(&self) -> u64 {
-        self.failed + self.timed_out + self.dropped
-    }
+/// A delivery sink as the daemon holds it: a [`Sink`] whose deliveries and failures
+/// `baton_deliveries_total` counts.
+pub trait Counting: Sink {
+    /// (delivered, failed) so far; see [`Counted`].
+    fn counts(&self) -> (u64, u64);
 }
 
-impl Counted for super::webhook::WebhookStats {
-    fn delivered(&self) -> u64 {
-        self.delivered
-    }
-    fn failed(&self) -> u64 {
-        self.failed + self.dropped
-    }
-}
-
-impl Counted for super::desktop::DesktopStats {
-    fn delivered(&self) -> u64 {
-        self.shown
-    }
-    fn failed(&self) -> u64 {
-        self.failed + self.dropped + self.skipped_no_bus
+impl<C: Courier> Counting for Delivered<C>
+where
+    C::Stats: Counted,
+{
+    fn counts(&self) -> (u64, u64) {
+        let s = self.stats();
+        (s.delivered(), s.failed())
     }
 }
 

@@ -219,6 +219,15 @@ pub struct DesktopStats {
     pub clicked: u64,
 }
 
+impl super::delivery::Counted for DesktopStats {
+    fn delivered(&self) -> u64 {
+        self.shown
+    }
+    fn failed(&self) -> u64 {
+        self.failed + self.dropped + self.skipped_no_bus
+    }
+}
+
 /// Where the sink reads the time: the wall clock, or a test's.
 pub type WallClock = Arc<dyn Fn() -> i64 + Send + Sync>;
 

@@ -22,13 +22,20 @@
 //! there. (A run that exits by itself leaves what it started in the background alone:
 //! that is how a hook starts something on purpose.)
 
-use super::delivery::{Courier, Delivered, Drain, Stop, Workers};
+use super::delivery::{Counted, Courier, Delivered, Drain, Stop, Workers};
+use super::desktop::Board;
 use super::focused::Check;
 use super::quiet::HeldLog;
+use super::registry::{SinkKind, Sinks};
+use super::section::{
+    Bad, check_argv, duration, fmt_duration, ms_of, parse_kinds, toml_kinds, toml_list, toml_str,
+};
 use super::{EventFilter, SinkError};
 use crate::model::Event;
 use crossbeam_channel::TrySendError;
 use rustix::process::{Pid, Signal, kill_process_group, test_kill_process_group};
+use serde::Deserialize;
+use std::fmt::Write as _;
 use std::io::Write;
 use std::os::unix::process::CommandExt;
 use std::process::{Child, Command, ExitStatus, Stdio};
@@ -341,5 +348,133 @@ fn wait_for(
         }
         thread::sleep(nap.min(deadline - now));
         nap = (nap * 2).min(Duration::from_millis(100));
+    }
+}
+
+/// `on_event = ["program", "arg"]`, or a table with `command` and limits.
+#[derive(Debug, Default)]
+pub struct RawExec {
+    pub command: Vec<String>,
+    pub timeout: Option<String>,
+    pub concurrency: Option<usize>,
+    pub events: Option<Vec<String>>,
+    pub suppress_when_focused: Option<bool>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawExecTable {
+    command: Vec<String>,
+    timeout: Option<String>,
+    concurrency: Option<usize>,
+    events: Option<Vec<String>>,
+    suppress_when_focused: Option<bool>,
+}
+
+impl<'de> Deserialize<'de> for RawExec {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        // Hand-written rather than `untagged`, whose error would not name a bad key.
+        struct V;
+        impl<'de> serde::de::Visitor<'de> for V {
+            type Value = RawExec;
+            fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+                f.write_str("an argv array [\"program\", \"arg\", …] or a table with `command`")
+            }
+            fn visit_seq<A: serde::de::SeqAccess<'de>>(self, seq: A) -> Result<RawExec, A::Error> {
+                let command =
+                    Vec::<String>::deserialize(serde::de::value::SeqAccessDeserializer::new(seq))?;
+                Ok(RawExec {
+                    command,
+                    ..RawExec::default()
+                })
+            }
+            fn visit_map<A: serde::de::MapAccess<'de>>(self, map: A) -> Result<RawExec, A::Error> {
+                let t =
+                    RawExecTable::deserialize(serde::de::value::MapAccessDeserializer::new(map))?;
+                Ok(RawExec {
+                    command: t.command,
+                    timeout: t.timeout,
+                    concurrency: t.concurrency,
+                    events: t.events,
+                    suppress_when_focused: t.suppress_when_focused,
+                })
+            }
+        }
+        d.deserialize_any(V)
+    }
+}
+
+impl Counted for ExecStats {
+    fn delivered(&self) -> u64 {
+        self.ok
+    }
+    fn failed(&self) -> u64 {
+        self.failed + self.timed_out + self.dropped
+    }
+}
+
+/// The `on_event` section: off when absent.
+impl SinkKind for Exec {
+    type Raw = RawExec;
+    type Config = Option<ExecConfig>;
+
+    fn parse(x: RawExec, c: &mut Option<ExecConfig>, _: &Sinks) -> Result<(), Bad> {
+        check_argv("on_event", &x.command)?;
+        let mut e = ExecConfig::new(x.command);
+        if let Some(ms) = duration("on_event.timeout", &x.timeout, true)? {
+            e.timeout = Duration::from_millis(ms);
+        }
+        if let Some(n) = x.concurrency {
+            if n == 0 {
+                return Err((
+                    "on_event.concurrency".to_owned(),
+                    "must be at least 1".to_owned(),
+                ));
+            }
+            e.max_concurrent = n;
+        }
+        if let Some(ev) = x.events {
+            e.filter.kinds = parse_kinds(&ev).map_err(|e| ("on_event.events".to_owned(), e))?;
+        }
+        e.suppress_when_focused = x.suppress_when_focused.unwrap_or(false);
+        *c = Some(e);
+        Ok(())
+    }
+
+    fn write(c: &Option<ExecConfig>, o: &mut String) {
+        match c {
+            Some(e) => {
+                let _ = writeln!(
+                    o,
+                    "# Exec hook: run this program (no shell) with each matching event's JSON on stdin.\n\
+                     [on_event]\n\
+                     command = {}\n\
+                     # A run taking longer is killed.\n\
+                     timeout = {}\n\
+                     # Runs at once.\n\
+                     concurrency = {}\n\
+                     # Which events run it (main conversations only).\n\
+                     events = {}\n\
+                     # No run while the session is in front of you (as desktop's).\n\
+                     suppress_when_focused = {}\n",
+                    toml_list(&e.command),
+                    toml_str(&fmt_duration(ms_of(e.timeout))),
+                    e.max_concurrent,
+                    toml_kinds(&e.filter.kinds),
+                    e.suppress_when_focused
+                );
+            }
+            None => o.push_str(
+                "# Exec hook (off): on_event = [\"program\", \"arg\"] runs the program with each\n\
+                 # event's JSON on stdin; or an [on_event] table with command, timeout, concurrency,\n\
+                 # events, suppress_when_focused.\n\n",
+            ),
+        }
+    }
+
+    fn build(c: &Option<ExecConfig>, board: &Board) -> Result<Vec<ExecSink>, SinkError> {
+        c.iter()
+            .map(|cfg| ExecSink::with_held(cfg.clone(), board.held.clone()))
+            .collect()
     }
 }

@@ -8,6 +8,7 @@
 
 pub mod delivery;
 pub mod desktop;
+pub mod desktop_config;
 pub mod exec;
 pub mod focused;
 pub mod hold;
@@ -15,12 +16,28 @@ pub mod jsonl;
 pub mod kinds;
 pub mod notifier;
 pub mod quiet;
+pub mod registry;
+pub mod section;
 pub mod webhook;
 
 pub use desktop::DesktopSink;
 pub use exec::ExecSink;
 pub use jsonl::JsonlSink;
 pub use webhook::WebhookSink;
+
+/// The registry: calls `$then!` with one `key => field: Kind` line per delivery sink, in
+/// the order they are parsed, printed and built. `key` is the config file's section,
+/// `field` the validated section's name in `Config`.
+macro_rules! for_each_sink {
+    ($then:ident) => {
+        $then! {
+            desktop => desktop: $crate::sink::desktop::Desktop,
+            on_event => on_event: $crate::sink::exec::Exec,
+            webhook => webhooks: $crate::sink::webhook::Webhook,
+        }
+    };
+}
+pub(crate) use for_each_sink;
 
 use crate::model::{Event, EventKind, ProviderKind};
 use crate::reduce::SessionView;

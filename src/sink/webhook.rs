@@ -13,12 +13,18 @@
 //! URLs often carry secrets (tokens in paths or queries), so logs name only the
 //! endpoint's scheme, host and port.
 
-use super::delivery::{Courier, Delivered, Drain, Stop, Workers};
+use super::delivery::{Counted, Courier, Delivered, Drain, Stop, Workers};
+use super::desktop::Board;
 use super::focused::Check;
 use super::quiet::HeldLog;
+use super::registry::{SinkKind, Sinks};
+use super::section::{Bad, parse_kinds, toml_kinds, toml_str};
 use super::{EventFilter, SinkError, headline, plain_message, title};
 use crate::model::Event;
 use crossbeam_channel::Receiver;
+use serde::Deserialize;
+use std::collections::BTreeMap;
+use std::fmt::Write as _;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
@@ -464,6 +470,109 @@ fn base64(data: &[u8]) -> String {
         }
     }
     out
+}
+
+/// One `[[webhook]]` as written.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawWebhook {
+    pub url: String,
+    pub format: Option<String>,
+    pub headers: Option<BTreeMap<String, String>>,
+    pub events: Option<Vec<String>>,
+    pub suppress_when_focused: Option<bool>,
+}
+
+impl Counted for WebhookStats {
+    fn delivered(&self) -> u64 {
+        self.delivered
+    }
+    fn failed(&self) -> u64 {
+        self.failed + self.dropped
+    }
+}
+
+/// The `[[webhook]]` tables: one sink each, with its own filter.
+impl SinkKind for Webhook {
+    type Raw = Vec<RawWebhook>;
+    type Config = Vec<WebhookConfig>;
+
+    fn parse(raw: Vec<RawWebhook>, c: &mut Vec<WebhookConfig>, earlier: &Sinks) -> Result<(), Bad> {
+        for (i, w) in raw.into_iter().enumerate() {
+            let key = |k: &str| format!("webhook[{i}].{k}");
+            let format = match w.format.as_deref() {
+                None => Format::Json,
+                Some(f) => Format::parse(f).ok_or_else(|| {
+                    (
+                        key("format"),
+                        format!("unknown format `{f}` (json or ntfy)"),
+                    )
+                })?,
+            };
+            if !(w.url.starts_with("http://") || w.url.starts_with("https://")) {
+                return Err((key("url"), format!("`{}` is not an http(s) URL", w.url)));
+            }
+            let mut ep = Endpoint::new(w.url, format);
+            ep.headers = w.headers.unwrap_or_default().into_iter().collect();
+            let mut cfg = WebhookConfig::new(vec![ep]);
+            // ntfy priorities are set per kind in `[desktop.kinds.KIND]`.
+            cfg.priorities = earlier.desktop.sink.styles.clone();
+            if let Some(ev) = w.events {
+                cfg.filter.kinds = parse_kinds(&ev).map_err(|e| (key("events"), e))?;
+            }
+            cfg.suppress_when_focused = w.suppress_when_focused.unwrap_or(false);
+            c.push(cfg);
+        }
+        Ok(())
+    }
+
+    fn write(c: &Vec<WebhookConfig>, o: &mut String) {
+        let q = toml_str;
+        if c.is_empty() {
+            o.push_str(
+                "# Webhooks (none): [[webhook]] with url, format (\"json\" or \"ntfy\"), headers,\n\
+                 # events, suppress_when_focused.\n",
+            );
+        }
+        for w in c {
+            for ep in &w.endpoints {
+                let format = match ep.format {
+                    Format::Json => "json",
+                    Format::Ntfy => "ntfy",
+                };
+                let headers: Vec<String> = ep
+                    .headers
+                    .iter()
+                    .map(|(k, v)| format!("{} = {}", q(k), q(v)))
+                    .collect();
+                let _ = writeln!(
+                    o,
+                    "# POST each matching event here (retried with backoff; never blocks).\n\
+                     [[webhook]]\n\
+                     url = {}\n\
+                     # \"json\": the event's JSON line; \"ntfy\": plain-text message, Title header.\n\
+                     format = {}\n\
+                     # Extra request headers, e.g. Authorization.\n\
+                     headers = {{ {} }}\n\
+                     # Which events are posted (main conversations only).\n\
+                     events = {}\n\
+                     # Nothing posted while the session is in front of you (as desktop's).\n\
+                     suppress_when_focused = {}\n",
+                    q(&ep.url),
+                    q(format),
+                    headers.join(", "),
+                    toml_kinds(&w.filter.kinds),
+                    w.suppress_when_focused
+                );
+            }
+        }
+    }
+
+    fn build(c: &Vec<WebhookConfig>, board: &Board) -> Result<Vec<WebhookSink>, SinkError> {
+        c.iter()
+            .map(|cfg| WebhookSink::with_held(cfg.clone(), board.held.clone()))
+            .collect()
+    }
 }
 
 #[cfg(test)]

@@ -1,23 +1,119 @@
-//! The desktop keys about acting on a notification: `suppress_when_focused`,
-//! `on_click`, `mute`, `quiet_hours` and the per-kind `[desktop.kinds.KIND]` tables.
+//! The desktop sink's section of the config file, `[desktop]`: whether it is on, which
+//! events notify, the cooldown, and the keys about acting on a notification
+//! (`suppress_when_focused`, `on_click`, `mute`, `quiet_hours` and the per-kind
+//! `[desktop.kinds.KIND]` tables). Its [`SinkKind`] impl makes the desktop a registered
+//! sink (see [`super::registry`]).
 
-use super::raw::{RawDesktop, RawKind};
-use crate::sink::desktop::DesktopConfig;
+use super::SinkError;
+use super::delivery::Delivered;
+use super::desktop::{Board, Desktop, DesktopConfig, DesktopSink};
+use super::registry::{SinkKind, Sinks};
+use super::section::{
+    Bad, check_argv, duration, fmt_duration, ms_of, parse_kinds, toml_kinds, toml_list, toml_str,
+};
 use crate::sink::kinds::{STYLED, Style, Urgency};
 use crate::sink::parse_event_kind;
 use crate::sink::quiet::QuietHours;
+use serde::Deserialize;
+use std::collections::BTreeMap;
 use std::fmt::Write as _;
 use std::path::PathBuf;
+use std::time::Duration;
 
-type Bad = (String, String);
+/// `[desktop]` as written.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawDesktop {
+    pub enabled: Option<bool>,
+    pub events: Option<Vec<String>>,
+    pub cooldown: Option<String>,
+    pub suppress_when_focused: Option<bool>,
+    pub on_click: Option<Vec<String>>,
+    pub mute: Option<Vec<String>>,
+    pub quiet_hours: Option<String>,
+    pub kinds: Option<BTreeMap<String, RawKind>>,
+}
+
+/// `[desktop.kinds.KIND]`: one kind's look and sound.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawKind {
+    pub urgency: Option<String>,
+    pub sound_name: Option<String>,
+    pub sound_file: Option<String>,
+    pub timeout_ms: Option<u32>,
+    pub priority: Option<u8>,
+}
+
+/// Desktop notification settings (`[desktop]`, validated).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DesktopSection {
+    /// Off with `enabled = false` (or `--no-desktop`).
+    pub enabled: bool,
+    pub sink: DesktopConfig,
+}
+
+impl Default for DesktopSection {
+    fn default() -> Self {
+        DesktopSection {
+            enabled: true,
+            sink: DesktopConfig::default(),
+        }
+    }
+}
+
+impl SinkKind for Desktop {
+    type Raw = RawDesktop;
+    type Config = DesktopSection;
+
+    fn parse(d: RawDesktop, c: &mut DesktopSection, _: &Sinks) -> Result<(), Bad> {
+        if let Some(b) = d.enabled {
+            c.enabled = b;
+        }
+        if let Some(ev) = &d.events {
+            c.sink.kinds = parse_kinds(ev).map_err(|e| ("desktop.events".to_owned(), e))?;
+        }
+        if let Some(ms) = duration("desktop.cooldown", &d.cooldown, false)? {
+            c.sink.cooldown = Duration::from_millis(ms);
+        }
+        apply(&d, &mut c.sink)
+    }
+
+    fn write(d: &DesktopSection, o: &mut String) {
+        let _ = writeln!(
+            o,
+            "# Desktop notifications over D-Bus (main conversations only; --no-desktop turns them off).\n\
+             [desktop]\n\
+             enabled = {}\n\
+             # Which events notify (only turn_completed, turn_failed and needs_input can).\n\
+             events = {}\n\
+             # Shortest time between two notifications of one session.\n\
+             cooldown = {}",
+            d.enabled,
+            toml_kinds(&d.sink.kinds),
+            toml_str(&fmt_duration(ms_of(d.sink.cooldown)))
+        );
+        write(o, &d.sink);
+    }
+
+    fn build(d: &DesktopSection, board: &Board) -> Result<Vec<Delivered<Desktop>>, SinkError> {
+        if !d.enabled {
+            return Ok(Vec::new());
+        }
+        Ok(vec![DesktopSink::with_board(
+            d.sink.clone(),
+            board.clone(),
+        )?])
+    }
+}
 
 /// Validates `d`'s keys into `cfg`.
-pub fn apply(d: &RawDesktop, cfg: &mut DesktopConfig) -> Result<(), Bad> {
+fn apply(d: &RawDesktop, cfg: &mut DesktopConfig) -> Result<(), Bad> {
     if let Some(b) = d.suppress_when_focused {
         cfg.suppress_when_focused = b;
     }
     if let Some(argv) = &d.on_click {
-        super::values::check_argv("desktop.on_click", argv)?;
+        check_argv("desktop.on_click", argv)?;
         cfg.on_click = argv.clone();
     }
     if let Some(m) = &d.mute {
@@ -94,8 +190,8 @@ fn style_from(k: &RawKind, style: &mut Style, key: &dyn Fn(&str) -> String) -> R
 }
 
 /// The keys as `baton config` prints them, each with its comment.
-pub fn write(o: &mut String, cfg: &DesktopConfig) {
-    let (q, list) = (super::values::toml_str, super::values::toml_list);
+fn write(o: &mut String, cfg: &DesktopConfig) {
+    let (q, list) = (toml_str, toml_list);
     let _ = writeln!(
         o,
         "# No notification while the session is in front of you (its tmux pane active in an\n\
