@@ -37,7 +37,8 @@ BATON_LOG=debug) to change the filter. `baton man SUBCOMMAND` prints its man pag
 Exit codes: 0 ok, 1 check found problems, 2 usage or config error, 3 cannot read a
 path or the daemon is not running, 4 cannot write output, 5 another `baton run` holds
 the state directory, 6 the state directory cannot be used, 7 no systemd user manager is
-reachable (`baton service`), 8 systemctl failed (`baton service`).";
+reachable (`baton service`), 8 systemctl failed (`baton service`), 9 `baton run` could
+not start a part it needs (the socket, a thread, the native watcher).";
 
 #[derive(Debug, Parser)]
 #[command(name = "baton", version, about = ABOUT, long_about = ABOUT, after_help = AFTER)]

@@ -144,7 +144,7 @@ fn check_without_a_path_reads_the_default_roots() {
 }
 
 /// The README's exit-code table has a row for every code baton exits with (the main
-/// errors' 0–6 and `baton service`'s 7 and 8), as `--help` lists them.
+/// errors' 0–6 and 9, and `baton service`'s 7 and 8), as `--help` lists them.
 #[test]
 fn the_readme_lists_every_exit_code() {
     let readme = include_str!("../README.md");
@@ -153,7 +153,7 @@ fn the_readme_lists_every_exit_code() {
         .nth(1)
         .expect("an Exit codes section");
     // Before: the table stopped at 6.
-    for code in 0..=8 {
+    for code in 0..=9 {
         assert!(
             table.lines().any(|l| l.starts_with(&format!("| {code} |"))),
             "README's exit codes lack {code}"
@@ -161,7 +161,11 @@ fn the_readme_lists_every_exit_code() {
     }
     let home = tempfile::tempdir().unwrap();
     let text = String::from_utf8(baton(&["--help"], home.path()).stdout).unwrap();
-    for code in ["7 no systemd user manager", "8 systemctl failed"] {
+    for code in [
+        "7 no systemd user manager",
+        "8 systemctl failed",
+        "9 `baton run` could",
+    ] {
         assert!(text.contains(code), "--help lacks {code}");
     }
 }

@@ -150,3 +150,29 @@ fn a_bad_setting_is_a_usage_error_before_the_state_dir_is_opened() {
     assert_eq!(out.status.code(), Some(2), "{err}");
     assert!(err.contains("--settle") && err.contains("--help"), "{err}");
 }
+
+/// A socket that cannot be made is a failure to start (exit 9, "cannot start: the
+/// socket …"), not a bad command line (exit 2, which it was before the error classes).
+#[test]
+fn a_socket_that_cannot_be_made_is_a_start_failure() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path();
+    fs::create_dir_all(dir.join("root")).unwrap();
+    // The socket's folder would be inside a regular file.
+    fs::write(dir.join("not-a-dir"), "").unwrap();
+    let out = baton(dir)
+        .args(["run", "--no-default-roots", "--no-desktop", "--watch"])
+        .arg(format!("codex={}", dir.join("root").display()))
+        .arg("--state-dir")
+        .arg(dir.join("state"))
+        .arg("--socket")
+        .arg(dir.join("not-a-dir/run/baton.sock"))
+        .arg("--events")
+        .arg(dir.join("events.jsonl"))
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(9), "{err}");
+    assert!(err.contains("cannot start: the socket"), "{err}");
+}

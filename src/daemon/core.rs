@@ -85,8 +85,8 @@ impl Core {
                     None
                 }
                 Err(e) => {
-                    return Err(Error::Usage(format!(
-                        "--watcher native: cannot start the native file watcher: {e} \
+                    return Err(Error::Start(format!(
+                        "the native file watcher (--watcher native): {e} \
                          (try --watcher poll)"
                     )));
                 }

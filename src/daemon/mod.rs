@@ -57,7 +57,7 @@ pub fn main(args: RunArgs) -> Result<(), Error> {
         // The sink's writes run on the blocking pool; keep its thread between batches.
         .thread_keep_alive(Duration::from_secs(24 * 3600))
         .build()
-        .map_err(|e| Error::Usage(format!("cannot start the async runtime: {e}")))?;
+        .map_err(|e| Error::Start(format!("the async runtime: {e}")))?;
     let res = rt.block_on(async { run(settings, shutdown_signal()).await });
     // Every wait of the stop was bounded; a blocking write still stuck on a stalled
     // stdout must not hold the exit.
@@ -148,7 +148,7 @@ fn start_remotes(
                 token.clone(),
                 hand_on,
             )
-            .map_err(|e| Error::Usage(format!("cannot start remote {}: {e}", cfg.name)))
+            .map_err(|e| Error::Start(format!("the link to remote {}: {e}", cfg.name)))
         })
         .collect()
 }
@@ -173,8 +173,7 @@ pub async fn run(settings: Settings, shutdown: impl Future<Output = ()>) -> Resu
     let (persist, mut loaded) = crate::state::open(&settings.state_dir, settings.catch_up_ms)?;
     let replay = std::mem::take(&mut loaded.journal.undone);
     let out = open_events(settings.events.as_ref())?;
-    let token = Shutdown::new()
-        .map_err(|e| Error::Usage(format!("cannot make the shutdown signal: {e}")))?;
+    let token = Shutdown::new().map_err(|e| Error::Start(format!("the shutdown signal: {e}")))?;
     let metrics = match settings.metrics {
         Some(addr) => Some(
             crate::metrics::serve::Listener::bind(addr).map_err(|e| Error::Usage(e.to_string()))?,
@@ -185,7 +184,7 @@ pub async fn run(settings: Settings, shutdown: impl Future<Output = ()>) -> Resu
     let (counts_tx, counts_rx) = tokio::sync::watch::channel(crate::views::Counts::default());
     let (views_tx, views) =
         crate::views::spawn(counts_tx, metrics.as_ref().map(|(_, m)| Arc::clone(m)))
-            .map_err(|e| Error::Usage(format!("cannot start the status thread: {e}")))?;
+            .map_err(|e| Error::Start(format!("the status thread: {e}")))?;
     let hub = crate::socket::Hub::new(views, crate::socket::CLIENT_QUEUE, board);
     if let Some((_, m)) = &metrics {
         hub.remote_links().count_into(Arc::clone(m));
@@ -245,7 +244,7 @@ pub async fn run(settings: Settings, shutdown: impl Future<Output = ()>) -> Resu
         std::thread::Builder::new()
             .name("baton-core".to_owned())
             .spawn(move || core.run(&token))
-            .map_err(|e| Error::Usage(format!("cannot start the core thread: {e}")))?
+            .map_err(|e| Error::Start(format!("the core thread: {e}")))?
     };
     let registry = registry::Reader::new(
         registry::dirs_of(&settings.roots),

@@ -94,14 +94,14 @@ impl Server {
         shutdown: Shutdown,
     ) -> Result<Server, Error> {
         let ctx = |what: &str, e: io::Error| {
-            Error::Usage(format!("socket {}: {what}: {e}", path.display()))
+            Error::Start(format!("the socket {}: {what}: {e}", path.display()))
         };
         if let Some(dir) = path.parent() {
             private_dir(dir).map_err(|e| ctx("cannot create its directory", e))?;
         }
         if std::fs::symlink_metadata(path).is_ok() {
             if UnixStream::connect(path).is_ok() {
-                return Err(Error::Usage(format!(
+                return Err(Error::Start(format!(
                     "another baton daemon is already listening on {}",
                     path.display()
                 )));
