@@ -20,6 +20,8 @@ const AFTER: &str = "Examples:
   baton tail --since 10m             recent events, then live ones
   baton tail --json --follow         the stream, across daemon restarts
   baton status --watch               a live table (/ filter, a all, q quit)
+  baton status --format waybar --watch   a status-bar line on every change
+                                     (waybar, i3bar, plain: docs/status-bar.md)
 
 Default roots (read by `run`, `scan` and `check` without a PATH; each once it exists):
   ~/.claude/projects         Claude Code ($CLAUDE_CONFIG_DIR/projects)
@@ -73,6 +75,14 @@ pub enum Command {
     Check(crate::check::CheckArgs),
     /// Print every session the running daemon knows: agent, project, state, turn,
     /// since when, last message.
+    ///
+    /// `--format waybar|i3bar|plain` prints one line for a status bar instead (e.g. "2
+    /// need you · 1 working"), and with `--watch` a new line on every change; while the
+    /// daemon is not running that line says so (class `down`) and `--watch` retries
+    /// until it is back. See docs/status-bar.md for waybar, i3blocks, i3status-rust,
+    /// polybar and tmux. With `--format`, the exit code is 0 whenever the line was
+    /// printed, the `down` line included (bars hide or redden a block whose command
+    /// fails), 2 on a usage error, 4 when the line cannot be written.
     Status(StatusArgs),
     /// Follow the running daemon's events live: one line each, or JSON Lines with
     /// --json. --since (or --since-id) replays recent events first; --follow keeps going
@@ -221,9 +231,19 @@ pub struct StatusArgs {
     /// sessions too; --state, --project and --agent still filter).
     #[arg(long)]
     pub json: bool,
-    /// A full-screen table that follows the daemon live (keys: / filter, a all, q quit).
+    /// A full-screen table that follows the daemon live (keys: / filter, a all, q quit);
+    /// with --format, a new bar line on every change (and only then).
     #[arg(long, conflicts_with = "json")]
     pub watch: bool,
+    /// One line for a status bar instead of a table: waybar (JSON: text, tooltip,
+    /// class), i3bar (the i3bar protocol) or plain (polybar, i3blocks, tmux). See
+    /// docs/status-bar.md.
+    #[arg(long, value_name = "FORMAT", value_enum, conflicts_with = "json")]
+    pub format: Option<BarFormat>,
+    /// With --format: how long a completed or failed turn counts as waiting for you
+    /// after it ended (a question counts until it is answered).
+    #[arg(long, value_name = "DUR", default_value = "1h", value_parser = crate::clock::parse_duration_unit_ms, requires = "format")]
+    pub recent: u64,
     #[command(flatten)]
     pub daemon: DaemonArgs,
     #[command(flatten)]
@@ -255,6 +275,18 @@ pub struct TableArgs {
     /// or never.
     #[arg(long, value_name = "WHEN", value_enum, default_value_t = ColorChoice::Auto)]
     pub color: ColorChoice,
+}
+
+/// `status --format`: which status bar the line is for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum BarFormat {
+    /// waybar's custom module with `return-type: json`: `{"text","tooltip","class"}`.
+    Waybar,
+    /// The i3bar protocol (i3bar, swaybar): a header, `[`, then one array of blocks per
+    /// line.
+    I3bar,
+    /// Plain text, one line (polybar, i3blocks, tmux `status-right`).
+    Plain,
 }
 
 /// `--color`.

@@ -74,6 +74,11 @@ pub fn status(
                 writeln!(out, "{line}").map_err(Error::Output)?;
             }
         }
+        // A fact about the desktop, not a session: a line of its own, after the rows.
+        if let Some(why) = end["no_raise"].as_str() {
+            let line = serde_json::json!({"no_raise": one_line(why, 300)});
+            writeln!(out, "{line}").map_err(Error::Output)?;
+        }
         // The rows stay a list of sessions; the warnings go beside them.
         for w in &waiting {
             let provider = w.provider.as_deref().unwrap_or("any agent");
@@ -107,6 +112,14 @@ pub fn status(
     write!(out, "{text}").map_err(Error::Output)?;
     for q in &quiet {
         writeln!(out, "{q}").map_err(Error::Output)?;
+    }
+    if let Some(why) = end["no_raise"].as_str() {
+        writeln!(
+            out,
+            "Clicks on notifications switch the tmux pane but cannot raise the terminal: {}.",
+            one_line(why, 300)
+        )
+        .map_err(Error::Output)?;
     }
     if let Some(b) = &blocked {
         writeln!(out, "\n{b}").map_err(Error::Output)?;

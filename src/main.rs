@@ -86,10 +86,18 @@ fn run(command: Command) -> Result<(), Error> {
         }
         Command::Status(args) => {
             let socket = args.daemon.socket();
+            let table = baton::people::Table::from_args(&args.table);
+            if let Some(format) = args.format {
+                let bar = baton::live::bar::Options {
+                    format,
+                    filter: table.filter,
+                    recent_ms: args.recent,
+                };
+                return baton::live::bar::run(socket, &bar, args.watch, &mut io::stdout().lock());
+            }
             if args.watch {
                 return baton::live::watch(socket);
             }
-            let table = baton::people::Table::from_args(&args.table);
             baton::client::status(
                 socket.as_deref(),
                 args.json,

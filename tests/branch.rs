@@ -145,3 +145,33 @@ fn scan_rows_carry_the_branch_and_branch_filters() {
         .collect();
     assert_eq!(only, [FEAT]);
 }
+
+#[test]
+fn the_scan_table_has_a_branch_column_only_when_a_session_is_off_the_default_branch() {
+    let table = |dir: &Path| {
+        let out = Command::new(env!("CARGO_BIN_EXE_baton"))
+            .args(["scan", "--provider", "claude", "--all", "--color", "never"])
+            .arg(dir)
+            .env("HOME", dir)
+            .env("COLUMNS", "120")
+            .output()
+            .unwrap();
+        common::assert_ok(&out);
+        String::from_utf8(out.stdout).unwrap()
+    };
+    let dir = tempfile::tempdir().unwrap();
+    write(dir.path(), MAIN, "main");
+    let plain = table(dir.path());
+    assert!(plain.starts_with("STATE "), "{plain}");
+    assert!(!plain.contains("BRANCH"), "{plain}");
+    write(dir.path(), FEAT, "feat/login");
+    let text = table(dir.path());
+    let head = text.lines().next().unwrap();
+    assert!(head.contains("  PROJECT     BRANCH      AGE"), "{text}");
+    for b in ["feat/login", "main"] {
+        assert!(
+            text.lines().any(|l| l.contains(&format!("  {b} "))),
+            "{b}: {text}"
+        );
+    }
+}

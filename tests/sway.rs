@@ -205,7 +205,7 @@ fn on_sway_the_agents_pane_is_in_front_only_while_its_terminal_has_the_focus() {
     wait("the other window's focus again", || {
         c.focused_pid() == Some(other_pid)
     });
-    let done = click::go_to_on(Some(&agent), &click::Session::default(), &[], &screen);
+    let done = click::go_to_on(Some(&agent), &click::Session::default(), &[], &screen, None);
     assert!(done.tmux && done.raised, "{done:?}");
     wait("the click's focus", || c.focused_pid() == Some(holder_pid));
     assert!(in_front_on(&agent, &screen));

@@ -166,6 +166,7 @@ pub async fn run(settings: Settings, shutdown: impl Future<Output = ()>) -> Resu
     let board = crate::sink::desktop::Board {
         mutes: std::sync::Arc::new(crate::state::mutes::Mutes::load(&settings.state_dir)),
         held: std::sync::Arc::default(),
+        raise: std::sync::Arc::default(),
     };
     let sinks = build_sinks(&settings, &board)?;
     // Then: a second daemon on the same state directory must stop before it does

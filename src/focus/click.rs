@@ -1,5 +1,7 @@
 //! What a click on a notification does: back to the agent's tmux pane, its terminal
-//! window raised (X11), its WezTerm pane or kitty window focused, and `on_click` run.
+//! window raised (X11, sway, Hyprland), its WezTerm pane or kitty window focused, and
+//! `on_click` run, the last three with the server's activation token in their
+//! environment.
 //! Each step that does not apply (no tmux, no X11, another terminal, a session on
 //! another machine) is skipped; none of them can do harm.
 
@@ -31,13 +33,31 @@ pub struct Done {
     pub on_click: bool,
 }
 
-/// Goes back to `agent` (if it was found) and runs `on_click` (if set).
-pub fn go_to(agent: Option<&Agent>, s: &Session, on_click: &[String]) -> Done {
-    go_to_on(agent, s, on_click, &Screen::detect())
+/// Goes back to `agent` (if it was found) and runs `on_click` (if set). `token` is the
+/// notification server's activation token for this click, if it sent one (already
+/// checked: [`crate::sink::notifier::valid_token`]).
+pub fn go_to(agent: Option<&Agent>, s: &Session, on_click: &[String], token: Option<&str>) -> Done {
+    go_to_on(agent, s, on_click, &Screen::detect(), token)
+}
+
+/// The activation token as the programs a click runs take it: `XDG_ACTIVATION_TOKEN`
+/// (Wayland's xdg-activation) and `DESKTOP_STARTUP_ID` (X11 startup notification, which
+/// X11-minded terminals read). Environment only: the token never enters an argument.
+fn token_env(token: Option<&str>) -> Vec<(&'static str, &str)> {
+    token
+        .map(|t| vec![("XDG_ACTIVATION_TOKEN", t), ("DESKTOP_STARTUP_ID", t)])
+        .unwrap_or_default()
 }
 
 /// [`go_to`] on a given screen.
-pub fn go_to_on(agent: Option<&Agent>, s: &Session, on_click: &[String], screen: &Screen) -> Done {
+pub fn go_to_on(
+    agent: Option<&Agent>,
+    s: &Session,
+    on_click: &[String],
+    screen: &Screen,
+    token: Option<&str>,
+) -> Done {
+    let tokens = token_env(token);
     let mut done = Done::default();
     if let Some(a) = agent {
         let mut shown_by = vec![a.pid];
@@ -56,7 +76,10 @@ pub fn go_to_on(agent: Option<&Agent>, s: &Session, on_click: &[String], screen:
             Screen::Unknown => no_raise_once(),
         }
         if let Some(id) = &a.wezterm_pane {
-            done.terminal |= run(&["wezterm", "cli", "activate-pane", "--pane-id", id], &[]);
+            done.terminal |= run(
+                &["wezterm", "cli", "activate-pane", "--pane-id", id],
+                &tokens,
+            );
         }
         if let Some(id) = &a.kitty_window {
             let matcher = format!("id:{id}");
@@ -65,13 +88,14 @@ pub fn go_to_on(agent: Option<&Agent>, s: &Session, on_click: &[String], screen:
                 argv.extend(["--to", to.as_str()]);
             }
             argv.extend(["focus-window", "--match", &matcher]);
-            done.terminal |= run(&argv, &[]);
+            done.terminal |= run(&argv, &tokens);
         }
     }
     if !on_click.is_empty() {
         let env = click_env(agent, s);
         let argv: Vec<&str> = on_click.iter().map(String::as_str).collect();
-        let env: Vec<(&str, &str)> = env.iter().map(|(k, v)| (*k, v.as_str())).collect();
+        let mut env: Vec<(&str, &str)> = env.iter().map(|(k, v)| (*k, v.as_str())).collect();
+        env.extend(&tokens);
         done.on_click = run(&argv, &env);
     }
     done
@@ -96,6 +120,36 @@ fn raise_x11(d: &x11::Display, pids: &[u32]) -> bool {
         }
     }
     raised
+}
+
+/// Why a click cannot raise the terminal on `screen`, or `None` when it can (an X11
+/// display, sway or Hyprland) or `on_click` may (it is the person's own way).
+pub fn why_no_raise(screen: &Screen, on_click: &[String]) -> Option<&'static str> {
+    match screen {
+        Screen::Unknown if on_click.is_empty() => Some(
+            "no X11 display and no sway or Hyprland socket (GNOME's and KDE's Wayland let no \
+             program raise another's window); set desktop.on_click to run your own",
+        ),
+        _ => None,
+    }
+}
+
+/// Whether clicks can raise the terminal, as the desktop sink last found (for
+/// `status`; see `sink::notifier`).
+#[derive(Debug, Default)]
+pub struct RaiseCheck {
+    why_not: std::sync::Mutex<Option<&'static str>>,
+}
+
+impl RaiseCheck {
+    pub fn set(&self, why_not: Option<&'static str>) {
+        *self.why_not.lock().unwrap_or_else(|p| p.into_inner()) = why_not;
+    }
+
+    /// Why a click cannot raise the terminal, if it cannot.
+    pub fn why_not(&self) -> Option<&'static str> {
+        *self.why_not.lock().unwrap_or_else(|p| p.into_inner())
+    }
 }
 
 /// Says once per run that a click cannot raise a window here (GNOME's or KDE's Wayland:

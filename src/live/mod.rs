@@ -5,6 +5,7 @@
 //! feeder sends, handles keys and draws ([`render`]). The terminal is put back on exit,
 //! on error and on panic.
 
+pub mod bar;
 pub mod follow;
 pub mod render;
 pub mod state;
@@ -24,8 +25,8 @@ const TICK: Duration = Duration::from_millis(25);
 /// Ages on screen are redrawn this often even when nothing happens.
 const REDRAW: Duration = Duration::from_secs(1);
 
-/// What the feeder thread tells the terminal loop.
-enum Feed {
+/// What the feeder thread tells the terminal loop (and the status bar's, [`bar`]).
+pub(crate) enum Feed {
     /// The `status` rows and its end line.
     Status(Vec<Value>, Value),
     Event(Value),
@@ -120,7 +121,7 @@ fn input(code: KeyCode, mods: KeyModifiers) -> Option<Input> {
 /// Follows the daemon for the terminal loop until that loop is gone: subscribes first,
 /// then asks for `status`, so no event falls between the two (one that the answer already
 /// holds is applied again, to the same state).
-fn feed(socket: Option<PathBuf>, tx: &mpsc::Sender<Feed>) {
+pub(crate) fn feed(socket: Option<PathBuf>, tx: &mpsc::Sender<Feed>) {
     let mut f = follow::Follower::new(socket, None, None);
     loop {
         let why = match f.connect() {

@@ -209,6 +209,12 @@ impl View {
         true
     }
 
+    /// The person's view of the sessions known, under `filter` (no typed filter): what
+    /// the status bar sums up ([`super::bar`]).
+    pub fn people_view(&self, filter: &people::Filter, now: i64) -> people::View {
+        people::view(self.sessions.values().cloned().collect(), filter, now)
+    }
+
     /// Handles a key; true when the person asked to quit.
     pub fn key(&mut self, k: Input) -> bool {
         if let Some(typed) = &mut self.editing {

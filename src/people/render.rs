@@ -9,6 +9,8 @@ use std::io::IsTerminal;
 const DEFAULT_WIDTH: usize = 100;
 /// Longest project name before it is cut.
 const PROJECT_MAX: usize = 28;
+/// Longest branch name before it is cut.
+const BRANCH_MAX: usize = 24;
 const GAP: &str = "  ";
 
 /// How a table is to be shown: resolved once from the flags and the environment.
@@ -164,27 +166,51 @@ fn pad(s: &str, w: usize, sgr: Option<&str>) -> String {
 pub fn render(view: &View, width: usize, colour: bool, now: i64) -> String {
     let mut out = String::new();
     if !view.shown.is_empty() {
-        let rows: Vec<[String; 5]> = view.shown.iter().map(|s| cells(s, now)).collect();
-        let head = ["STATE", "AGENT", "PROJECT", "AGE", "LAST MESSAGE"].map(str::to_owned);
-        let mut w = [0usize; 4];
+        // A BRANCH column after PROJECT only when a row is on a branch other than the
+        // default one: tables of one-branch work read as before.
+        let branched = view
+            .shown
+            .iter()
+            .any(|s| crate::sink::shown_branch(s.row.branch.as_deref()).is_some());
+        let mut head: Vec<String> = ["STATE", "AGENT", "PROJECT", "AGE", "LAST MESSAGE"]
+            .map(str::to_owned)
+            .to_vec();
+        // Each column's widest cell allowed, but the last (cut to the room left).
+        let mut caps = vec![usize::MAX, usize::MAX, PROJECT_MAX, usize::MAX];
+        if branched {
+            head.insert(3, "BRANCH".to_owned());
+            caps.insert(3, BRANCH_MAX);
+        }
+        let rows: Vec<Vec<String>> = view
+            .shown
+            .iter()
+            .map(|s| {
+                let mut r = cells(s, now).to_vec();
+                if branched {
+                    r.insert(3, flat(s.row.branch.as_deref().unwrap_or("")));
+                }
+                r
+            })
+            .collect();
+        let fixed = caps.len();
+        let mut w = vec![0usize; fixed];
         for r in rows.iter().chain([&head]) {
-            for (i, c) in r.iter().take(4).enumerate() {
-                w[i] = w[i].max(c.chars().count());
+            for (i, c) in r.iter().take(fixed).enumerate() {
+                w[i] = w[i].max(c.chars().count()).min(caps[i]);
             }
         }
-        w[2] = w[2].min(PROJECT_MAX);
-        let used: usize = w.iter().sum::<usize>() + 4 * GAP.len();
+        let used: usize = w.iter().sum::<usize>() + fixed * GAP.len();
         let room = width.saturating_sub(used);
         for (i, r) in std::iter::once(&head).chain(&rows).enumerate() {
             let sgr = (colour && i > 0).then(|| state_sgr(&r[0]));
-            let line = [
-                pad(&r[0], w[0], sgr),
-                pad(&r[1], w[1], None),
-                pad(&cut(&r[2], w[2]), w[2], None),
-                pad(&r[3], w[3], None),
-                cut(&r[4], room),
-            ]
-            .join(GAP);
+            let mut line: Vec<String> = r
+                .iter()
+                .take(fixed)
+                .enumerate()
+                .map(|(c, cell)| pad(&cut(cell, w[c]), w[c], if c == 0 { sgr } else { None }))
+                .collect();
+            line.push(cut(&r[fixed], room));
+            let line = line.join(GAP);
             out.push_str(line.trim_end());
             out.push('\n');
         }
@@ -259,6 +285,31 @@ mod tests {
             )),
             "+1 subagent needs you, +1 subagent working"
         );
+    }
+
+    #[test]
+    fn a_branch_column_only_when_a_row_is_off_the_default_branch() {
+        let mut a = shown("completed", &[]);
+        a.row.branch = Some("main".to_owned());
+        let mut b = shown("working", &[]);
+        b.row.session = "t".to_owned();
+        let view = |shown: Vec<Shown>| View {
+            shown,
+            ..View::default()
+        };
+        let plain = render(&view(vec![a.clone(), b.clone()]), 100, false, 0);
+        assert!(!plain.contains("BRANCH"), "{plain}");
+        assert!(plain.starts_with("STATE      AGENT        PROJECT  AGE       LAST MESSAGE\n"));
+        b.row.branch = Some("feat/\u{1b}[31mlogin-with-a-very-long-branch-name".to_owned());
+        let text = render(&view(vec![a, b]), 100, false, 0);
+        let lines: Vec<&str> = text.lines().collect();
+        assert!(
+            lines[0].starts_with("STATE      AGENT        PROJECT  BRANCH                    AGE"),
+            "{text}"
+        );
+        assert!(lines[1].contains("  main  "), "{text}");
+        assert!(lines[2].contains("  feat/login-with-a-very-…  "), "{text}");
+        assert!(!text.contains('\u{1b}'));
     }
 
     #[test]

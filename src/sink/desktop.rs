@@ -217,6 +217,8 @@ pub struct DesktopStats {
     pub focused: u64,
     /// Clicks acted on.
     pub clicked: u64,
+    /// Activation tokens dropped for not being tokens.
+    pub tokens_dropped: u64,
 }
 
 impl super::delivery::Counted for DesktopStats {
@@ -258,11 +260,13 @@ pub struct Desktop {
 }
 
 /// What the sinks share with the rest of the daemon: the mutes `baton mute` sets (the
-/// desktop's) and the log of pages held back (both read by `status`).
+/// desktop's), the log of pages held back and whether a click can raise the terminal
+/// (all read by `status`).
 #[derive(Clone, Default)]
 pub struct Board {
     pub mutes: Arc<Mutes>,
     pub held: Arc<HeldLog>,
+    pub raise: Arc<crate::focus::click::RaiseCheck>,
 }
 
 impl DesktopSink {
@@ -279,6 +283,7 @@ impl DesktopSink {
             held: Arc::clone(&board.held),
             suppress_when_focused: cfg.suppress_when_focused,
             on_click: cfg.on_click.clone(),
+            raise: Arc::clone(&board.raise),
         };
         let mut workers = Workers::new("desktop");
         workers.lane(
@@ -469,6 +474,7 @@ impl Courier for Desktop {
             muted: self.muted,
             focused: self.shared.focused.load(Ordering::Relaxed),
             clicked: self.shared.clicked.load(Ordering::Relaxed),
+            tokens_dropped: self.shared.tokens_dropped.load(Ordering::Relaxed),
         }
     }
 

@@ -2,7 +2,9 @@
 //! connection, kept while it works, and a listener on that same connection for
 //! `ActionInvoked` (servers such as dunst send the signal only to the connection that
 //! made the notification). A click is acted on by [`crate::focus::click`] on the
-//! listener's thread, never the core's.
+//! listener's thread, never the core's. A server of the notification spec 1.2 sends
+//! `ActivationToken(id, token)` just before `ActionInvoked`: the token (checked by
+//! [`valid_token`]) goes with the click, for the programs it runs.
 
 use super::desktop::{Job, Note};
 use super::focused::Check;
@@ -24,6 +26,11 @@ const DESKTOP_ENTRY: &str = "baton";
 const ICON: &str = "utilities-terminal";
 /// Notifications whose clicks are remembered (oldest forgotten first).
 const CLICKS_REMEMBERED: usize = 512;
+/// Activation tokens kept until their `ActionInvoked` comes (oldest forgotten first).
+const TOKENS_REMEMBERED: usize = 64;
+/// Longest activation token passed on. Real ones are short (GNOME Shell's and KWin's
+/// are well under 100 bytes); a longer one is not a token.
+pub const TOKEN_MAX: usize = 256;
 
 /// Counts and state shared with the sink.
 #[derive(Debug, Default)]
@@ -34,6 +41,16 @@ pub struct Shared {
     /// Not shown: the session was in front of the person.
     pub focused: AtomicU64,
     pub clicked: AtomicU64,
+    /// `ActivationToken`s dropped for not being a token ([`valid_token`]).
+    pub tokens_dropped: AtomicU64,
+}
+
+/// The server's activation token, if it is fit to pass on in an environment variable:
+/// 1 to [`TOKEN_MAX`] bytes of printable ASCII with no space. It comes from another
+/// program on the bus, so it is checked, and only ever set as an environment variable,
+/// never put in a command line or a shell string.
+pub fn valid_token(t: &str) -> Option<&str> {
+    (!t.is_empty() && t.len() <= TOKEN_MAX && t.bytes().all(|b| b.is_ascii_graphic())).then_some(t)
 }
 
 /// What the worker needs besides jobs.
@@ -42,6 +59,20 @@ pub struct Setup {
     pub held: Arc<HeldLog>,
     pub suppress_when_focused: bool,
     pub on_click: Vec<String>,
+    /// Where `status` reads whether a click can raise the terminal.
+    pub raise: Arc<click::RaiseCheck>,
+}
+
+/// Looks again whether a click could raise the terminal ([`click::why_no_raise`]), for
+/// `status`: only where clicks exist (a server with actions), and at each notification
+/// shown, since the screen can come and go (a service started before the session).
+fn check_raise(setup: &Setup, actions: bool) {
+    let why = if actions {
+        click::why_no_raise(&focus::Screen::detect(), &setup.on_click)
+    } else {
+        None
+    };
+    setup.raise.set(why);
 }
 
 type Clicks = Arc<Mutex<LruCache<u32, click::Session>>>;
@@ -138,6 +169,7 @@ impl Bus {
         });
         match result {
             Ok(id) => {
+                check_raise(setup, self.conn.as_ref().is_some_and(|(_, a)| *a));
                 self.ids.put(note.key.clone(), (id, note.event.clone()));
                 self.clicks
                     .lock()
@@ -150,6 +182,7 @@ impl Bus {
             }
             Err(e) => {
                 self.conn = None;
+                check_raise(setup, false);
                 let failed = shared.failed.fetch_add(1, Ordering::Relaxed) + 1;
                 if shared.down.swap(true, Ordering::AcqRel) {
                     tracing::debug!(error = %e, failed, "Desktop notification failed again.");
@@ -227,10 +260,11 @@ fn listen(conn: &zbus::Connection, clicks: Clicks, setup: &Setup) {
         .spawn(move || {
             zbus::block_on(async move {
                 use futures_lite_next::next;
+                // `ActivationToken` and `ActionInvoked` (and the spec's other signals,
+                // skipped below).
                 let rule = match zbus::MatchRule::builder()
                     .msg_type(zbus::message::Type::Signal)
                     .interface(DEST)
-                    .member("ActionInvoked")
                     .build()
                 {
                     Ok(r) => r,
@@ -246,16 +280,35 @@ fn listen(conn: &zbus::Connection, clicks: Clicks, setup: &Setup) {
                         return;
                     }
                 };
+                let mut tokens: LruCache<u32, String> = LruCache::new(cap(TOKENS_REMEMBERED));
                 while let Some(Ok(msg)) = next(&mut stream).await {
-                    let Ok((id, key)) = msg.body().deserialize::<(u32, String)>() else {
+                    let member = msg.header().member().map(|m| m.to_string());
+                    let Ok((id, text)) = msg.body().deserialize::<(u32, String)>() else {
                         continue;
                     };
+                    match member.as_deref() {
+                        Some("ActivationToken") => {
+                            match valid_token(&text) {
+                                Some(t) => {
+                                    tokens.put(id, t.to_owned());
+                                }
+                                None => {
+                                    let n = shared.tokens_dropped.fetch_add(1, Ordering::Relaxed) + 1;
+                                    tracing::warn!(id, bytes = text.len(), dropped_total = n, "A notification server's activation token is not one (not printable ASCII, or too long); the click goes on without it.");
+                                }
+                            }
+                            continue;
+                        }
+                        Some("ActionInvoked") => {}
+                        _ => continue,
+                    }
+                    let token = tokens.pop(&id);
                     let target = clicks.lock().unwrap_or_else(|p| p.into_inner()).get(&id).cloned();
                     let Some(target) = target else { continue };
                     shared.clicked.fetch_add(1, Ordering::Relaxed);
                     let agent = local_agent(&target);
-                    let done = click::go_to(agent.as_ref(), &target, &on_click);
-                    tracing::info!(id, action = %key, session = %target.session, agent = ?agent.map(|a| a.pid), ?done, "Notification clicked.");
+                    let done = click::go_to(agent.as_ref(), &target, &on_click, token.as_deref());
+                    tracing::info!(id, action = %text, session = %target.session, agent = ?agent.map(|a| a.pid), token = token.is_some(), ?done, "Notification clicked.");
                 }
             });
         });

@@ -6,7 +6,8 @@
 //!   the event stream cannot be written, the end line also has
 //!   `"stream":{"state":"blocked",…}`; while a root named with `--watch` (or `watch` in
 //!   the config) does not exist, it has `"waiting":[{"provider":"claude","path":…}]`; with `[[remote]]`s,
-//!   `"remotes":[{"name":…,"state":"connected"|"retrying","retry_in_s":N,"why":…}]`.
+//!   `"remotes":[{"name":…,"state":"connected"|"retrying","retry_in_s":N,"why":…}]`;
+//!   where a click on a notification cannot raise the terminal, `"no_raise":WHY`.
 //! - `{"cmd":"tail","since_ms":N}` → the events of the last N ms still in the ring
 //!   buffer, then live events until either side closes.
 //! - `{"cmd":"tail","since_id":ID}` → the ring's events after the event ID, then live
@@ -356,6 +357,9 @@ fn end_line(sessions: usize, hub: &Hub) -> String {
     let held = hub.board.held.recent();
     if !held.is_empty() {
         end["held"] = serde_json::json!(held);
+    }
+    if let Some(why) = hub.board.raise.why_not() {
+        end["no_raise"] = why.into();
     }
     let remotes = hub.remotes.rows(std::time::Instant::now());
     if !remotes.is_empty() {
