@@ -242,28 +242,8 @@ pub fn hook(socket: Option<&Path>, agent: ProviderKind, input: &[u8]) -> Result<
 /// One line per `[[remote]]`: "remote devbox: connected" or "remote devbox: retrying
 /// in 8 s: why".
 fn remote_lines(remotes: &Value) -> Option<String> {
-    let lines = remote_states(remotes);
+    let lines = crate::live::state::remote_states(remotes);
     (!lines.is_empty()).then(|| lines.join("\n"))
-}
-
-/// "remote devbox: connected", one per entry of the `status` end line's `remotes`.
-pub(crate) fn remote_states(remotes: &Value) -> Vec<String> {
-    remotes
-        .as_array()
-        .into_iter()
-        .flatten()
-        .map(|r| {
-            let name = one_line(text(r, "name"), 40);
-            match text(r, "state") {
-                "retrying" => format!(
-                    "remote {name}: retrying in {} s: {}",
-                    r["retry_in_s"].as_u64().unwrap_or(0),
-                    one_line(text(r, "why"), 200)
-                ),
-                state => format!("remote {name}: {}", one_line(state, 20)),
-            }
-        })
-        .collect()
 }
 
 /// "The event stream is blocked since …", from the end line's `stream`, if it is.

@@ -27,6 +27,7 @@ pub mod metrics;
 pub mod model;
 pub mod people;
 pub mod pool;
+pub mod process;
 pub mod provider;
 pub mod recent;
 pub mod reduce;

@@ -33,6 +33,8 @@ use std::time::Duration;
 /// Default quiet time before a working session's writer is looked for
 /// (`liveness_after`).
 pub const DEFAULT_LIVENESS_AFTER_MS: u64 = 2 * 60_000;
+/// `tail` clients the socket serves at once by default (`max_followers`); more are refused.
+pub const DEFAULT_MAX_FOLLOWERS: usize = 64;
 
 /// Desktop notification settings.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -96,7 +98,7 @@ impl Default for Config {
             page_scheduled: false,
             liveness_after_ms: DEFAULT_LIVENESS_AFTER_MS,
             max_line_bytes: DEFAULT_MAX_LINE_BYTES,
-            max_followers: crate::socket::DEFAULT_MAX_FOLLOWERS,
+            max_followers: DEFAULT_MAX_FOLLOWERS,
             desktop: Desktop {
                 enabled: true,
                 sink: DesktopConfig::default(),

@@ -6,8 +6,10 @@
 //! answer — and go through the one [`view`] and the one [`render`], so both tables read
 //! the same.
 
+mod args;
 mod render;
 
+pub use args::{ColorChoice, TableArgs};
 pub use render::{Table, cells, render};
 
 use crate::clock::parse_rfc3339;

@@ -1,7 +1,7 @@
 //! The person's table as text: columns sized to what they hold, the last message cut
 //! to the terminal's width, the state in colour on a terminal.
 
-use super::{Filter, STATES, Shown, View, rank};
+use super::{ColorChoice, Filter, STATES, Shown, TableArgs, View, rank};
 use crate::text::cut;
 use std::io::IsTerminal;
 
@@ -23,7 +23,7 @@ pub struct Table {
 impl Table {
     /// From `--state`/`--project`/`--agent`/`--all`/`--color`, the environment and
     /// stdout.
-    pub fn from_args(args: &crate::cli::TableArgs) -> Table {
+    pub fn from_args(args: &TableArgs) -> Table {
         let no_color = std::env::var_os("NO_COLOR").is_some_and(|v| !v.is_empty());
         Table {
             filter: Filter {
@@ -42,11 +42,11 @@ impl Table {
 
 /// `--color`: `always` and `never` as said; `auto` colours a terminal unless `NO_COLOR`
 /// is set (a flag is the person asking, so it wins over the environment).
-pub fn use_colour(choice: crate::cli::ColorChoice, terminal: bool, no_color: bool) -> bool {
+pub fn use_colour(choice: ColorChoice, terminal: bool, no_color: bool) -> bool {
     match choice {
-        crate::cli::ColorChoice::Always => true,
-        crate::cli::ColorChoice::Never => false,
-        crate::cli::ColorChoice::Auto => terminal && !no_color,
+        ColorChoice::Always => true,
+        ColorChoice::Never => false,
+        ColorChoice::Auto => terminal && !no_color,
     }
 }
 
@@ -270,7 +270,7 @@ mod tests {
 
     #[test]
     fn colour_follows_the_flag_then_the_terminal_and_no_color() {
-        use crate::cli::ColorChoice::{Always, Auto, Never};
+        use super::ColorChoice::{Always, Auto, Never};
         assert!(use_colour(Always, false, true));
         assert!(!use_colour(Never, true, false));
         assert!(use_colour(Auto, true, false));

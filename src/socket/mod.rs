@@ -50,8 +50,6 @@ pub const RING: usize = 1024;
 /// queue holds shared lines, so its cost is pointers; it is sized above the ring and
 /// above any one batch, so that a client that keeps up is never dropped by a burst.
 pub const CLIENT_QUEUE: usize = 4096;
-/// `tail` clients served at once by default (`max_followers`); more are refused.
-pub const DEFAULT_MAX_FOLLOWERS: usize = 64;
 
 struct Client {
     /// Given by the server, to let the client go when it hangs up.
@@ -416,16 +414,16 @@ fn mute_reply(
                 )
             })
             .collect();
-        let known: Vec<crate::sink::quiet::Named<'_>> = views
+        let known: Vec<crate::state::mutes::Named<'_>> = views
             .iter()
             .zip(&names)
-            .map(|(v, (project, long))| crate::sink::quiet::Named {
+            .map(|(v, (project, long))| crate::state::mutes::Named {
                 session: &v.key.session,
                 project,
                 project_long: long,
             })
             .collect();
-        let r = crate::sink::quiet::resolve(target, by == MuteBy::Project, &known);
+        let r = crate::state::mutes::resolve(target, by == MuteBy::Project, &known);
         matched = Some(r.matched);
         board
             .mutes
