@@ -3,7 +3,7 @@
 use crate::clock::{parse_rfc3339, wall_now};
 use crate::error::Error;
 use crate::model::{Event, EventKind, ProviderKind};
-use crate::sink::title;
+use crate::naming::title;
 use serde_json::Value;
 use std::io::{self, BufRead, BufReader, Write};
 use std::path::Path;
@@ -273,7 +273,7 @@ fn blocked_line(stream: &Value) -> Option<String> {
 
 /// The event fields a human line needs, from a stream line.
 fn event_from(v: &Value) -> Option<Event> {
-    let kind = crate::sink::parse_event_kind(v["event"].as_str()?)?;
+    let kind = crate::naming::parse_event_kind(v["event"].as_str()?)?;
     let s = |k: &str| v[k].as_str().map(str::to_owned);
     let mut ev = Event::lifecycle(
         kind,

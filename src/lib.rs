@@ -25,6 +25,7 @@ pub mod live;
 pub mod logging;
 pub mod metrics;
 pub mod model;
+pub mod naming;
 pub mod people;
 pub mod pool;
 pub mod process;

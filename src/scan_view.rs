@@ -35,7 +35,7 @@ pub fn json_line(v: &SessionView, now: i64, after_ms: u64) -> String {
         provider: v.key.provider.as_str(),
         session: &v.key.session,
         agent: v.key.agent.as_deref(),
-        project: crate::sink::view_project(v, 1),
+        project: crate::naming::view_project(v, 1),
         path: &v.path,
         state: v.shown_state(now, after_ms),
         turn: v.turn.as_deref(),

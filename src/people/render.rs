@@ -125,7 +125,7 @@ pub fn note(s: &Shown) -> String {
 /// A row's cells, plain: state, agent, project, age, and the note and last message on
 /// one line (not cut).
 pub fn cells(s: &Shown, now: i64) -> [String; 5] {
-    let agent = crate::sink::agent_name(s.row.provider).to_owned();
+    let agent = crate::naming::agent_name(s.row.provider).to_owned();
     let age = s
         .row
         .at

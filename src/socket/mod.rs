@@ -274,7 +274,7 @@ struct StatusRow<'a> {
     provider: &'a str,
     session: &'a str,
     agent: Option<&'a str>,
-    /// From the transcript's path (see `sink::project_name`).
+    /// From the transcript's path (see `naming::project_name`).
     project: String,
     /// The last two components of the start directory, where they say more than
     /// `project` (tables show them when two projects share a name).
@@ -301,8 +301,8 @@ struct StatusRow<'a> {
 /// One `status` row as of `now` (Unix ms); a working session silent for `after_ms` that
 /// the liveness check cannot judge is `stale`.
 fn status_line(v: &SessionView, now: i64, after_ms: u64) -> String {
-    let project = crate::sink::view_project(v, 1);
-    let long = crate::sink::view_project(v, 2);
+    let project = crate::naming::view_project(v, 1);
+    let long = crate::naming::view_project(v, 2);
     let row = StatusRow {
         provider: v.key.provider.as_str(),
         session: &v.key.session,
@@ -409,8 +409,8 @@ fn mute_reply(
             .iter()
             .map(|v| {
                 (
-                    crate::sink::view_project(v, 1),
-                    crate::sink::view_project(v, 2),
+                    crate::naming::view_project(v, 1),
+                    crate::naming::view_project(v, 2),
                 )
             })
             .collect();
