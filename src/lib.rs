@@ -37,6 +37,7 @@ pub mod replay;
 pub mod rows;
 pub mod scan_view;
 pub mod service_cmd;
+pub mod session_row;
 pub mod shutdown;
 pub mod sink;
 pub mod socket;

@@ -34,12 +34,11 @@ mod server;
 
 pub use server::{Options, Server};
 
-use crate::clock::{format_rfc3339, wall_now};
+use crate::clock::wall_now;
 use crate::model::Event;
 use crate::reduce::SessionView;
 use crate::sink::jsonl::StreamHealth;
 use crossbeam_channel::{Receiver, Sender, TrySendError};
-use serde::Serialize;
 use std::collections::VecDeque;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -267,60 +266,11 @@ impl Hub {
     }
 }
 
-/// One row of `status`: what a person needs to find the session, never record-derived
-/// paths.
-#[derive(Serialize)]
-struct StatusRow<'a> {
-    provider: &'a str,
-    session: &'a str,
-    agent: Option<&'a str>,
-    /// From the transcript's path (see `naming::project_name`).
-    project: String,
-    /// The last two components of the start directory, where they say more than
-    /// `project` (tables show them when two projects share a name).
-    #[serde(skip_serializing_if = "Option::is_none")]
-    project_long: Option<String>,
-    /// The git branch, where the agent records it.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    branch: Option<&'a str>,
-    path: &'a str,
-    state: &'a str,
-    turn: Option<&'a str>,
-    line: u64,
-    since: Option<String>,
-    message: Option<&'a str>,
-    evidence: Option<&'a str>,
-    /// Why the turn ended, where the state alone does not say (`writer_gone`).
-    #[serde(skip_serializing_if = "Option::is_none")]
-    reason: Option<&'a str>,
-    /// Background tasks still running or waiting to report back (absent when none).
-    #[serde(skip_serializing_if = "Option::is_none")]
-    background_tasks: Option<u32>,
-}
-
-/// One `status` row as of `now` (Unix ms); a working session silent for `after_ms` that
-/// the liveness check cannot judge is `stale`.
+/// One `status` row as of `now` (Unix ms): what a person needs to find the session,
+/// never record-derived paths; the row is `scan`'s too ([`crate::session_row`]), with
+/// `since` for its time and `project_long`.
 fn status_line(v: &SessionView, now: i64, after_ms: u64) -> String {
-    let project = crate::naming::view_project(v, 1);
-    let long = crate::naming::view_project(v, 2);
-    let row = StatusRow {
-        provider: v.key.provider.as_str(),
-        session: &v.key.session,
-        agent: v.key.agent.as_deref(),
-        project_long: (long != project).then_some(long),
-        project,
-        branch: v.branch.as_deref(),
-        path: &v.path,
-        state: v.shown_state(now, after_ms),
-        turn: v.turn.as_deref(),
-        line: v.line,
-        since: v.record_ts.map(format_rfc3339),
-        message: v.message.as_deref(),
-        evidence: v.evidence,
-        reason: v.reason,
-        background_tasks: (v.background_tasks > 0).then_some(v.background_tasks),
-    };
-    serde_json::to_string(&row).unwrap_or_default()
+    crate::session_row::json_line(v, now, after_ms, crate::session_row::Command::Status)
 }
 
 /// The line that ends a `status` answer; it says so when the event stream is blocked,
