@@ -3,6 +3,9 @@
 use clap::{Args, Parser, Subcommand};
 use std::path::PathBuf;
 
+// The table options live with the table (`people`), below the command line.
+pub use crate::people::{ColorChoice, TableArgs};
+
 const ABOUT: &str = "Tells you when an AI coding agent hands the turn back to you.
 
 baton reads the transcripts that Claude Code, Codex, Cursor, Copilot CLI, Pi and Oh My Pi
@@ -239,7 +242,7 @@ pub struct StatusArgs {
     /// class), i3bar (the i3bar protocol) or plain (polybar, i3blocks, tmux). See
     /// docs/status-bar.md.
     #[arg(long, value_name = "FORMAT", value_enum, conflicts_with = "json")]
-    pub format: Option<BarFormat>,
+    pub format: Option<crate::live::bar::BarFormat>,
     /// With --format: how long a completed or failed turn counts as waiting for you
     /// after it ended (a question counts until it is answered).
     #[arg(long, value_name = "DUR", default_value = "1h", value_parser = crate::clock::parse_duration_unit_ms, requires = "format")]
@@ -248,53 +251,6 @@ pub struct StatusArgs {
     pub daemon: DaemonArgs,
     #[command(flatten)]
     pub table: TableArgs,
-}
-
-/// What the `scan` and `status` tables show, and how.
-#[derive(Debug, Args)]
-pub struct TableArgs {
-    /// Only sessions in this state: needs_input, failed, completed, working,
-    /// interrupted, stale (repeat it, or give a comma list).
-    #[arg(long, value_name = "STATE", value_delimiter = ',', value_parser = crate::people::parse_state)]
-    pub state: Vec<String>,
-    /// Only sessions of this project (its name as shown, e.g. my-web-app or
-    /// src/my-web-app; any case).
-    #[arg(long, value_name = "NAME")]
-    pub project: Option<String>,
-    /// Only this agent's sessions: its id (claude, codex, cursor, copilot, pi, opencode,
-    /// gemini, qwen, norma, sgme) or its name (Claude Code, Copilot CLI, ...).
-    #[arg(long, value_name = "NAME", value_parser = crate::people::parse_agent)]
-    pub agent: Option<crate::model::ProviderKind>,
-    /// Only sessions on this git branch (as the agent records it: Claude Code, Codex).
-    #[arg(long, value_name = "BRANCH")]
-    pub branch: Option<String>,
-    /// Also the sessions idle for more than 7 days (the table sums them up in one line).
-    #[arg(long)]
-    pub all: bool,
-    /// Colour the state column: auto (on a terminal, unless NO_COLOR is set), always
-    /// or never.
-    #[arg(long, value_name = "WHEN", value_enum, default_value_t = ColorChoice::Auto)]
-    pub color: ColorChoice,
-}
-
-/// `status --format`: which status bar the line is for.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
-pub enum BarFormat {
-    /// waybar's custom module with `return-type: json`: `{"text","tooltip","class"}`.
-    Waybar,
-    /// The i3bar protocol (i3bar, swaybar): a header, `[`, then one array of blocks per
-    /// line.
-    I3bar,
-    /// Plain text, one line (polybar, i3blocks, tmux `status-right`).
-    Plain,
-}
-
-/// `--color`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
-pub enum ColorChoice {
-    Auto,
-    Always,
-    Never,
 }
 
 #[derive(Debug, Args)]

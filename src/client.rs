@@ -3,7 +3,7 @@
 use crate::clock::{parse_rfc3339, wall_now};
 use crate::error::Error;
 use crate::model::{Event, EventKind, ProviderKind};
-use crate::sink::title;
+use crate::naming::title;
 use serde_json::Value;
 use std::io::{self, BufRead, BufReader, Write};
 use std::path::Path;
@@ -255,28 +255,8 @@ pub fn hook(socket: Option<&Path>, agent: ProviderKind, input: &[u8]) -> Result<
 /// One line per `[[remote]]`: "remote devbox: connected" or "remote devbox: retrying
 /// in 8 s: why".
 fn remote_lines(remotes: &Value) -> Option<String> {
-    let lines = remote_states(remotes);
+    let lines = crate::live::state::remote_states(remotes);
     (!lines.is_empty()).then(|| lines.join("\n"))
-}
-
-/// "remote devbox: connected", one per entry of the `status` end line's `remotes`.
-pub(crate) fn remote_states(remotes: &Value) -> Vec<String> {
-    remotes
-        .as_array()
-        .into_iter()
-        .flatten()
-        .map(|r| {
-            let name = one_line(text(r, "name"), 40);
-            match text(r, "state") {
-                "retrying" => format!(
-                    "remote {name}: retrying in {} s: {}",
-                    r["retry_in_s"].as_u64().unwrap_or(0),
-                    one_line(text(r, "why"), 200)
-                ),
-                state => format!("remote {name}: {}", one_line(state, 20)),
-            }
-        })
-        .collect()
 }
 
 /// "The event stream is blocked since …", from the end line's `stream`, if it is.
@@ -306,7 +286,7 @@ fn blocked_line(stream: &Value) -> Option<String> {
 
 /// The event fields a human line needs, from a stream line.
 fn event_from(v: &Value) -> Option<Event> {
-    let kind = crate::sink::parse_event_kind(v["event"].as_str()?)?;
+    let kind = crate::naming::parse_event_kind(v["event"].as_str()?)?;
     let s = |k: &str| v[k].as_str().map(str::to_owned);
     let mut ev = Event::lifecycle(
         kind,

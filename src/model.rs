@@ -218,8 +218,8 @@ impl From<EventWire> for Event {
             origin: w
                 .origin
                 .as_deref()
-                .and_then(crate::provider::Origin::parse)
-                .map(crate::provider::Origin::as_str),
+                .and_then(Origin::parse)
+                .map(Origin::as_str),
             pre_tokens: w.pre_tokens,
             supersedes: w.supersedes,
             background_tasks: w.background_tasks,
@@ -343,6 +343,51 @@ pub fn clip_message(s: &str) -> Option<String> {
     }
     let trimmed = out.trim_end();
     (!trimmed.is_empty()).then(|| trimmed.to_owned())
+}
+
+/// Where a turn came from, when the transcript says: who or what put the prompt there.
+/// Finer than [`crate::provider::Initiator`]; carried on every event of the turn (`origin`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Origin {
+    /// Typed by the person.
+    Human,
+    /// Sent by a program through the agent's SDK or `-p` mode.
+    Sdk,
+    /// A message from another agent session (Claude agent teams).
+    Peer,
+    /// A background task or subagent reporting back.
+    TaskNotification,
+    /// Fired by a schedule (`/loop`, cron jobs, wake-ups): nobody typed it.
+    Scheduled,
+    /// A shell command the person ran in the agent's bash mode, which the model answered.
+    Bash,
+}
+
+impl Origin {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Human => "human",
+            Self::Sdk => "sdk",
+            Self::Peer => "peer",
+            Self::TaskNotification => "task_notification",
+            Self::Scheduled => "scheduled",
+            Self::Bash => "bash",
+        }
+    }
+
+    pub fn parse(s: &str) -> Option<Self> {
+        [
+            Self::Human,
+            Self::Sdk,
+            Self::Peer,
+            Self::TaskNotification,
+            Self::Scheduled,
+            Self::Bash,
+        ]
+        .into_iter()
+        .find(|o| o.as_str() == s)
+    }
 }
 
 #[cfg(test)]

@@ -1,53 +1,11 @@
 //! How `scan` prints sessions: a table for people, JSON Lines for programs.
 
-use crate::clock::format_rfc3339;
 use crate::reduce::SessionView;
-use serde::Serialize;
 
-#[derive(Serialize)]
-struct Row<'a> {
-    provider: &'a str,
-    session: &'a str,
-    agent: Option<&'a str>,
-    project: String,
-    path: &'a str,
-    state: &'a str,
-    turn: Option<&'a str>,
-    line: u64,
-    record_ts: Option<String>,
-    message: Option<&'a str>,
-    evidence: Option<&'a str>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    reason: Option<&'a str>,
-    #[serde(skip_serializing_if = "is_zero")]
-    background_tasks: u32,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    branch: Option<&'a str>,
-}
-
-fn is_zero(n: &u32) -> bool {
-    *n == 0
-}
-
-/// One JSON object (no newline); `now` (Unix ms) and `after_ms` decide `stale`.
+/// One JSON object (no newline); `now` (Unix ms) and `after_ms` decide `stale`. The
+/// row is `status`'s too ([`crate::session_row`]), with `record_ts` for its time.
 pub fn json_line(v: &SessionView, now: i64, after_ms: u64) -> String {
-    let row = Row {
-        provider: v.key.provider.as_str(),
-        session: &v.key.session,
-        agent: v.key.agent.as_deref(),
-        project: crate::sink::view_project(v, 1),
-        path: &v.path,
-        state: v.shown_state(now, after_ms),
-        turn: v.turn.as_deref(),
-        line: v.line,
-        record_ts: v.record_ts.map(format_rfc3339),
-        message: v.message.as_deref(),
-        evidence: v.evidence,
-        reason: v.reason,
-        background_tasks: v.background_tasks,
-        branch: v.branch.as_deref(),
-    };
-    serde_json::to_string(&row).unwrap_or_default()
+    crate::session_row::json_line(v, now, after_ms, crate::session_row::Command::Scan)
 }
 
 /// `scan`'s output: JSON Lines (the filter applied, nothing else left out) or the

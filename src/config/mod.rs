@@ -27,6 +27,8 @@ use std::path::{Path, PathBuf};
 /// Default quiet time before a working session's writer is looked for
 /// (`liveness_after`).
 pub const DEFAULT_LIVENESS_AFTER_MS: u64 = 2 * 60_000;
+/// `tail` clients the socket serves at once by default (`max_followers`); more are refused.
+pub const DEFAULT_MAX_FOLLOWERS: usize = 64;
 
 macro_rules! config {
     ($($key:ident => $field:ident : $kind:ty,)*) => {
@@ -83,7 +85,7 @@ macro_rules! config {
                     page_scheduled: false,
                     liveness_after_ms: DEFAULT_LIVENESS_AFTER_MS,
                     max_line_bytes: DEFAULT_MAX_LINE_BYTES,
-                    max_followers: crate::socket::DEFAULT_MAX_FOLLOWERS,
+                    max_followers: DEFAULT_MAX_FOLLOWERS,
                     $($field: Default::default(),)*
                     remotes: Vec::new(),
                     socket: socket_path(),

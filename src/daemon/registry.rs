@@ -12,7 +12,9 @@
 //! and counted. No registry directory (older versions, another machine): nothing is
 //! sent and everything works from the transcript alone.
 
-use super::liveness::same_process;
+use crate::process::same_process;
+// The index of live entries is in `crate::process`, below `focus`, which asks it.
+pub use crate::process::{Index, Live, index};
 use crate::provider::claude::{jobs, registry};
 use crate::provider::signal::{MAX_SIGNAL_FILE, Signal, SignalKind};
 use crate::shutdown::Shutdown;
@@ -22,7 +24,6 @@ use std::fs;
 use std::io::Read;
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 /// How often the directories are listed.
@@ -59,33 +60,6 @@ pub fn dirs_of(roots: &[Root]) -> Vec<Dirs> {
         }
     }
     out
-}
-
-/// A live registry entry, for click-to-focus (its `tmux` pane) and for liveness.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Live {
-    pub pid: u32,
-    /// `procStart`, to tell the process from a later one with the same pid.
-    pub started: Option<String>,
-    pub tmux: Option<String>,
-}
-
-/// The live registry entries by session id, shared with the focus code and the
-/// liveness sweep.
-pub type Index = Arc<Mutex<HashMap<String, Live>>>;
-
-/// The one index of this process: the reader fills it; a click asks it for the
-/// session's process and tmux pane first, and the liveness sweep for whether the
-/// session's own process still runs.
-pub fn index() -> Index {
-    static INDEX: std::sync::OnceLock<Index> = std::sync::OnceLock::new();
-    Arc::clone(INDEX.get_or_init(Default::default))
-}
-
-/// Whether the registry lists `session` with a live process of its own.
-pub fn listed_alive(session: &str) -> bool {
-    let live = index().lock().ok().and_then(|ix| ix.get(session).cloned());
-    live.is_some_and(|l| same_process(l.pid, l.started.as_deref()))
 }
 
 /// Counters for the logs.

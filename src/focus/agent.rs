@@ -116,7 +116,7 @@ pub fn find(provider: ProviderKind, path: &Path) -> Option<Agent> {
     let listed = registry_entry(path);
     let pid = match &listed {
         Some(l) => l.pid,
-        None => crate::daemon::liveness::writer_pid(provider, path, cwd.as_deref())?,
+        None => crate::process::writer_pid(provider, path, cwd.as_deref())?,
     };
     let env = environ(pid)?;
     let get = |k: &str| env.iter().find(|(n, _)| n == k).map(|(_, v)| v.clone());
@@ -136,14 +136,10 @@ pub fn find(provider: ProviderKind, path: &Path) -> Option<Agent> {
 
 /// The live registry entry of the session at `path` (named by its file stem), if its
 /// process still lives.
-fn registry_entry(path: &Path) -> Option<crate::daemon::registry::Live> {
+fn registry_entry(path: &Path) -> Option<crate::process::Live> {
     let session = path.file_stem()?.to_str()?;
-    let live = crate::daemon::registry::index()
-        .lock()
-        .ok()?
-        .get(session)
-        .cloned()?;
-    crate::daemon::liveness::same_process(live.pid, live.started.as_deref()).then_some(live)
+    let live = crate::process::index().lock().ok()?.get(session).cloned()?;
+    crate::process::same_process(live.pid, live.started.as_deref()).then_some(live)
 }
 
 /// The pane id (`%N`) of a registry `tmux` field (`session:@window.%pane`).

@@ -9,7 +9,6 @@
 
 use super::Feed;
 use super::state::View;
-use crate::cli::BarFormat;
 use crate::error::Error;
 use crate::people;
 use serde_json::{Map, Value, json};
@@ -17,6 +16,18 @@ use std::io::{self, Write};
 use std::path::PathBuf;
 use std::sync::mpsc;
 use std::time::Duration;
+
+/// `status --format`: which status bar the line is for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum BarFormat {
+    /// waybar's custom module with `return-type: json`: `{"text","tooltip","class"}`.
+    Waybar,
+    /// The i3bar protocol (i3bar, swaybar): a header, `[`, then one array of blocks per
+    /// line.
+    I3bar,
+    /// Plain text, one line (polybar, i3blocks, tmux `status-right`).
+    Plain,
+}
 
 /// How often the line is worked out again while the feed is quiet: a completed turn
 /// leaves the bar `recent_ms` after it ended, with no event to say so.

@@ -124,7 +124,7 @@ impl View {
 
     /// The remotes' links as the `status` end line says (at each (re)connection).
     pub fn set_remotes(&mut self, end: &Value) {
-        self.remotes = crate::client::remote_states(&end["remotes"])
+        self.remotes = remote_states(&end["remotes"])
             .into_iter()
             .zip(end["remotes"].as_array().into_iter().flatten())
             .map(|(line, r)| {
@@ -277,6 +277,29 @@ impl View {
             filtered,
         }
     }
+}
+
+/// "remote devbox: connected", one per entry of the `status` end line's `remotes`
+/// (for the live view and `baton status`).
+pub fn remote_states(remotes: &Value) -> Vec<String> {
+    remotes
+        .as_array()
+        .into_iter()
+        .flatten()
+        .map(|r| {
+            let text = |k: &str| r[k].as_str().unwrap_or("");
+            let one_line = |s: &str, max| crate::text::cut(&crate::text::one_line(s), max);
+            let name = one_line(text("name"), 40);
+            match text("state") {
+                "retrying" => format!(
+                    "remote {name}: retrying in {} s: {}",
+                    r["retry_in_s"].as_u64().unwrap_or(0),
+                    one_line(text("why"), 200)
+                ),
+                state => format!("remote {name}: {}", one_line(state, 20)),
+            }
+        })
+        .collect()
 }
 
 #[cfg(test)]

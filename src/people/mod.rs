@@ -6,8 +6,10 @@
 //! answer — and go through the one [`view`] and the one [`render`], so both tables read
 //! the same.
 
+mod args;
 mod render;
 
+pub use args::{ColorChoice, TableArgs};
 pub use render::{Table, cells, render};
 
 use crate::clock::parse_rfc3339;
@@ -63,8 +65,8 @@ impl Row {
             provider: Some(v.key.provider),
             session: v.key.session.clone(),
             subagent: v.key.agent.clone(),
-            project: crate::sink::view_project(v, 1),
-            project_long: crate::sink::view_project(v, 2),
+            project: crate::naming::view_project(v, 1),
+            project_long: crate::naming::view_project(v, 2),
             at: v.record_ts,
             message: v.message.clone().unwrap_or_default(),
             background_tasks: u64::from(v.background_tasks),
@@ -153,10 +155,10 @@ pub fn parse_agent(s: &str) -> Result<ProviderKind, String> {
     let want = plain(s);
     let kinds = || crate::provider::ALL.iter().map(|a| a.kind());
     kinds()
-        .find(|p| plain(p.as_str()) == want || plain(crate::sink::agent_name(Some(*p))) == want)
+        .find(|p| plain(p.as_str()) == want || plain(crate::naming::agent_name(Some(*p))) == want)
         .ok_or_else(|| {
             let names: Vec<String> = kinds()
-                .map(|p| format!("{} ({})", p.as_str(), crate::sink::agent_name(Some(p))))
+                .map(|p| format!("{} ({})", p.as_str(), crate::naming::agent_name(Some(p))))
                 .collect();
             format!("unknown agent `{s}` (use {})", names.join(", "))
         })

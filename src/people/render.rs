@@ -1,7 +1,7 @@
 //! The person's table as text: columns sized to what they hold, the last message cut
 //! to the terminal's width, the state in colour on a terminal.
 
-use super::{Filter, STATES, Shown, View, rank};
+use super::{ColorChoice, Filter, STATES, Shown, TableArgs, View, rank};
 use crate::text::cut;
 use std::io::IsTerminal;
 
@@ -25,7 +25,7 @@ pub struct Table {
 impl Table {
     /// From `--state`/`--project`/`--agent`/`--all`/`--color`, the environment and
     /// stdout.
-    pub fn from_args(args: &crate::cli::TableArgs) -> Table {
+    pub fn from_args(args: &TableArgs) -> Table {
         let no_color = std::env::var_os("NO_COLOR").is_some_and(|v| !v.is_empty());
         Table {
             filter: Filter {
@@ -44,11 +44,11 @@ impl Table {
 
 /// `--color`: `always` and `never` as said; `auto` colours a terminal unless `NO_COLOR`
 /// is set (a flag is the person asking, so it wins over the environment).
-pub fn use_colour(choice: crate::cli::ColorChoice, terminal: bool, no_color: bool) -> bool {
+pub fn use_colour(choice: ColorChoice, terminal: bool, no_color: bool) -> bool {
     match choice {
-        crate::cli::ColorChoice::Always => true,
-        crate::cli::ColorChoice::Never => false,
-        crate::cli::ColorChoice::Auto => terminal && !no_color,
+        ColorChoice::Always => true,
+        ColorChoice::Never => false,
+        ColorChoice::Auto => terminal && !no_color,
     }
 }
 
@@ -127,7 +127,7 @@ pub fn note(s: &Shown) -> String {
 /// A row's cells, plain: state, agent, project, age, and the note and last message on
 /// one line (not cut).
 pub fn cells(s: &Shown, now: i64) -> [String; 5] {
-    let agent = crate::sink::agent_name(s.row.provider).to_owned();
+    let agent = crate::naming::agent_name(s.row.provider).to_owned();
     let age = s
         .row
         .at
@@ -321,7 +321,7 @@ mod tests {
 
     #[test]
     fn colour_follows_the_flag_then_the_terminal_and_no_color() {
-        use crate::cli::ColorChoice::{Always, Auto, Never};
+        use super::ColorChoice::{Always, Auto, Never};
         assert!(use_colour(Always, false, true));
         assert!(!use_colour(Never, true, false));
         assert!(use_colour(Auto, true, false));

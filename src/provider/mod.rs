@@ -24,6 +24,8 @@ pub mod signal;
 
 use crate::model::ProviderKind;
 pub use agent::{ALL, Agent, RowSchema, UNNAMED, Writer};
+// Kept in `model`, which the events' `origin` field is read back in.
+pub use crate::model::Origin;
 pub use detect::{detect, is_candidate, sniff};
 pub use glued::{Around, glued_around, split_glued};
 use std::path::Path;
@@ -103,51 +105,6 @@ impl Initiator {
             Self::System => "system",
             Self::Agent => "agent",
         }
-    }
-}
-
-/// Where a turn came from, when the transcript says: who or what put the prompt there.
-/// Finer than [`Initiator`]; carried on every event of the turn (`origin`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum Origin {
-    /// Typed by the person.
-    Human,
-    /// Sent by a program through the agent's SDK or `-p` mode.
-    Sdk,
-    /// A message from another agent session (Claude agent teams).
-    Peer,
-    /// A background task or subagent reporting back.
-    TaskNotification,
-    /// Fired by a schedule (`/loop`, cron jobs, wake-ups): nobody typed it.
-    Scheduled,
-    /// A shell command the person ran in the agent's bash mode, which the model answered.
-    Bash,
-}
-
-impl Origin {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Self::Human => "human",
-            Self::Sdk => "sdk",
-            Self::Peer => "peer",
-            Self::TaskNotification => "task_notification",
-            Self::Scheduled => "scheduled",
-            Self::Bash => "bash",
-        }
-    }
-
-    pub fn parse(s: &str) -> Option<Self> {
-        [
-            Self::Human,
-            Self::Sdk,
-            Self::Peer,
-            Self::TaskNotification,
-            Self::Scheduled,
-            Self::Bash,
-        ]
-        .into_iter()
-        .find(|o| o.as_str() == s)
     }
 }
 

@@ -27,7 +27,7 @@ pub struct SessionView {
     /// Background tasks still running or waiting to report back.
     pub background_tasks: u32,
     /// The directory the session started in, if its transcript says (see
-    /// `sink::project_name`).
+    /// `naming::project_name`).
     pub start_dir: Option<String>,
     /// The git branch, where the agent records it.
     pub branch: Option<String>,

@@ -3,7 +3,9 @@
 //! [`crate::focus`]; the desktop's, and the exec hook's or a webhook's that ask). Pure:
 //! times are arguments.
 
-use serde::{Deserialize, Serialize};
+// A mute lives with its file, in `state` (below the sinks); named here too for old paths.
+pub use crate::state::mutes::Mute;
+use serde::Serialize;
 
 /// A daily span of local time, `22:00-07:30` (it may cross midnight).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -59,108 +61,6 @@ pub fn local_minute(tz: &jiff::tz::TimeZone, ms: i64) -> Option<u16> {
     let t = jiff::Timestamp::from_millisecond(ms).ok()?;
     let dt = t.to_zoned_datetime(tz.clone()).datetime();
     u16::try_from(i32::from(dt.hour()) * 60 + i32::from(dt.minute())).ok()
-}
-
-/// One mute set with `baton mute`: a project name or a session id, until a time or for
-/// good.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Mute {
-    pub target: String,
-    /// Unix ms; `None`: until `baton unmute`.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub until_ms: Option<i64>,
-    /// The sessions a longer project name (`src/my-web-app`, as `status` shows it when
-    /// two projects share a name) stood for when the mute was set: a page names only
-    /// the short one.
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub sessions: Vec<String>,
-    /// `baton mute --branch`: the mute covers every page of a session on this git
-    /// branch (`target` then names the branch, for people).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub branch: Option<String>,
-}
-
-impl Mute {
-    /// Whether it still holds at `now` (Unix ms).
-    pub fn live(&self, now: i64) -> bool {
-        self.until_ms.is_none_or(|u| now < u)
-    }
-
-    /// Whether it silences the page of `project` / `session`.
-    pub fn covers(&self, project: &str, session: &str) -> bool {
-        self.target == project
-            || self.target == session
-            || self.sessions.iter().any(|s| s == session)
-    }
-
-    /// Whether it silences the pages of a session on `branch` (`mute --branch`).
-    pub fn covers_branch(&self, branch: Option<&str>) -> bool {
-        self.branch.is_some() && self.branch.as_deref() == branch
-    }
-}
-
-/// What a `baton mute` target names among the sessions the daemon knows.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Resolved {
-    /// The target as the mute keeps it: a session id, or a project as `status` spells it.
-    pub target: String,
-    /// For a longer project name, the sessions it stands for (see [`Mute::sessions`]).
-    pub sessions: Vec<String>,
-    /// How many sessions it names now (0: none; the mute is kept for later ones).
-    pub matched: usize,
-}
-
-/// One session as `status` names it: its id, its project and its longer project name.
-pub struct Named<'a> {
-    pub session: &'a str,
-    pub project: &'a str,
-    pub project_long: &'a str,
-}
-
-/// Reads `target` as `status` would: a session id, else a project name (`my-web-app`),
-/// else a longer one (`src/my-web-app`), ignoring case; `project_only` (`--project`)
-/// skips session ids. Pure.
-pub fn resolve<'a>(target: &str, project_only: bool, known: &[Named<'a>]) -> Resolved {
-    let target = target.trim();
-    let lower = target.to_lowercase();
-    let ids = |pick: &dyn Fn(&Named<'_>) -> bool| {
-        let mut out: Vec<String> = Vec::new();
-        for n in known.iter().filter(|n| pick(n)) {
-            if !out.iter().any(|x| x == n.session) {
-                out.push(n.session.to_owned());
-            }
-        }
-        out
-    };
-    let spelled = |pick: &dyn Fn(&Named<'a>) -> Option<&'a str>| {
-        known.iter().find_map(pick).unwrap_or(target).to_owned()
-    };
-    let by_session = if project_only {
-        Vec::new()
-    } else {
-        ids(&|n| n.session == target)
-    };
-    if !by_session.is_empty() {
-        return Resolved {
-            target: target.to_owned(),
-            sessions: Vec::new(),
-            matched: by_session.len(),
-        };
-    }
-    let by_project = ids(&|n| n.project.to_lowercase() == lower);
-    if !by_project.is_empty() {
-        return Resolved {
-            target: spelled(&|n| (n.project.to_lowercase() == lower).then_some(n.project)),
-            sessions: Vec::new(),
-            matched: by_project.len(),
-        };
-    }
-    let by_long = ids(&|n| n.project_long.to_lowercase() == lower);
-    Resolved {
-        target: spelled(&|n| (n.project_long.to_lowercase() == lower).then_some(n.project_long)),
-        matched: by_long.len(),
-        sessions: by_long,
-    }
 }
 
 /// Why a page was not shown.

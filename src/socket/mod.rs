@@ -35,12 +35,11 @@ mod server;
 
 pub use server::{Options, Server};
 
-use crate::clock::{format_rfc3339, wall_now};
+use crate::clock::wall_now;
 use crate::model::Event;
 use crate::reduce::SessionView;
 use crate::sink::jsonl::StreamHealth;
 use crossbeam_channel::{Receiver, Sender, TrySendError};
-use serde::Serialize;
 use std::collections::VecDeque;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -51,8 +50,6 @@ pub const RING: usize = 1024;
 /// queue holds shared lines, so its cost is pointers; it is sized above the ring and
 /// above any one batch, so that a client that keeps up is never dropped by a burst.
 pub const CLIENT_QUEUE: usize = 4096;
-/// `tail` clients served at once by default (`max_followers`); more are refused.
-pub const DEFAULT_MAX_FOLLOWERS: usize = 64;
 
 struct Client {
     /// Given by the server, to let the client go when it hangs up.
@@ -270,60 +267,11 @@ impl Hub {
     }
 }
 
-/// One row of `status`: what a person needs to find the session, never record-derived
-/// paths.
-#[derive(Serialize)]
-struct StatusRow<'a> {
-    provider: &'a str,
-    session: &'a str,
-    agent: Option<&'a str>,
-    /// From the transcript's path (see `sink::project_name`).
-    project: String,
-    /// The last two components of the start directory, where they say more than
-    /// `project` (tables show them when two projects share a name).
-    #[serde(skip_serializing_if = "Option::is_none")]
-    project_long: Option<String>,
-    /// The git branch, where the agent records it.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    branch: Option<&'a str>,
-    path: &'a str,
-    state: &'a str,
-    turn: Option<&'a str>,
-    line: u64,
-    since: Option<String>,
-    message: Option<&'a str>,
-    evidence: Option<&'a str>,
-    /// Why the turn ended, where the state alone does not say (`writer_gone`).
-    #[serde(skip_serializing_if = "Option::is_none")]
-    reason: Option<&'a str>,
-    /// Background tasks still running or waiting to report back (absent when none).
-    #[serde(skip_serializing_if = "Option::is_none")]
-    background_tasks: Option<u32>,
-}
-
-/// One `status` row as of `now` (Unix ms); a working session silent for `after_ms` that
-/// the liveness check cannot judge is `stale`.
+/// One `status` row as of `now` (Unix ms): what a person needs to find the session,
+/// never record-derived paths; the row is `scan`'s too ([`crate::session_row`]), with
+/// `since` for its time and `project_long`.
 fn status_line(v: &SessionView, now: i64, after_ms: u64) -> String {
-    let project = crate::sink::view_project(v, 1);
-    let long = crate::sink::view_project(v, 2);
-    let row = StatusRow {
-        provider: v.key.provider.as_str(),
-        session: &v.key.session,
-        agent: v.key.agent.as_deref(),
-        project_long: (long != project).then_some(long),
-        project,
-        branch: v.branch.as_deref(),
-        path: &v.path,
-        state: v.shown_state(now, after_ms),
-        turn: v.turn.as_deref(),
-        line: v.line,
-        since: v.record_ts.map(format_rfc3339),
-        message: v.message.as_deref(),
-        evidence: v.evidence,
-        reason: v.reason,
-        background_tasks: (v.background_tasks > 0).then_some(v.background_tasks),
-    };
-    serde_json::to_string(&row).unwrap_or_default()
+    crate::session_row::json_line(v, now, after_ms, crate::session_row::Command::Status)
 }
 
 /// The line that ends a `status` answer; it says so when the event stream is blocked,
@@ -415,21 +363,21 @@ fn mute_reply(
             .iter()
             .map(|v| {
                 (
-                    crate::sink::view_project(v, 1),
-                    crate::sink::view_project(v, 2),
+                    crate::naming::view_project(v, 1),
+                    crate::naming::view_project(v, 2),
                 )
             })
             .collect();
-        let known: Vec<crate::sink::quiet::Named<'_>> = views
+        let known: Vec<crate::state::mutes::Named<'_>> = views
             .iter()
             .zip(&names)
-            .map(|(v, (project, long))| crate::sink::quiet::Named {
+            .map(|(v, (project, long))| crate::state::mutes::Named {
                 session: &v.key.session,
                 project,
                 project_long: long,
             })
             .collect();
-        let r = crate::sink::quiet::resolve(target, by == MuteBy::Project, &known);
+        let r = crate::state::mutes::resolve(target, by == MuteBy::Project, &known);
         matched = Some(r.matched);
         board
             .mutes
