@@ -8,11 +8,12 @@ use super::desktop::{Job, Note};
 use super::focused::Check;
 use super::kinds::Urgency;
 use super::quiet::HeldLog;
+use crate::diag::{self, DesktopCounters};
 use crate::focus::{self, click};
 use lru::LruCache;
 use std::collections::HashMap;
 use std::num::NonZeroUsize;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use zbus::Variant as Value;
 
@@ -29,11 +30,7 @@ const CLICKS_REMEMBERED: usize = 512;
 #[derive(Debug, Default)]
 pub struct Shared {
     pub down: AtomicBool,
-    pub shown: AtomicU64,
-    pub failed: AtomicU64,
-    /// Not shown: the session was in front of the person.
-    pub focused: AtomicU64,
-    pub clicked: AtomicU64,
+    pub counts: DesktopCounters,
 }
 
 /// What the worker needs besides jobs.
@@ -72,7 +69,7 @@ pub fn work(jobs: crossbeam_channel::Receiver<Job>, setup: &Setup) {
                     && Check::of_click(&note.click, &note.event)
                         .is_some_and(|c| c.holds("desktop", &setup.held))
                 {
-                    setup.shared.focused.fetch_add(1, Ordering::Relaxed);
+                    diag::DesktopFocused.emit(&setup.shared.counts);
                     continue;
                 }
                 bus.show(&note, setup);
@@ -143,23 +140,18 @@ impl Bus {
                     .lock()
                     .unwrap_or_else(|p| p.into_inner())
                     .put(id, note.click.clone());
-                shared.shown.fetch_add(1, Ordering::Relaxed);
-                if shared.down.swap(false, Ordering::AcqRel) {
-                    tracing::info!("Desktop notifications work again.");
+                diag::NotificationShown {
+                    recovered: shared.down.swap(false, Ordering::AcqRel),
                 }
+                .emit(&shared.counts);
             }
             Err(e) => {
                 self.conn = None;
-                let failed = shared.failed.fetch_add(1, Ordering::Relaxed) + 1;
-                if shared.down.swap(true, Ordering::AcqRel) {
-                    tracing::debug!(error = %e, failed, "Desktop notification failed again.");
-                } else {
-                    tracing::warn!(
-                        error = %e,
-                        "No desktop notifications: the D-Bus session bus or its notification \
-                         service is unreachable. Events still stream; will retry."
-                    );
+                diag::NotificationFailed {
+                    error: &e,
+                    again: shared.down.swap(true, Ordering::AcqRel),
                 }
+                .emit(&shared.counts);
             }
         }
     }
@@ -252,7 +244,7 @@ fn listen(conn: &zbus::Connection, clicks: Clicks, setup: &Setup) {
                     };
                     let target = clicks.lock().unwrap_or_else(|p| p.into_inner()).get(&id).cloned();
                     let Some(target) = target else { continue };
-                    shared.clicked.fetch_add(1, Ordering::Relaxed);
+                    diag::NotificationClicked.emit(&shared.counts);
                     let agent = local_agent(&target);
                     let done = click::go_to(agent.as_ref(), &target, &on_click);
                     tracing::info!(id, action = %key, session = %target.session, agent = ?agent.map(|a| a.pid), ?done, "Notification clicked.");

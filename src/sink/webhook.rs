@@ -20,13 +20,13 @@ use super::quiet::HeldLog;
 use super::registry::{SinkKind, Sinks};
 use super::section::{Bad, parse_kinds, toml_kinds, toml_str};
 use super::{EventFilter, SinkError, headline, plain_message, title};
+use crate::diag::{self, WebhookCounters};
 use crate::model::Event;
 use crossbeam_channel::Receiver;
 use serde::Deserialize;
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 use ureq::http::{HeaderName, HeaderValue, Uri};
 
@@ -124,23 +124,13 @@ pub struct WebhookStats {
     pub focused: u64,
 }
 
-#[derive(Debug, Default)]
-struct Counters {
-    delivered: AtomicU64,
-    retried: AtomicU64,
-    failed: AtomicU64,
-    focused: AtomicU64,
-}
-
-impl Counters {
-    fn stats(&self, dropped: u64) -> WebhookStats {
-        WebhookStats {
-            delivered: self.delivered.load(Ordering::Relaxed),
-            retried: self.retried.load(Ordering::Relaxed),
-            failed: self.failed.load(Ordering::Relaxed),
-            dropped,
-            focused: self.focused.load(Ordering::Relaxed),
-        }
+fn stats(c: &WebhookCounters, dropped: u64) -> WebhookStats {
+    WebhookStats {
+        delivered: c.delivered.get(),
+        retried: c.retried.get(),
+        failed: c.failed.get(),
+        dropped,
+        focused: c.focused.get(),
     }
 }
 
@@ -170,7 +160,7 @@ pub struct Webhook {
     suppress_when_focused: bool,
     lanes: Vec<Lane>,
     workers: Workers<Job>,
-    counters: Arc<Counters>,
+    counters: Arc<WebhookCounters>,
     dropped: u64,
 }
 
@@ -183,7 +173,7 @@ struct Worker {
     attempts: u32,
     backoff: Duration,
     backoff_max: Duration,
-    counters: Arc<Counters>,
+    counters: Arc<WebhookCounters>,
     held: Arc<HeldLog>,
 }
 
@@ -201,7 +191,7 @@ impl WebhookSink {
 
     /// [`WebhookSink::new`] noting the posts it skips in `held` (read by `status`).
     pub fn with_held(cfg: WebhookConfig, held: Arc<HeldLog>) -> Result<Self, SinkError> {
-        let counters = Arc::new(Counters::default());
+        let counters = Arc::new(WebhookCounters::default());
         let mut workers = Workers::new("webhook");
         let mut lanes = Vec::with_capacity(cfg.endpoints.len());
         for ep in &cfg.endpoints {
@@ -272,13 +262,13 @@ impl Courier for Webhook {
     }
 
     fn stats(&self) -> WebhookStats {
-        self.counters.stats(self.dropped)
+        stats(&self.counters, self.dropped)
     }
 
     /// Stops retrying: the workers try each queued event once more until `deadline`.
     fn finish(self, deadline: Instant) -> (WebhookStats, bool) {
         let done = self.workers.close(deadline, None) == Drain::InTime;
-        (self.counters.stats(self.dropped), done)
+        (stats(&self.counters, self.dropped), done)
     }
 }
 
@@ -325,7 +315,7 @@ impl Worker {
                 .as_ref()
                 .is_some_and(|c| c.holds("webhook", &self.held))
             {
-                self.counters.focused.fetch_add(1, Ordering::Relaxed);
+                diag::WebhookFocused.emit(&self.counters);
                 continue;
             }
             let mut delay = self.backoff;
@@ -333,32 +323,41 @@ impl Worker {
             loop {
                 match self.post(&job) {
                     Outcome::Delivered => {
-                        self.counters.delivered.fetch_add(1, Ordering::Relaxed);
-                        if !healthy {
-                            healthy = true;
-                            tracing::info!(endpoint = %self.label, "Webhook delivers again.");
+                        diag::WebhookDelivered {
+                            endpoint: &self.label,
+                            recovered: !healthy,
                         }
+                        .emit(&self.counters);
+                        healthy = true;
                         break;
                     }
                     Outcome::Final(why) => {
-                        self.counters.failed.fetch_add(1, Ordering::Relaxed);
-                        tracing::warn!(endpoint = %self.label, error = %why, "Webhook refused the event; not retrying.");
+                        diag::WebhookRefused {
+                            endpoint: &self.label,
+                            error: &why,
+                        }
+                        .emit(&self.counters);
                         break;
                     }
                     Outcome::Retry(why) => {
-                        if healthy {
-                            healthy = false;
-                            tracing::warn!(endpoint = %self.label, error = %why, "Webhook failed; retrying with backoff.");
-                        } else {
-                            tracing::debug!(endpoint = %self.label, error = %why, attempt, "Webhook failed again.");
+                        diag::WebhookTryFailed {
+                            endpoint: &self.label,
+                            error: &why,
+                            attempt,
+                            first: healthy,
                         }
+                        .emit();
+                        healthy = false;
                         // A closing sink cuts the pause short: no more retries then.
                         if attempt >= self.attempts || !stop.pause(delay) {
-                            self.counters.failed.fetch_add(1, Ordering::Relaxed);
-                            tracing::debug!(endpoint = %self.label, attempt, "Webhook event given up.");
+                            diag::WebhookGaveUp {
+                                endpoint: &self.label,
+                                attempt,
+                            }
+                            .emit(&self.counters);
                             break;
                         }
-                        self.counters.retried.fetch_add(1, Ordering::Relaxed);
+                        diag::WebhookRetried.emit(&self.counters);
                         attempt += 1;
                         delay = (delay * 2).min(self.backoff_max);
                     }
