@@ -50,6 +50,8 @@ pub struct ExecCounters {
     pub timed_out: Counter,
     /// Runs skipped: the session was in front of the person.
     pub focused: Counter,
+    /// Events dropped because the queue was full.
+    pub dropped: Counter,
 }
 
 /// One `[[webhook]]` section's counts (all its endpoints).
@@ -59,6 +61,8 @@ pub struct WebhookCounters {
     pub retried: Counter,
     pub failed: Counter,
     pub focused: Counter,
+    /// Events dropped from a full queue (the oldest first).
+    pub dropped: Counter,
 }
 
 /// The desktop notifier's counts.
@@ -99,6 +103,22 @@ pub struct ExecSucceeded;
 impl ExecSucceeded {
     pub fn emit(self, c: &ExecCounters) {
         c.ok.add();
+    }
+}
+
+/// The queue was full: the event is dropped. Logged at warn on the 1st, 2nd, 4th, 8th
+/// ... drop, at debug otherwise: a flood of drops must not become a flood of log lines.
+pub struct ExecDropped;
+
+impl ExecDropped {
+    pub fn emit(self, c: &ExecCounters) {
+        let dropped = c.dropped.add();
+        let msg = "Exec hook busy; event dropped (raise its queue or concurrency).";
+        if dropped.is_power_of_two() {
+            tracing::warn!(target: EXEC, dropped, "{msg}");
+        } else {
+            tracing::debug!(target: EXEC, dropped, "{msg}");
+        }
     }
 }
 
@@ -184,6 +204,24 @@ pub struct WebhookFocused;
 impl WebhookFocused {
     pub fn emit(self, c: &WebhookCounters) {
         c.focused.add();
+    }
+}
+
+/// An endpoint's queue was full: its oldest event is dropped. Logarithmic, as
+/// [`ExecDropped`]: a long outage must not become a flood of log lines.
+pub struct WebhookDropped<'a> {
+    pub endpoint: &'a str,
+}
+
+impl WebhookDropped<'_> {
+    pub fn emit(self, c: &WebhookCounters) {
+        let dropped = c.dropped.add();
+        let (label, msg) = (self.endpoint, "Webhook queue full; oldest event dropped.");
+        if dropped.is_power_of_two() {
+            tracing::warn!(target: WEBHOOK, endpoint = %label, dropped, "{msg}");
+        } else {
+            tracing::debug!(target: WEBHOOK, endpoint = %label, dropped, "{msg}");
+        }
     }
 }
 
@@ -363,21 +401,23 @@ impl Rescan<'_> {
 mod tests {
     use super::*;
 
-    fn exec(c: &ExecCounters) -> [u64; 4] {
+    fn exec(c: &ExecCounters) -> [u64; 5] {
         [
             c.ok.get(),
             c.failed.get(),
             c.timed_out.get(),
             c.focused.get(),
+            c.dropped.get(),
         ]
     }
 
-    fn webhook(c: &WebhookCounters) -> [u64; 4] {
+    fn webhook(c: &WebhookCounters) -> [u64; 5] {
         [
             c.delivered.get(),
             c.retried.get(),
             c.failed.get(),
             c.focused.get(),
+            c.dropped.get(),
         ]
     }
 
@@ -396,13 +436,11 @@ mod tests {
         }
         .emit(&a);
         ExecSucceeded.emit(&b);
-        assert_eq!(exec(&a), [0, 1, 1, 0]);
-        assert_eq!(
-            exec(&b),
-            [1, 0, 0, 0],
-            "another instance's set is untouched"
-        );
-        assert_eq!(webhook(&hook), [0; 4], "another sink's set is untouched");
+        ExecDropped.emit(&b);
+        ExecFocused.emit(&b);
+        assert_eq!(exec(&a), [0, 1, 1, 0, 0]);
+        assert_eq!(exec(&b), [1, 0, 0, 1, 1], "another instance's set");
+        assert_eq!(webhook(&hook), [0; 5], "another sink's set is untouched");
 
         WebhookTryFailed {
             endpoint: "h",
@@ -411,7 +449,7 @@ mod tests {
             first: true,
         }
         .emit();
-        assert_eq!(webhook(&hook), [0; 4], "a failed try alone counts nothing");
+        assert_eq!(webhook(&hook), [0; 5], "a failed try alone counts nothing");
         WebhookRetried.emit(&hook);
         WebhookGaveUp {
             endpoint: "h",
@@ -423,8 +461,11 @@ mod tests {
             recovered: true,
         }
         .emit(&hook);
-        assert_eq!(webhook(&hook), [1, 1, 1, 0]);
-        assert_eq!(exec(&a), [0, 1, 1, 0]);
+        WebhookFocused.emit(&hook);
+        WebhookDropped { endpoint: "h" }.emit(&hook);
+        WebhookDropped { endpoint: "h" }.emit(&hook);
+        assert_eq!(webhook(&hook), [1, 1, 1, 1, 2]);
+        assert_eq!(exec(&a), [0, 1, 1, 0, 0]);
     }
 
     #[test]

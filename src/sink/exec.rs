@@ -94,12 +94,12 @@ pub struct ExecStats {
     pub focused: u64,
 }
 
-fn stats(c: &ExecCounters, dropped: u64) -> ExecStats {
+fn stats(c: &ExecCounters) -> ExecStats {
     ExecStats {
         ok: c.ok.get(),
         failed: c.failed.get(),
         timed_out: c.timed_out.get(),
-        dropped,
+        dropped: c.dropped.get(),
         focused: c.focused.get(),
     }
 }
@@ -123,7 +123,6 @@ pub struct Exec {
     suppress_when_focused: bool,
     workers: Workers<Job>,
     counters: Arc<ExecCounters>,
-    dropped: u64,
 }
 
 impl ExecSink {
@@ -164,7 +163,6 @@ impl ExecSink {
             suppress_when_focused: cfg.suppress_when_focused,
             workers,
             counters,
-            dropped: 0,
         }))
     }
 }
@@ -194,19 +192,12 @@ impl Courier for Exec {
         if let Err(TrySendError::Full(_) | TrySendError::Disconnected(_)) =
             self.workers.offer(0, job)
         {
-            self.dropped += 1;
-            let msg = "Exec hook busy; event dropped (raise its queue or concurrency).";
-            // Logarithmic: a flood of drops must not become a flood of log lines.
-            if self.dropped.is_power_of_two() {
-                tracing::warn!(dropped = self.dropped, "{msg}");
-            } else {
-                tracing::debug!(dropped = self.dropped, "{msg}");
-            }
+            diag::ExecDropped.emit(&self.counters);
         }
     }
 
     fn stats(&self) -> ExecStats {
-        stats(&self.counters, self.dropped)
+        stats(&self.counters)
     }
 
     /// Lets the workers run what is queued until `deadline`, then ends the runs still
@@ -214,17 +205,14 @@ impl Courier for Exec {
     /// rest.
     fn finish(self, deadline: Instant) -> (ExecStats, bool) {
         let Exec {
-            workers,
-            counters,
-            dropped,
-            ..
+            workers, counters, ..
         } = self;
         // The workers notice within their poll interval, then give each group its grace.
         let drain = workers.close(deadline, Some(KILL_GRACE + Duration::from_millis(500)));
         if drain == Drain::Ended {
             tracing::warn!("Exec hooks still running at shutdown were ended.");
         }
-        (stats(&counters, dropped), drain != Drain::Busy)
+        (stats(&counters), drain != Drain::Busy)
     }
 }
 

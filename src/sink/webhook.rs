@@ -124,12 +124,12 @@ pub struct WebhookStats {
     pub focused: u64,
 }
 
-fn stats(c: &WebhookCounters, dropped: u64) -> WebhookStats {
+fn stats(c: &WebhookCounters) -> WebhookStats {
     WebhookStats {
         delivered: c.delivered.get(),
         retried: c.retried.get(),
         failed: c.failed.get(),
-        dropped,
+        dropped: c.dropped.get(),
         focused: c.focused.get(),
     }
 }
@@ -161,7 +161,6 @@ pub struct Webhook {
     lanes: Vec<Lane>,
     workers: Workers<Job>,
     counters: Arc<WebhookCounters>,
-    dropped: u64,
 }
 
 struct Worker {
@@ -234,7 +233,6 @@ impl WebhookSink {
             lanes,
             workers,
             counters,
-            dropped: 0,
         }))
     }
 }
@@ -256,30 +254,22 @@ impl Courier for Webhook {
             job.check.clone_from(&check);
             let dropped = self.workers.push_out_oldest(i, job);
             for _ in 0..dropped {
-                note_drop(&mut self.dropped, &lane.label);
+                diag::WebhookDropped {
+                    endpoint: &lane.label,
+                }
+                .emit(&self.counters);
             }
         }
     }
 
     fn stats(&self) -> WebhookStats {
-        stats(&self.counters, self.dropped)
+        stats(&self.counters)
     }
 
     /// Stops retrying: the workers try each queued event once more until `deadline`.
     fn finish(self, deadline: Instant) -> (WebhookStats, bool) {
         let done = self.workers.close(deadline, None) == Drain::InTime;
-        (stats(&self.counters, self.dropped), done)
-    }
-}
-
-fn note_drop(dropped: &mut u64, label: &str) {
-    *dropped += 1;
-    let msg = "Webhook queue full; oldest event dropped.";
-    // Logarithmic: a long outage must not become a flood of log lines.
-    if dropped.is_power_of_two() {
-        tracing::warn!(endpoint = %label, dropped = *dropped, "{msg}");
-    } else {
-        tracing::debug!(endpoint = %label, dropped = *dropped, "{msg}");
+        (stats(&self.counters), done)
     }
 }
 
