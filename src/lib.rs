@@ -17,6 +17,7 @@ pub mod clock;
 pub mod completions;
 pub mod config;
 pub mod daemon;
+pub mod diag;
 pub mod error;
 pub mod feed;
 pub mod focus;

@@ -31,7 +31,7 @@ use crossbeam_channel::select;
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::AtomicU64;
 use std::time::{Duration, Instant};
 use tokio::sync::mpsc;
 
@@ -470,9 +470,9 @@ impl Core {
             rederived = ?c.rederived,
             deleted = c.deleted,
             watch_limit_hits = self.tree.watch_limit_hits,
-            hint_overflows = self.hints.stats.overflow.load(Ordering::Relaxed),
-            watcher_rescans = self.hints.stats.rescans.load(Ordering::Relaxed),
-            native_events_dropped_by_test_hook = self.hints.stats.dropped_by_hook.load(Ordering::Relaxed),
+            hint_overflows = self.hints.stats.overflow.get(),
+            watcher_rescans = self.hints.stats.rescans.get(),
+            native_events_dropped_by_test_hook = self.hints.stats.dropped_by_hook.get(),
             sink_waits = self.outbox.waits(),
             read_errors = c.read_errors,
             signals_applied = self.reduce.reducer.signal_stats().applied,

@@ -466,15 +466,15 @@ impl Courier for Desktop {
 
     fn stats(&self) -> DesktopStats {
         DesktopStats {
-            shown: self.shared.shown.load(Ordering::Relaxed),
-            failed: self.shared.failed.load(Ordering::Relaxed),
+            shown: self.shared.counts.shown.get(),
+            failed: self.shared.counts.failed.get(),
             suppressed: self.suppressed,
             dropped: self.dropped,
             skipped_no_bus: self.skipped_no_bus,
             muted: self.muted,
-            focused: self.shared.focused.load(Ordering::Relaxed),
-            clicked: self.shared.clicked.load(Ordering::Relaxed),
-            tokens_dropped: self.shared.tokens_dropped.load(Ordering::Relaxed),
+            focused: self.shared.counts.focused.get(),
+            clicked: self.shared.counts.clicked.get(),
+            tokens_dropped: self.shared.counts.tokens_dropped.get(),
         }
     }
 

@@ -31,6 +31,7 @@ use super::section::{
     Bad, check_argv, duration, fmt_duration, ms_of, parse_kinds, toml_kinds, toml_list, toml_str,
 };
 use super::{EventFilter, SinkError};
+use crate::diag::{self, ExecCounters};
 use crate::model::Event;
 use crossbeam_channel::TrySendError;
 use rustix::process::{Pid, Signal, kill_process_group, test_kill_process_group};
@@ -40,7 +41,7 @@ use std::io::Write;
 use std::os::unix::process::CommandExt;
 use std::process::{Child, Command, ExitStatus, Stdio};
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::thread;
 use std::time::{Duration, Instant};
 
@@ -93,23 +94,13 @@ pub struct ExecStats {
     pub focused: u64,
 }
 
-#[derive(Debug, Default)]
-struct Counters {
-    ok: AtomicU64,
-    failed: AtomicU64,
-    timed_out: AtomicU64,
-    focused: AtomicU64,
-}
-
-impl Counters {
-    fn stats(&self, dropped: u64) -> ExecStats {
-        ExecStats {
-            ok: self.ok.load(Ordering::Relaxed),
-            failed: self.failed.load(Ordering::Relaxed),
-            timed_out: self.timed_out.load(Ordering::Relaxed),
-            dropped,
-            focused: self.focused.load(Ordering::Relaxed),
-        }
+fn stats(c: &ExecCounters) -> ExecStats {
+    ExecStats {
+        ok: c.ok.get(),
+        failed: c.failed.get(),
+        timed_out: c.timed_out.get(),
+        dropped: c.dropped.get(),
+        focused: c.focused.get(),
     }
 }
 
@@ -131,8 +122,7 @@ pub struct Exec {
     filter: EventFilter,
     suppress_when_focused: bool,
     workers: Workers<Job>,
-    counters: Arc<Counters>,
-    dropped: u64,
+    counters: Arc<ExecCounters>,
 }
 
 impl ExecSink {
@@ -147,7 +137,7 @@ impl ExecSink {
             return Err(SinkError::EmptyCommand);
         }
         let argv: Arc<[String]> = cfg.command.into();
-        let counters = Arc::new(Counters::default());
+        let counters = Arc::new(ExecCounters::default());
         let mut workers: Workers<Job> = Workers::new("exec");
         let timeout = cfg.timeout;
         let shared = Arc::clone(&counters);
@@ -161,7 +151,7 @@ impl ExecSink {
                         break;
                     }
                     if job.check.as_ref().is_some_and(|c| c.holds("exec", &held)) {
-                        shared.focused.fetch_add(1, Ordering::Relaxed);
+                        diag::ExecFocused.emit(&shared);
                         continue;
                     }
                     run(&argv, &job, timeout, &shared, stop.ended_flag());
@@ -173,7 +163,6 @@ impl ExecSink {
             suppress_when_focused: cfg.suppress_when_focused,
             workers,
             counters,
-            dropped: 0,
         }))
     }
 }
@@ -203,19 +192,12 @@ impl Courier for Exec {
         if let Err(TrySendError::Full(_) | TrySendError::Disconnected(_)) =
             self.workers.offer(0, job)
         {
-            self.dropped += 1;
-            let msg = "Exec hook busy; event dropped (raise its queue or concurrency).";
-            // Logarithmic: a flood of drops must not become a flood of log lines.
-            if self.dropped.is_power_of_two() {
-                tracing::warn!(dropped = self.dropped, "{msg}");
-            } else {
-                tracing::debug!(dropped = self.dropped, "{msg}");
-            }
+            diag::ExecDropped.emit(&self.counters);
         }
     }
 
     fn stats(&self) -> ExecStats {
-        self.counters.stats(self.dropped)
+        stats(&self.counters)
     }
 
     /// Lets the workers run what is queued until `deadline`, then ends the runs still
@@ -223,21 +205,18 @@ impl Courier for Exec {
     /// rest.
     fn finish(self, deadline: Instant) -> (ExecStats, bool) {
         let Exec {
-            workers,
-            counters,
-            dropped,
-            ..
+            workers, counters, ..
         } = self;
         // The workers notice within their poll interval, then give each group its grace.
         let drain = workers.close(deadline, Some(KILL_GRACE + Duration::from_millis(500)));
         if drain == Drain::Ended {
             tracing::warn!("Exec hooks still running at shutdown were ended.");
         }
-        (counters.stats(dropped), drain != Drain::Busy)
+        (stats(&counters), drain != Drain::Busy)
     }
 }
 
-fn run(argv: &[String], job: &Job, timeout: Duration, counters: &Counters, stop: &AtomicBool) {
+fn run(argv: &[String], job: &Job, timeout: Duration, counters: &ExecCounters, stop: &AtomicBool) {
     let program = &argv[0];
     let mut cmd = Command::new(program);
     if let Some(r) = &job.remote {
@@ -256,8 +235,7 @@ fn run(argv: &[String], job: &Job, timeout: Duration, counters: &Counters, stop:
     let mut child = match spawned {
         Ok(c) => c,
         Err(e) => {
-            counters.failed.fetch_add(1, Ordering::Relaxed);
-            tracing::warn!(program = %program, error = %e, "Cannot start the exec hook.");
+            diag::ExecCannotStart { program, error: &e }.emit(counters);
             return;
         }
     };
@@ -276,30 +254,30 @@ fn run(argv: &[String], job: &Job, timeout: Duration, counters: &Counters, stop:
     }
     match wait_for(&mut child, Instant::now() + timeout, Some(stop)) {
         Ok(Some(status)) if status.success() => {
-            counters.ok.fetch_add(1, Ordering::Relaxed);
+            diag::ExecSucceeded.emit(counters);
         }
         Ok(Some(status)) => {
-            counters.failed.fetch_add(1, Ordering::Relaxed);
-            tracing::warn!(program = %program, %status, "Exec hook failed.");
+            diag::ExecFailed {
+                program,
+                status: &status,
+            }
+            .emit(counters);
         }
         Ok(None) if stop.load(Ordering::Acquire) => {
             end_group(&mut child);
-            counters.failed.fetch_add(1, Ordering::Relaxed);
-            tracing::warn!(program = %program, "Exec hook still running at shutdown; ended it and its process group.");
+            diag::ExecEndedAtShutdown { program }.emit(counters);
         }
         Ok(None) => {
             end_group(&mut child);
-            counters.timed_out.fetch_add(1, Ordering::Relaxed);
-            tracing::warn!(
-                program = %program,
-                timeout_ms = u64::try_from(timeout.as_millis()).unwrap_or(u64::MAX),
-                "Exec hook timed out; ended it and its process group."
-            );
+            diag::ExecTimedOut {
+                program,
+                timeout_ms: u64::try_from(timeout.as_millis()).unwrap_or(u64::MAX),
+            }
+            .emit(counters);
         }
         Err(e) => {
             end_group(&mut child);
-            counters.failed.fetch_add(1, Ordering::Relaxed);
-            tracing::warn!(program = %program, error = %e, "Cannot wait for the exec hook.");
+            diag::ExecWaitFailed { program, error: &e }.emit(counters);
         }
     }
 }

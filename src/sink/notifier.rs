@@ -10,11 +10,12 @@ use super::desktop::{Job, Note};
 use super::focused::Check;
 use super::kinds::Urgency;
 use super::quiet::HeldLog;
+use crate::diag::{self, DesktopCounters};
 use crate::focus::{self, click};
 use lru::LruCache;
 use std::collections::HashMap;
 use std::num::NonZeroUsize;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use zbus::Variant as Value;
 
@@ -36,13 +37,7 @@ pub const TOKEN_MAX: usize = 256;
 #[derive(Debug, Default)]
 pub struct Shared {
     pub down: AtomicBool,
-    pub shown: AtomicU64,
-    pub failed: AtomicU64,
-    /// Not shown: the session was in front of the person.
-    pub focused: AtomicU64,
-    pub clicked: AtomicU64,
-    /// `ActivationToken`s dropped for not being a token ([`valid_token`]).
-    pub tokens_dropped: AtomicU64,
+    pub counts: DesktopCounters,
 }
 
 /// The server's activation token, if it is fit to pass on in an environment variable:
@@ -103,7 +98,7 @@ pub fn work(jobs: crossbeam_channel::Receiver<Job>, setup: &Setup) {
                     && Check::of_click(&note.click, &note.event)
                         .is_some_and(|c| c.holds("desktop", &setup.held))
                 {
-                    setup.shared.focused.fetch_add(1, Ordering::Relaxed);
+                    diag::DesktopFocused.emit(&setup.shared.counts);
                     continue;
                 }
                 bus.show(&note, setup);
@@ -175,24 +170,19 @@ impl Bus {
                     .lock()
                     .unwrap_or_else(|p| p.into_inner())
                     .put(id, note.click.clone());
-                shared.shown.fetch_add(1, Ordering::Relaxed);
-                if shared.down.swap(false, Ordering::AcqRel) {
-                    tracing::info!("Desktop notifications work again.");
+                diag::NotificationShown {
+                    recovered: shared.down.swap(false, Ordering::AcqRel),
                 }
+                .emit(&shared.counts);
             }
             Err(e) => {
                 self.conn = None;
                 check_raise(setup, false);
-                let failed = shared.failed.fetch_add(1, Ordering::Relaxed) + 1;
-                if shared.down.swap(true, Ordering::AcqRel) {
-                    tracing::debug!(error = %e, failed, "Desktop notification failed again.");
-                } else {
-                    tracing::warn!(
-                        error = %e,
-                        "No desktop notifications: the D-Bus session bus or its notification \
-                         service is unreachable. Events still stream; will retry."
-                    );
+                diag::NotificationFailed {
+                    error: &e,
+                    again: shared.down.swap(true, Ordering::AcqRel),
                 }
+                .emit(&shared.counts);
             }
         }
     }
@@ -293,8 +283,7 @@ fn listen(conn: &zbus::Connection, clicks: Clicks, setup: &Setup) {
                                     tokens.put(id, t.to_owned());
                                 }
                                 None => {
-                                    let n = shared.tokens_dropped.fetch_add(1, Ordering::Relaxed) + 1;
-                                    tracing::warn!(id, bytes = text.len(), dropped_total = n, "A notification server's activation token is not one (not printable ASCII, or too long); the click goes on without it.");
+                                    diag::TokenDropped { id, bytes: text.len() }.emit(&shared.counts);
                                 }
                             }
                             continue;
@@ -305,7 +294,7 @@ fn listen(conn: &zbus::Connection, clicks: Clicks, setup: &Setup) {
                     let token = tokens.pop(&id);
                     let target = clicks.lock().unwrap_or_else(|p| p.into_inner()).get(&id).cloned();
                     let Some(target) = target else { continue };
-                    shared.clicked.fetch_add(1, Ordering::Relaxed);
+                    diag::NotificationClicked.emit(&shared.counts);
                     let agent = local_agent(&target);
                     let done = click::go_to(agent.as_ref(), &target, &on_click, token.as_deref());
                     tracing::info!(id, action = %text, session = %target.session, agent = ?agent.map(|a| a.pid), token = token.is_some(), ?done, "Notification clicked.");

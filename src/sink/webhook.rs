@@ -20,13 +20,13 @@ use super::quiet::HeldLog;
 use super::registry::{SinkKind, Sinks};
 use super::section::{Bad, parse_kinds, toml_kinds, toml_str};
 use super::{EventFilter, SinkError, headline, plain_message, title};
+use crate::diag::{self, WebhookCounters};
 use crate::model::Event;
 use crossbeam_channel::Receiver;
 use serde::Deserialize;
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 use ureq::http::{HeaderName, HeaderValue, Uri};
 
@@ -124,23 +124,13 @@ pub struct WebhookStats {
     pub focused: u64,
 }
 
-#[derive(Debug, Default)]
-struct Counters {
-    delivered: AtomicU64,
-    retried: AtomicU64,
-    failed: AtomicU64,
-    focused: AtomicU64,
-}
-
-impl Counters {
-    fn stats(&self, dropped: u64) -> WebhookStats {
-        WebhookStats {
-            delivered: self.delivered.load(Ordering::Relaxed),
-            retried: self.retried.load(Ordering::Relaxed),
-            failed: self.failed.load(Ordering::Relaxed),
-            dropped,
-            focused: self.focused.load(Ordering::Relaxed),
-        }
+fn stats(c: &WebhookCounters) -> WebhookStats {
+    WebhookStats {
+        delivered: c.delivered.get(),
+        retried: c.retried.get(),
+        failed: c.failed.get(),
+        dropped: c.dropped.get(),
+        focused: c.focused.get(),
     }
 }
 
@@ -170,8 +160,7 @@ pub struct Webhook {
     suppress_when_focused: bool,
     lanes: Vec<Lane>,
     workers: Workers<Job>,
-    counters: Arc<Counters>,
-    dropped: u64,
+    counters: Arc<WebhookCounters>,
 }
 
 struct Worker {
@@ -183,7 +172,7 @@ struct Worker {
     attempts: u32,
     backoff: Duration,
     backoff_max: Duration,
-    counters: Arc<Counters>,
+    counters: Arc<WebhookCounters>,
     held: Arc<HeldLog>,
 }
 
@@ -201,7 +190,7 @@ impl WebhookSink {
 
     /// [`WebhookSink::new`] noting the posts it skips in `held` (read by `status`).
     pub fn with_held(cfg: WebhookConfig, held: Arc<HeldLog>) -> Result<Self, SinkError> {
-        let counters = Arc::new(Counters::default());
+        let counters = Arc::new(WebhookCounters::default());
         let mut workers = Workers::new("webhook");
         let mut lanes = Vec::with_capacity(cfg.endpoints.len());
         for ep in &cfg.endpoints {
@@ -244,7 +233,6 @@ impl WebhookSink {
             lanes,
             workers,
             counters,
-            dropped: 0,
         }))
     }
 }
@@ -266,30 +254,22 @@ impl Courier for Webhook {
             job.check.clone_from(&check);
             let dropped = self.workers.push_out_oldest(i, job);
             for _ in 0..dropped {
-                note_drop(&mut self.dropped, &lane.label);
+                diag::WebhookDropped {
+                    endpoint: &lane.label,
+                }
+                .emit(&self.counters);
             }
         }
     }
 
     fn stats(&self) -> WebhookStats {
-        self.counters.stats(self.dropped)
+        stats(&self.counters)
     }
 
     /// Stops retrying: the workers try each queued event once more until `deadline`.
     fn finish(self, deadline: Instant) -> (WebhookStats, bool) {
         let done = self.workers.close(deadline, None) == Drain::InTime;
-        (self.counters.stats(self.dropped), done)
-    }
-}
-
-fn note_drop(dropped: &mut u64, label: &str) {
-    *dropped += 1;
-    let msg = "Webhook queue full; oldest event dropped.";
-    // Logarithmic: a long outage must not become a flood of log lines.
-    if dropped.is_power_of_two() {
-        tracing::warn!(endpoint = %label, dropped = *dropped, "{msg}");
-    } else {
-        tracing::debug!(endpoint = %label, dropped = *dropped, "{msg}");
+        (stats(&self.counters), done)
     }
 }
 
@@ -325,7 +305,7 @@ impl Worker {
                 .as_ref()
                 .is_some_and(|c| c.holds("webhook", &self.held))
             {
-                self.counters.focused.fetch_add(1, Ordering::Relaxed);
+                diag::WebhookFocused.emit(&self.counters);
                 continue;
             }
             let mut delay = self.backoff;
@@ -333,32 +313,41 @@ impl Worker {
             loop {
                 match self.post(&job) {
                     Outcome::Delivered => {
-                        self.counters.delivered.fetch_add(1, Ordering::Relaxed);
-                        if !healthy {
-                            healthy = true;
-                            tracing::info!(endpoint = %self.label, "Webhook delivers again.");
+                        diag::WebhookDelivered {
+                            endpoint: &self.label,
+                            recovered: !healthy,
                         }
+                        .emit(&self.counters);
+                        healthy = true;
                         break;
                     }
                     Outcome::Final(why) => {
-                        self.counters.failed.fetch_add(1, Ordering::Relaxed);
-                        tracing::warn!(endpoint = %self.label, error = %why, "Webhook refused the event; not retrying.");
+                        diag::WebhookRefused {
+                            endpoint: &self.label,
+                            error: &why,
+                        }
+                        .emit(&self.counters);
                         break;
                     }
                     Outcome::Retry(why) => {
-                        if healthy {
-                            healthy = false;
-                            tracing::warn!(endpoint = %self.label, error = %why, "Webhook failed; retrying with backoff.");
-                        } else {
-                            tracing::debug!(endpoint = %self.label, error = %why, attempt, "Webhook failed again.");
+                        diag::WebhookTryFailed {
+                            endpoint: &self.label,
+                            error: &why,
+                            attempt,
+                            first: healthy,
                         }
+                        .emit();
+                        healthy = false;
                         // A closing sink cuts the pause short: no more retries then.
                         if attempt >= self.attempts || !stop.pause(delay) {
-                            self.counters.failed.fetch_add(1, Ordering::Relaxed);
-                            tracing::debug!(endpoint = %self.label, attempt, "Webhook event given up.");
+                            diag::WebhookGaveUp {
+                                endpoint: &self.label,
+                                attempt,
+                            }
+                            .emit(&self.counters);
                             break;
                         }
-                        self.counters.retried.fetch_add(1, Ordering::Relaxed);
+                        diag::WebhookRetried.emit(&self.counters);
                         attempt += 1;
                         delay = (delay * 2).min(self.backoff_max);
                     }

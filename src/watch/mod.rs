@@ -12,10 +12,11 @@ pub mod tree;
 
 pub use discover::{Found, Root, find};
 
+use crate::diag::{self, WatchCounters};
 use crossbeam_channel::{Receiver, Sender, TrySendError};
 use std::path::PathBuf;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, Ordering};
 
 /// How changes are noticed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
@@ -47,24 +48,14 @@ pub enum Hint {
     Signal(Box<crate::provider::signal::Signal>),
 }
 
-/// Counters shared by the hint senders and the core, for the shutdown summary.
-#[derive(Debug, Default)]
-pub struct HintStats {
-    /// Hints that did not fit in the channel (each turned into a full rescan).
-    pub overflow: AtomicU64,
-    /// Rescans requested by the watcher (queue overflow, errors).
-    pub rescans: AtomicU64,
-    /// Native events dropped on purpose by the test hook.
-    pub dropped_by_hook: AtomicU64,
-}
-
 /// The sending side of the hint channel. Sending never blocks and never loses
 /// information: a hint that does not fit marks a full rescan instead.
 #[derive(Debug, Clone)]
 pub struct HintTx {
     tx: Sender<Hint>,
     rescan: Arc<AtomicBool>,
-    pub stats: Arc<HintStats>,
+    /// Counters shared by the hint senders and the core, for the shutdown summary.
+    pub stats: Arc<WatchCounters>,
 }
 
 /// The receiving side, owned by the core.
@@ -72,14 +63,15 @@ pub struct HintTx {
 pub struct HintRx {
     pub rx: Receiver<Hint>,
     rescan: Arc<AtomicBool>,
-    pub stats: Arc<HintStats>,
+    /// Counters shared by the hint senders and the core, for the shutdown summary.
+    pub stats: Arc<WatchCounters>,
 }
 
 /// A bounded hint channel.
 pub fn channel(capacity: usize) -> (HintTx, HintRx) {
     let (tx, rx) = crossbeam_channel::bounded(capacity);
     let rescan = Arc::new(AtomicBool::new(false));
-    let stats = Arc::new(HintStats::default());
+    let stats = Arc::new(WatchCounters::default());
     (
         HintTx {
             tx,
@@ -97,7 +89,7 @@ impl HintTx {
         match self.tx.try_send(hint) {
             Ok(()) => true,
             Err(TrySendError::Full(_)) => {
-                self.stats.overflow.fetch_add(1, Ordering::Relaxed);
+                diag::HintOverflowed.emit(&self.stats);
                 self.rescan.store(true, Ordering::Release);
                 true
             }
@@ -105,9 +97,10 @@ impl HintTx {
         }
     }
 
-    /// Asks for a full rescan (the watcher lost track of something).
-    pub fn rescan(&self) {
-        self.stats.rescans.fetch_add(1, Ordering::Relaxed);
+    /// Asks for a full rescan (the watcher lost track of something); `why` is logged
+    /// and counted.
+    pub fn rescan(&self, why: diag::Rescan<'_>) {
+        why.emit(&self.stats);
         self.rescan.store(true, Ordering::Release);
         // Wake the core; if the channel is full it is awake anyway.
         let _ = self.tx.try_send(Hint::Sweep);
@@ -138,7 +131,7 @@ mod tests {
         assert!(rx.take_rescan(), "the lost hint must become a rescan");
         assert!(!rx.take_rescan());
         assert_eq!(rx.rx.try_recv().ok(), Some(hint("a")));
-        assert_eq!(tx.stats.overflow.load(Ordering::Relaxed), 1);
+        assert_eq!(tx.stats.overflow.get(), 1);
         drop(rx);
         assert!(!tx.send(hint("c")));
     }

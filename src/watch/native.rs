@@ -9,10 +9,10 @@
 //! The callback runs on notify's thread and only turns events into [`Hint`]s.
 
 use super::{Hint, HintTx};
+use crate::diag;
 use notify::event::{CreateKind, EventKind, ModifyKind, RemoveKind};
 use notify::{RecommendedWatcher, RecursiveMode, Watcher};
 use std::path::Path;
-use std::sync::atomic::Ordering;
 
 /// Why a watch could not be added.
 #[derive(Debug, thiserror::Error)]
@@ -45,7 +45,7 @@ impl Native {
     ) -> Result<Self, notify::Error> {
         let watcher = notify::recommended_watcher(move |res| {
             if drop_events {
-                hints.stats.dropped_by_hook.fetch_add(1, Ordering::Relaxed);
+                diag::NativeEventDropped.emit(&hints.stats);
                 return;
             }
             on_event(res, &hints);
@@ -86,14 +86,12 @@ fn on_event(res: notify::Result<notify::Event>, hints: &HintTx) {
     let ev = match res {
         Ok(ev) => ev,
         Err(e) => {
-            tracing::warn!(error = %e, paths = ?e.paths, "File watcher error; rescanning everything.");
-            hints.rescan();
+            hints.rescan(diag::Rescan::WatcherError(&e));
             return;
         }
     };
     if ev.need_rescan() {
-        tracing::warn!("File watcher queue overflowed; rescanning everything.");
-        hints.rescan();
+        hints.rescan(diag::Rescan::QueueOverflowed);
     }
     let maybe_dir = match ev.kind {
         // Opens, reads and closes: our own reads show up here, and a write is always
