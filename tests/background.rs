@@ -11,9 +11,10 @@ mod common;
 
 use baton::clock::parse_rfc3339;
 use baton::model::{Event, EventKind, ProviderKind};
+use baton::naming::{escape_markup, plain_message};
+use baton::sink::Sink;
 use baton::sink::desktop::{DesktopConfig, DesktopSink, Job, Note};
 use baton::sink::exec::{ExecConfig, ExecSink};
-use baton::sink::{Sink, escape_markup, plain_message};
 use serde::Deserialize;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};

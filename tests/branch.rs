@@ -62,11 +62,11 @@ fn claude_events_carry_the_branch_and_titles_name_a_feature_branch() {
     let done = of(FEAT, EventKind::TurnCompleted);
     assert!(done.to_json().contains(r#""branch":"feat/login""#));
     assert_eq!(
-        baton::sink::title(done),
+        baton::naming::title(done),
         "Claude Code · my-web-app (feat/login): your turn"
     );
     assert_eq!(
-        baton::sink::title(of(MAIN, EventKind::TurnCompleted)),
+        baton::naming::title(of(MAIN, EventKind::TurnCompleted)),
         "Claude Code · my-web-app: your turn"
     );
 }
@@ -99,7 +99,7 @@ fn codex_session_meta_names_the_branch() {
         .unwrap();
     assert_eq!(done.branch.as_deref(), Some("fix/retry"));
     assert_eq!(
-        baton::sink::title(done),
+        baton::naming::title(done),
         "Codex · api-server (fix/retry): your turn"
     );
 }

@@ -45,8 +45,8 @@ fn event_message_is_clean() {
         .find(|e| e.event == EventKind::TurnCompleted)
         .unwrap();
     assert_eq!(done.message.as_deref(), Some(SHOWN));
-    let title = baton::sink::title(done);
-    let body = baton::sink::plain_message(done);
+    let title = baton::naming::title(done);
+    let body = baton::naming::plain_message(done);
     for text in [&title, &body] {
         assert!(!text.chars().any(hidden), "{text:?}");
     }

@@ -37,9 +37,9 @@ fn the_first_turn_started_of_a_claude_session_carries_its_project() {
     // Before: None (the title fell back to the folder slug).
     assert_eq!(started.project.as_deref(), Some("cli-tool"));
     assert!(
-        baton::sink::title(started).contains("cli-tool: working"),
+        baton::naming::title(started).contains("cli-tool: working"),
         "{}",
-        baton::sink::title(started)
+        baton::naming::title(started)
     );
     let done = events
         .iter()

@@ -154,7 +154,7 @@ pub fn summary(view: &people::View, now: i64, recent_ms: u64) -> Bar {
             counts[i] += 1;
         }
         let mut name = clean(&s.project);
-        if let Some(b) = crate::sink::shown_branch(s.row.branch.as_deref()) {
+        if let Some(b) = crate::naming::shown_branch(s.row.branch.as_deref()) {
             name = format!("{name} ({})", clean(b));
         }
         if class == Class::Working {
@@ -170,7 +170,7 @@ pub fn summary(view: &people::View, now: i64, recent_ms: u64) -> Bar {
             (_, Some(t)) => format!("done at {t}, your turn"),
             (_, None) => "done, your turn".to_owned(),
         };
-        let agent = crate::sink::agent_name(s.row.provider);
+        let agent = crate::naming::agent_name(s.row.provider);
         waits.push(format!("{agent} · {name}: {what}"));
     }
     let mut tooltip: Vec<String> = waits.iter().take(TOOLTIP_ROWS).cloned().collect();
@@ -244,7 +244,7 @@ impl Bar {
             BarFormat::Waybar => json!({
                 "text": self.text(),
                 // waybar renders tooltips as Pango markup.
-                "tooltip": crate::sink::escape_markup(&self.tooltip.join("\n")),
+                "tooltip": crate::naming::escape_markup(&self.tooltip.join("\n")),
                 "class": self.class.as_str(),
                 "alt": self.class.as_str(),
             })

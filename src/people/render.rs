@@ -171,7 +171,7 @@ pub fn render(view: &View, width: usize, colour: bool, now: i64) -> String {
         let branched = view
             .shown
             .iter()
-            .any(|s| crate::sink::shown_branch(s.row.branch.as_deref()).is_some());
+            .any(|s| crate::naming::shown_branch(s.row.branch.as_deref()).is_some());
         let mut head: Vec<String> = ["STATE", "AGENT", "PROJECT", "AGE", "LAST MESSAGE"]
             .map(str::to_owned)
             .to_vec();

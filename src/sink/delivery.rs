@@ -458,9 +458,10 @@ mod tests {
         let mut sink = Delivered::with_courier(Tally { workers, paged: 0 });
         let t0 = Instant::now();
         let path = "/h/.claude/projects/-h-app/s.jsonl";
-        let done = crate::sink::tests::event(EventKind::TurnCompleted, ProviderKind::Claude, path);
+        let done =
+            crate::naming::tests::event(EventKind::TurnCompleted, ProviderKind::Claude, path);
         sink.deliver_at(&done, t0);
-        let asked = crate::sink::tests::event(EventKind::NeedsInput, ProviderKind::Claude, path);
+        let asked = crate::naming::tests::event(EventKind::NeedsInput, ProviderKind::Claude, path);
         sink.deliver_at(&asked, t0);
         assert_eq!(sink.stats(), 1, "the question waits for its grace");
         let sink: Box<dyn Sink> = Box::new(sink);

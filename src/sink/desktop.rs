@@ -17,13 +17,14 @@
 //! (or a notification server) the failure is logged once, events keep streaming, and
 //! `deliver` lets one event through every `retry_after` to notice when it works again.
 
+use super::SinkError;
 use super::delivery::{Courier, Delivered, Drain, Workers};
 use super::kinds::{Style, Styles};
 use super::notifier::{self, Setup, Shared};
 use super::quiet::{HeldLog, HeldPage, Rules, local_minute};
-use super::{HANDBACK_KINDS, SinkError, escape_markup, plain_message, project_name, title};
 use crate::focus::click;
 use crate::model::{Event, EventKind};
+use crate::naming::{HANDBACK_KINDS, escape_markup, plain_message, project_name, title};
 use crate::state::mutes::Mutes;
 use crossbeam_channel::TrySendError;
 use lru::LruCache;
@@ -490,8 +491,8 @@ impl Courier for Desktop {
 mod tests {
     use super::*;
     use crate::model::ProviderKind;
+    use crate::naming::tests::event;
     use crate::sink::kinds::Urgency;
-    use crate::sink::tests::event;
 
     const CLAUDE: &str = "/h/.claude/projects/-h-src-myproject/s.jsonl";
 

@@ -11,8 +11,8 @@ use super::registry::{SinkKind, Sinks};
 use super::section::{
     Bad, check_argv, duration, fmt_duration, ms_of, parse_kinds, toml_kinds, toml_list, toml_str,
 };
+use crate::naming::parse_event_kind;
 use crate::sink::kinds::{STYLED, Style, Urgency};
-use crate::sink::parse_event_kind;
 use crate::sink::quiet::QuietHours;
 use serde::Deserialize;
 use std::collections::BTreeMap;

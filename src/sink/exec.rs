@@ -4,7 +4,7 @@
 //! Transcript text is untrusted, so it only ever travels on stdin: the program is started
 //! directly (never through a shell), its argv is exactly the configured one, and its
 //! environment gains only `BATON_EVENT` (the event kind, one of a fixed set of names) and
-//! `BATON_PROJECT` (the project's name, printable and capped; see `sink::project_name`),
+//! `BATON_PROJECT` (the project's name, printable and capped; see `naming::project_name`),
 //! plus `BATON_REMOTE` (the `[[remote]]`'s configured name) on a remote machine's event.
 //! Each run has a timeout (the program is killed when it expires); at most
 //! `max_concurrent` run at once, fed from a bounded queue that drops (and counts) what
@@ -22,6 +22,7 @@
 //! there. (A run that exits by itself leaves what it started in the background alone:
 //! that is how a hook starts something on purpose.)
 
+use super::SinkError;
 use super::delivery::{Counted, Courier, Delivered, Drain, Stop, Workers};
 use super::desktop::Board;
 use super::focused::Check;
@@ -30,9 +31,9 @@ use super::registry::{SinkKind, Sinks};
 use super::section::{
     Bad, check_argv, duration, fmt_duration, ms_of, parse_kinds, toml_kinds, toml_list, toml_str,
 };
-use super::{EventFilter, SinkError};
 use crate::diag::{self, ExecCounters};
 use crate::model::Event;
+use crate::naming::EventFilter;
 use crossbeam_channel::TrySendError;
 use rustix::process::{Pid, Signal, kill_process_group, test_kill_process_group};
 use serde::Deserialize;
@@ -175,7 +176,7 @@ impl Courier for Exec {
         if !self.filter.matches(ev) {
             return;
         }
-        let project = super::project_name(ev);
+        let project = crate::naming::project_name(ev);
         let mut json = ev.to_json();
         json.push('\n');
         let check = self

@@ -78,7 +78,7 @@ mod tests {
     fn only_a_local_session_with_a_path_is_checked() {
         let path = "/h/.claude/projects/-h-web/s.jsonl";
         let mut ev =
-            crate::sink::tests::event(EventKind::TurnCompleted, ProviderKind::Claude, path);
+            crate::naming::tests::event(EventKind::TurnCompleted, ProviderKind::Claude, path);
         let c = Check::of(&ev, "web").expect("a local session");
         assert_eq!((c.path.as_str(), c.project.as_str()), (path, "web"));
         // No agent runs this transcript: not in front, nothing noted.
@@ -98,7 +98,7 @@ mod tests {
     #[test]
     fn a_desktop_note_is_checked_as_its_event_would_be() {
         let path = "/h/.claude/projects/-h-web/s.jsonl";
-        let ev = crate::sink::tests::event(EventKind::TurnCompleted, ProviderKind::Claude, path);
+        let ev = crate::naming::tests::event(EventKind::TurnCompleted, ProviderKind::Claude, path);
         let mut s = crate::focus::click::Session {
             provider: "claude".to_owned(),
             session: ev.session.clone().unwrap_or_default(),

@@ -268,7 +268,7 @@ impl Hold {
 mod tests {
     use super::*;
     use crate::model::ProviderKind;
-    use crate::sink::tests::event;
+    use crate::naming::tests::event;
 
     const P: &str = "/h/.claude/projects/-h-app/s.jsonl";
 

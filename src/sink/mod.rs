@@ -95,15 +95,3 @@ pub enum SinkError {
         source: std::io::Error,
     },
 }
-
-// The naming kit (titles, project names, escaping, filters) moved to `crate::naming`,
-// below the sinks and the tables; named here too for old paths.
-pub use crate::naming::{
-    EVENT_KINDS, EventFilter, HANDBACK_KINDS, agent_name, escape_markup, headline,
-    parse_event_kind, plain_message, project_name, shown_branch, title, view_project, with_project,
-};
-
-#[cfg(test)]
-pub(crate) mod tests {
-    pub(crate) use crate::naming::tests::event;
-}

@@ -263,7 +263,7 @@ mod tests {
         let sink = &mut built[0];
         assert_eq!(sink.name(), "toy");
         let path = "/h/.claude/projects/-h-app/s.jsonl";
-        let asked = crate::sink::tests::event(EventKind::NeedsInput, ProviderKind::Claude, path);
+        let asked = crate::naming::tests::event(EventKind::NeedsInput, ProviderKind::Claude, path);
         sink.deliver(&asked);
         assert_eq!(
             sink.counts(),
@@ -271,7 +271,7 @@ mod tests {
             "no grace: the question pages at once"
         );
         let mut done =
-            crate::sink::tests::event(EventKind::TurnCompleted, ProviderKind::Claude, path);
+            crate::naming::tests::event(EventKind::TurnCompleted, ProviderKind::Claude, path);
         done.id = "id2".to_owned();
         done.session = Some("other".to_owned());
         done.background_tasks = Some(1);

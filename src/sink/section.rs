@@ -64,8 +64,11 @@ pub fn duration(key: &str, v: &Option<String>, positive: bool) -> Result<Option<
 pub fn parse_kinds(list: &[String]) -> Result<Vec<EventKind>, String> {
     list.iter()
         .map(|s| {
-            super::parse_event_kind(s).ok_or_else(|| {
-                let all: Vec<&str> = super::EVENT_KINDS.iter().map(|k| k.as_str()).collect();
+            crate::naming::parse_event_kind(s).ok_or_else(|| {
+                let all: Vec<&str> = crate::naming::EVENT_KINDS
+                    .iter()
+                    .map(|k| k.as_str())
+                    .collect();
                 format!("unknown event `{s}` (one of {})", all.join(", "))
             })
         })

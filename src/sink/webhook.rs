@@ -13,15 +13,16 @@
 //! URLs often carry secrets (tokens in paths or queries), so logs name only the
 //! endpoint's scheme, host and port.
 
+use super::SinkError;
 use super::delivery::{Counted, Courier, Delivered, Drain, Stop, Workers};
 use super::desktop::Board;
 use super::focused::Check;
 use super::quiet::HeldLog;
 use super::registry::{SinkKind, Sinks};
 use super::section::{Bad, parse_kinds, toml_kinds, toml_str};
-use super::{EventFilter, SinkError, headline, plain_message, title};
 use crate::diag::{self, WebhookCounters};
 use crate::model::Event;
+use crate::naming::{EventFilter, headline, plain_message, title};
 use crossbeam_channel::Receiver;
 use serde::Deserialize;
 use std::collections::BTreeMap;
@@ -247,7 +248,7 @@ impl Courier for Webhook {
         }
         let check = self
             .suppress_when_focused
-            .then(|| Check::of(ev, &super::project_name(ev)))
+            .then(|| Check::of(ev, &crate::naming::project_name(ev)))
             .flatten();
         for (i, lane) in self.lanes.iter().enumerate() {
             let mut job = prepare(lane.format, ev, self.priorities.priority(ev.event));
@@ -276,7 +277,7 @@ impl Courier for Webhook {
 fn prepare(format: Format, ev: &Event, priority: Option<u8>) -> Job {
     match format {
         Format::Json => Job {
-            body: super::with_project(ev, &super::project_name(ev)).to_json(),
+            body: crate::naming::with_project(ev, &crate::naming::project_name(ev)).to_json(),
             title: None,
             priority: None,
             check: None,
@@ -572,7 +573,7 @@ mod tests {
     fn ntfy_priority_by_kind() {
         let styles = super::super::kinds::Styles::default();
         let path = "/h/.claude/projects/-h-web/s.jsonl";
-        let ev = |k| crate::sink::tests::event(k, crate::model::ProviderKind::Claude, path);
+        let ev = |k| crate::naming::tests::event(k, crate::model::ProviderKind::Claude, path);
         let kind = crate::model::EventKind::NeedsInput;
         let job = prepare(Format::Ntfy, &ev(kind), styles.priority(kind));
         assert_eq!(job.priority, Some(4));
