@@ -492,3 +492,88 @@ fn a_cycle_is_found_however_long() {
     }
     assert_eq!(cycles(&edges), [vec!["a", "b", "c"], vec!["e", "f"]]);
 }
+
+/// The names ARCHITECTURE.md's code map must hold for one file under `src/` (its path
+/// relative to `src/`): a folder's `mod.rs` by the folder (`daemon/`); a file in an
+/// agent's folder by that folder and its own name (`provider/claude/` and `record.rs`,
+/// since the map describes the agents' folders once, by their common parts); any other
+/// file by its path (`daemon/apply.rs`).
+fn map_names(rel: &str) -> Vec<String> {
+    let parts: Vec<&str> = rel.split('/').collect();
+    let is_agent_folder =
+        parts.len() == 3 && parts[0] == "provider" && !matches!(parts[1], "audit");
+    if is_agent_folder {
+        return vec![
+            format!("`provider/{}/`", parts[1]),
+            format!("`{}`", parts[2]),
+        ];
+    }
+    match rel.strip_suffix("mod.rs") {
+        Some(dir) if !dir.is_empty() => vec![format!("`{dir}`")],
+        _ => vec![format!("`{rel}`")],
+    }
+}
+
+/// ARCHITECTURE.md's code map names every file under `src/`, so a new module, a rename
+/// or a removal cannot leave the map behind.
+#[test]
+fn the_code_map_names_every_module() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let doc = fs::read_to_string(root.join("ARCHITECTURE.md")).unwrap();
+    let map = doc
+        .split("\n## Code map")
+        .nth(1)
+        .and_then(|rest| rest.split("\n## ").next())
+        .expect("ARCHITECTURE.md has a `## Code map` section");
+    let src = root.join("src");
+    let mut files = Vec::new();
+    rust_files(&src, &mut files);
+    let mut missing = Vec::new();
+    for f in &files {
+        let rel = f
+            .strip_prefix(&src)
+            .unwrap()
+            .to_string_lossy()
+            .replace('\\', "/");
+        for name in map_names(&rel) {
+            if !map.contains(&name) {
+                missing.push(format!("{rel}: the code map does not name {name}"));
+            }
+        }
+    }
+    assert!(missing.is_empty(), "{}", missing.join("\n"));
+    // And it names nothing that is gone: every backticked path ending in `.rs` exists.
+    let mut gone = Vec::new();
+    for piece in map.split('`').skip(1).step_by(2) {
+        if piece.ends_with(".rs")
+            && piece.contains('/')
+            && !src.join(piece).exists()
+            && !root.join(piece).exists()
+        {
+            gone.push(piece.to_owned());
+        }
+    }
+    assert!(
+        gone.is_empty(),
+        "the code map names files that do not exist: {gone:?}"
+    );
+}
+
+#[test]
+fn the_code_map_rule_for_each_kind_of_file() {
+    assert_eq!(map_names("daemon/mod.rs"), ["`daemon/`"]);
+    assert_eq!(map_names("daemon/apply.rs"), ["`daemon/apply.rs`"]);
+    assert_eq!(map_names("lib.rs"), ["`lib.rs`"]);
+    assert_eq!(
+        map_names("provider/claude/record.rs"),
+        ["`provider/claude/`", "`record.rs`"]
+    );
+    assert_eq!(
+        map_names("provider/audit/sgme.rs"),
+        ["`provider/audit/sgme.rs`"]
+    );
+    assert_eq!(
+        map_names("provider/audit/jsonl/mod.rs"),
+        ["`provider/audit/jsonl/`"]
+    );
+}
