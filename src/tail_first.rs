@@ -19,7 +19,6 @@ use crate::feed::FileFeed;
 use crate::model::ProviderKind;
 use crate::provider::restart::{self, Restart};
 use crate::tail::scratch;
-use aho_corasick::AhoCorasick;
 use memchr::memmem::Finder;
 use std::io::{self, Read, Seek, SeekFrom};
 use std::path::Path;
@@ -362,43 +361,15 @@ fn scan_prefix<F: Read + Seek>(
         .max()
         .unwrap_or(1)
         .saturating_sub(1);
-    let any = Needles::new(&hazards, turn);
     scratch::with(scratch::Use::Count, overlap + COUNT_CHUNK, |win| {
         scan_prefix_in(
             file,
             (mark, end),
             head_end,
             (&hazards, turn_finder.as_ref(), overlap),
-            &any,
             win,
         )
     })
-}
-
-/// Every needle of a prefix scan in one automaton: one pass over a chunk tells whether
-/// any of them is in it at all (they almost never are), so the per-needle passes run
-/// only on a chunk that holds one.
-struct Needles(Option<AhoCorasick>);
-
-impl Needles {
-    fn new(hazards: &[(Finder<'_>, &'static str)], turn: &[u8]) -> Self {
-        let patterns: Vec<&[u8]> = hazards
-            .iter()
-            .map(|(f, _)| f.needle())
-            .chain((!turn.is_empty()).then_some(turn))
-            .collect();
-        if patterns.is_empty() {
-            return Self(None);
-        }
-        // Should the automaton not build (it always does for a few short needles), every
-        // chunk takes the per-needle passes.
-        Self(AhoCorasick::new(&patterns).ok())
-    }
-
-    /// Whether `hay` may hold one of the needles (`false` only when none is in it).
-    fn maybe_in(&self, hay: &[u8]) -> bool {
-        self.0.as_ref().is_none_or(|ac| ac.is_match(hay))
-    }
 }
 
 fn scan_prefix_in<F: Read + Seek>(
@@ -406,7 +377,6 @@ fn scan_prefix_in<F: Read + Seek>(
     (mark, end): (u64, u64),
     head_end: u64,
     (hazards, turn_finder, overlap): (&[(Finder<'_>, &'static str)], Option<&Finder<'_>>, usize),
-    any: &Needles,
     win: &mut [u8],
 ) -> io::Result<Result<(u64, u64), &'static str>> {
     file.seek(SeekFrom::Start(0))?;
@@ -436,26 +406,24 @@ fn scan_prefix_in<F: Read + Seek>(
         }
         newlines += first + memchr::memchr_iter(b'\n', &fresh[upto..]).count() as u64;
         let hay = &win[..kept + got];
-        if any.maybe_in(hay) {
-            let hay_start = at - kept as u64;
-            let from = usize::try_from(head_end.saturating_sub(hay_start))
-                .unwrap_or(usize::MAX)
-                .min(hay.len());
-            for (f, why) in hazards {
-                if f.find(&hay[from..]).is_some() {
-                    return Ok(Err(why));
-                }
+        let hay_start = at - kept as u64;
+        let from = usize::try_from(head_end.saturating_sub(hay_start))
+            .unwrap_or(usize::MAX)
+            .min(hay.len());
+        for (f, why) in hazards {
+            if f.find(&hay[from..]).is_some() {
+                return Ok(Err(why));
             }
-            // Only before the turn's own start (`mark`).
-            let mark_in = usize::try_from(mark.saturating_sub(hay_start))
-                .unwrap_or(usize::MAX)
-                .min(hay.len());
-            if turn_finder
-                .as_ref()
-                .is_some_and(|f| f.find(&hay[..mark_in]).is_some())
-            {
-                return Ok(Err("turn_seen_before"));
-            }
+        }
+        // Only before the turn's own start (`mark`).
+        let mark_in = usize::try_from(mark.saturating_sub(hay_start))
+            .unwrap_or(usize::MAX)
+            .min(hay.len());
+        if turn_finder
+            .as_ref()
+            .is_some_and(|f| f.find(&hay[..mark_in]).is_some())
+        {
+            return Ok(Err("turn_seen_before"));
         }
         at += got as u64;
         let keep = overlap.min(kept + got);

@@ -323,10 +323,7 @@ fn processes_read_beforehand_find_what_a_sweep_finds() {
     let proc = Path::new("/proc");
     let found = liveness::Procs::read(proc, uid()).unwrap().find(&want);
     assert_eq!(found, liveness::scan(proc, uid(), &want).unwrap());
-    assert_eq!(
-        found.open.into_iter().collect::<Vec<_>>(),
-        [rollout.clone()]
-    );
+    assert_eq!(found.open.iter().collect::<Vec<_>>(), [&rollout]);
     assert_eq!(
         found.cwds.into_iter().collect::<Vec<_>>(),
         [(ProviderKind::Claude, work.clone())]
