@@ -117,6 +117,102 @@ pub fn scan(proc: &Path, uid: u32, want: &Wanted) -> std::io::Result<Found> {
     Ok(found)
 }
 
+/// One process of this user as a pass over `/proc` saw it: what the writer rules ask.
+#[derive(Debug)]
+struct Proc {
+    name: std::ffi::OsString,
+    cwd: Option<PathBuf>,
+    exe: Option<PathBuf>,
+    argv: Vec<OsString>,
+    /// Open descriptors: name and target (whether one is open for writing is read
+    /// only for a target asked about).
+    fds: Vec<(OsString, PathBuf)>,
+}
+
+/// This user's processes, read in one pass before anyone asks about them: `scan` takes
+/// it on a thread of its own while its files are read, then judges every quiet session
+/// against it ([`Procs::find`]: the same answers as [`scan`] at that moment).
+#[derive(Debug)]
+pub struct Procs {
+    root: PathBuf,
+    procs: Vec<Proc>,
+}
+
+impl Procs {
+    /// Reads every process of user `uid` under `proc`; processes that vanish or cannot be
+    /// read midway are skipped.
+    pub fn read(proc: &Path, uid: u32) -> std::io::Result<Self> {
+        let mut procs = Vec::new();
+        for entry in fs::read_dir(proc)? {
+            let Ok(entry) = entry else { continue };
+            let name = entry.file_name();
+            if !name.to_string_lossy().bytes().all(|b| b.is_ascii_digit()) {
+                continue;
+            }
+            let dir = entry.path();
+            if fs::metadata(&dir).map(|m| m.uid()).ok() != Some(uid) {
+                continue;
+            }
+            let fds = fs::read_dir(dir.join("fd")).map_or_else(
+                |_| Vec::new(),
+                |fds| {
+                    fds.flatten()
+                        .filter_map(|fd| Some((fd.file_name(), fs::read_link(fd.path()).ok()?)))
+                        .collect()
+                },
+            );
+            procs.push(Proc {
+                cwd: fs::read_link(dir.join("cwd")).ok(),
+                exe: fs::read_link(dir.join("exe")).ok(),
+                argv: argv(&dir),
+                fds,
+                name,
+            });
+        }
+        Ok(Self {
+            root: proc.to_path_buf(),
+            procs,
+        })
+    }
+
+    /// What [`scan`] would find for `want` among these processes.
+    pub fn find(&self, want: &Wanted) -> Found {
+        let mut found = Found::default();
+        let mut kinds: Vec<ProviderKind> = want.cwds.iter().map(|(k, _)| *k).collect();
+        kinds.sort_unstable();
+        kinds.dedup();
+        for p in &self.procs {
+            if let Some(cwd) = &p.cwd {
+                for &kind in &kinds {
+                    let key = (kind, cwd.clone());
+                    if want.cwds.contains(&key)
+                        && !found.cwds.contains(&key)
+                        && kind
+                            .descriptor()
+                            .is_writer_process(p.exe.as_deref(), &p.argv)
+                    {
+                        found
+                            .pids
+                            .entry(cwd.clone())
+                            .or_insert_with(|| pid_of(&p.name));
+                        found.cwds.insert(key);
+                    }
+                }
+            }
+            for (fd, target) in &p.fds {
+                if want.open.contains(target) && open_for_writing(&self.root.join(&p.name), fd) {
+                    found
+                        .pids
+                        .entry(target.clone())
+                        .or_insert_with(|| pid_of(&p.name));
+                    found.open.insert(target.clone());
+                }
+            }
+        }
+        found
+    }
+}
+
 /// This process's user, if `/proc` can be read; logs once when it cannot.
 pub fn own_uid() -> Option<u32> {
     static UID: OnceLock<Option<u32>> = OnceLock::new();

@@ -328,6 +328,9 @@ fn scan_judged(
         mono: u64::try_from(wall).unwrap_or(0),
         wall,
     };
+    // The processes are read while the files are, on a thread of their own: judging
+    // then takes no pass over /proc after the last file.
+    let procs = liveness_after_ms.map(|_| std::thread::spawn(crate::daemon::liveness::read_procs));
     let (mut reducer, last_lines) = run_counting(
         files,
         opts,
@@ -336,9 +339,17 @@ fn scan_judged(
         &mut stats,
         |_| Ok(()),
     )?;
-    if let Some(after) = liveness_after_ms {
+    if let (Some(after), Some(procs)) = (liveness_after_ms, procs) {
         // The events it makes are not scan's to print: only the states they leave.
-        crate::daemon::liveness::sweep(after, &mut reducer, now, &mut Vec::new());
+        match procs.join() {
+            Ok(Some(procs)) => {
+                crate::daemon::liveness::sweep_with(&procs, after, &mut reducer, now);
+            }
+            // No /proc (logged), or the thread failed: judge as the daemon does.
+            Ok(None) | Err(_) => {
+                crate::daemon::liveness::sweep(after, &mut reducer, now, &mut Vec::new());
+            }
+        }
     }
     let mut views = reducer.sessions();
     for v in &mut views {

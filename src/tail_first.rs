@@ -396,11 +396,15 @@ fn scan_prefix_in<F: Read + Seek>(
             return Ok(Err("changed"));
         }
         let fresh = &win[kept..kept + got];
-        if at < mark {
-            let upto = usize::try_from(mark - at).unwrap_or(usize::MAX).min(got);
-            before_mark = newlines + memchr::memchr_iter(b'\n', &fresh[..upto]).count() as u64;
+        // Each byte counted once: the part before `mark`, then the rest.
+        let upto = usize::try_from(mark.saturating_sub(at))
+            .unwrap_or(usize::MAX)
+            .min(got);
+        let first = memchr::memchr_iter(b'\n', &fresh[..upto]).count() as u64;
+        if upto > 0 {
+            before_mark = newlines + first;
         }
-        newlines += memchr::memchr_iter(b'\n', fresh).count() as u64;
+        newlines += first + memchr::memchr_iter(b'\n', &fresh[upto..]).count() as u64;
         let hay = &win[..kept + got];
         let hay_start = at - kept as u64;
         let from = usize::try_from(head_end.saturating_sub(hay_start))

@@ -283,3 +283,56 @@ fn a_later_record_continues_the_session() {
     assert_eq!(out[0].turn.as_deref(), Some("t1"));
     assert_eq!(state(&reducer), SessionState::Completed);
 }
+
+/// `scan` reads the processes once, before it judges (`Procs`): what that finds for a
+/// question is what the daemon's own pass over /proc finds, writers and pids alike, and
+/// a reader, another program in the directory or a `claude` elsewhere still do not count.
+#[test]
+fn processes_read_beforehand_find_what_a_sweep_finds() {
+    let dir = tempfile::tempdir().unwrap();
+    let base = std::fs::canonicalize(dir.path()).unwrap();
+    let rollout = base.join("rollout-2026-03-01T10-00-00-x.jsonl");
+    let unwritten = base.join("rollout-2026-03-01T11-00-00-y.jsonl");
+    std::fs::write(&rollout, b"").unwrap();
+    std::fs::write(&unwritten, b"").unwrap();
+    let (work, elsewhere, empty) = (base.join("work"), base.join("away"), base.join("empty"));
+    for d in [&work, &elsewhere, &empty] {
+        std::fs::create_dir_all(d).unwrap();
+    }
+    let writer = common::writer_of(&rollout);
+    let reader = Command::new("sh")
+        .args(["-c", "exec 3<\"$0\"; exec sleep 600"])
+        .arg(&unwritten)
+        .spawn()
+        .unwrap();
+    let rpid = reader.id();
+    let _reader = Kill(reader);
+    wait_for(rpid, |d| {
+        std::fs::read_link(d.join("fd/3")).is_ok_and(|t| t == unwritten)
+    });
+    let bin = base.join("bin");
+    let (claude_pid, claude) = sleeper(&bin, "claude", &work);
+    let (_, _other) = sleeper(&bin, "node-server", &empty);
+    let (_, _away) = sleeper(&bin, "claude", &elsewhere);
+
+    let mut want = baton::process::Wanted::default();
+    want.open.insert(rollout.clone());
+    want.open.insert(unwritten.clone());
+    want.cwds.insert((ProviderKind::Claude, work.clone()));
+    want.cwds.insert((ProviderKind::Claude, empty.clone()));
+    let proc = Path::new("/proc");
+    let found = baton::process::Procs::read(proc, uid()).unwrap().find(&want);
+    assert_eq!(found, baton::process::scan(proc, uid(), &want).unwrap());
+    assert_eq!(found.open.iter().collect::<Vec<_>>(), [&rollout]);
+    assert_eq!(
+        found.cwds.into_iter().collect::<Vec<_>>(),
+        [(ProviderKind::Claude, work.clone())]
+    );
+    assert_eq!(found.pids.get(&work), Some(&claude_pid));
+
+    writer.exit();
+    claude.exit();
+    let found = baton::process::Procs::read(proc, uid()).unwrap().find(&want);
+    assert_eq!(found, baton::process::scan(proc, uid(), &want).unwrap());
+    assert!(found.open.is_empty() && found.cwds.is_empty());
+}

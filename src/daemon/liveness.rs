@@ -19,7 +19,7 @@
 
 use crate::clock::Now;
 use crate::model::Event;
-use crate::process::{Need, PROC, Wanted, need_for, own_uid, scan};
+use crate::process::{Found, Need, PROC, Procs, Wanted, need_for, own_uid, scan};
 use crate::reduce::{Quiet, Reducer};
 use std::path::Path;
 
@@ -36,6 +36,31 @@ fn need(q: &Quiet) -> Option<Need> {
 
 /// One sweep's check: ends the turns of quiet working sessions with no live writer.
 pub fn sweep(after_ms: u64, reducer: &mut Reducer, now: Now, out: &mut Vec<Event>) {
+    sweep_in(None, after_ms, reducer, now, out);
+}
+
+/// This user's processes, read now ([`Procs::read`] on the real process table), or
+/// `None` when `/proc` cannot be read (the liveness check is then off).
+pub fn read_procs() -> Option<Procs> {
+    let uid = own_uid()?;
+    Procs::read(Path::new(PROC), uid)
+        .inspect_err(|e| tracing::debug!(error = %e, "Cannot list processes; liveness not judged."))
+        .ok()
+}
+
+/// [`sweep`] against processes read beforehand ([`read_procs`]): `scan` reads them while
+/// it reads its files, so judging takes no pass over `/proc` of its own.
+pub fn sweep_with(procs: &Procs, after_ms: u64, reducer: &mut Reducer, now: Now) {
+    sweep_in(Some(procs), after_ms, reducer, now, &mut Vec::new());
+}
+
+fn sweep_in(
+    procs: Option<&Procs>,
+    after_ms: u64,
+    reducer: &mut Reducer,
+    now: Now,
+    out: &mut Vec<Event>,
+) {
     let mut quiet = reducer.quiet_working(now, after_ms);
     // A session Claude Code's registry lists with a live process of its own is alive,
     // wherever that process runs.
@@ -43,8 +68,20 @@ pub fn sweep(after_ms: u64, reducer: &mut Reducer, now: Now, out: &mut Vec<Event
     if quiet.is_empty() {
         return;
     }
-    let Some(uid) = own_uid() else { return };
-    check(Path::new(PROC), uid, after_ms, quiet, reducer, now, out);
+    match procs {
+        Some(procs) => judge(
+            quiet,
+            |want| Some(procs.find(want)),
+            after_ms,
+            reducer,
+            now,
+            out,
+        ),
+        None => {
+            let Some(uid) = own_uid() else { return };
+            check(Path::new(PROC), uid, after_ms, quiet, reducer, now, out);
+        }
+    }
 }
 
 /// [`sweep`] on a given process table (tests use the real one with their own
@@ -54,6 +91,25 @@ pub fn check(
     uid: u32,
     after_ms: u64,
     quiet: Vec<Quiet>,
+    reducer: &mut Reducer,
+    now: Now,
+    out: &mut Vec<Event>,
+) {
+    let look = |want: &Wanted| match scan(proc, uid, want) {
+        Ok(f) => Some(f),
+        Err(e) => {
+            tracing::debug!(error = %e, "Cannot list processes; liveness not judged this sweep.");
+            None
+        }
+    };
+    judge(quiet, look, after_ms, reducer, now, out);
+}
+
+/// Ends the turns of the `quiet` sessions whose writer `look` does not find.
+fn judge(
+    quiet: Vec<Quiet>,
+    look: impl FnOnce(&Wanted) -> Option<Found>,
+    after_ms: u64,
     reducer: &mut Reducer,
     now: Now,
     out: &mut Vec<Event>,
@@ -72,13 +128,7 @@ pub fn check(
             Need::RunsIn(k, d) => want.cwds.insert((*k, d.clone())),
         };
     }
-    let found = match scan(proc, uid, &want) {
-        Ok(f) => f,
-        Err(e) => {
-            tracing::debug!(error = %e, "Cannot list processes; liveness not judged this sweep.");
-            return;
-        }
-    };
+    let Some(found) = look(&want) else { return };
     for (q, n) in needs {
         let alive = match &n {
             Need::Open(p) => found.open.contains(p),
