@@ -5,7 +5,7 @@ use serde::{Deserialize, Serialize};
 use std::fmt;
 
 /// Which agent wrote a transcript. Its names, parsing and everything else known per
-/// agent are its descriptor's (`provider::agent`).
+/// agent are its descriptor's (`provider::descriptor`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum ProviderKind {

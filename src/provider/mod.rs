@@ -1,7 +1,6 @@
 //! Providers: the only place that knows transcript field names. Each projector turns one
 //! line into zero or more provider-neutral [`Obs`]ervations for the reducer.
 
-pub mod agent;
 pub mod audit;
 pub mod background;
 pub mod claude;
@@ -9,6 +8,7 @@ pub mod codex;
 mod content;
 pub mod copilot;
 pub mod cursor;
+pub mod descriptor;
 mod detect;
 pub mod gemini;
 mod glued;
@@ -23,7 +23,7 @@ pub mod sgme;
 pub mod signal;
 
 use crate::model::ProviderKind;
-pub use agent::{ALL, Agent, RowSchema, UNNAMED, Writer};
+pub use descriptor::{ALL, Agent, RowSchema, UNNAMED, Writer};
 // Kept in `model`, which the events' `origin` field is read back in.
 pub use crate::model::Origin;
 pub use detect::{detect, is_candidate, sniff};

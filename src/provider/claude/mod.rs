@@ -1,15 +1,15 @@
 //! Claude Code transcripts (`~/.claude/projects/<project>/<session>.jsonl` and subagent
 //! files). Rules: shared/docs/transcript-formats.md, Part A and C.
 
-mod agent;
+mod descriptor;
 mod facts;
 pub mod jobs;
 pub mod registry;
 use super::content::{StrOrList, reset_hint};
 use super::{Evidence, Malformed, Obs, ObsKind, Projector, content_hash, file_stem, parse_line};
 use crate::clock::parse_rfc3339;
-pub use agent::Claude;
-pub use agent::is_claude;
+pub use descriptor::Claude;
+pub use descriptor::is_claude;
 use lru::LruCache;
 use serde::{Deserialize, Serialize};
 use std::num::NonZeroUsize;

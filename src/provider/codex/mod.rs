@@ -1,9 +1,9 @@
 //! Codex rollouts (`~/.codex/sessions/YYYY/MM/DD/rollout-*.jsonl`). Rules:
 //! shared/docs/transcript-formats.md, Part B and C.
 
-mod agent;
+mod descriptor;
 mod facts;
-pub use agent::Codex;
+pub use descriptor::Codex;
 mod plain;
 mod record;
 #[cfg(test)]

@@ -17,7 +17,7 @@
 //! subagent reports, a `system.notification` makes the idle main agent go on in the same
 //! `interactionId`: a turn nobody typed, keyed by the notification's `id`.
 
-mod agent;
+mod descriptor;
 mod facts;
 use super::background::Background;
 use super::{
@@ -26,7 +26,7 @@ use super::{
 };
 use crate::clock::parse_rfc3339;
 use crate::model::clip_message;
-pub use agent::Copilot;
+pub use descriptor::Copilot;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::path::Path;

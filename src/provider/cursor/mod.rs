@@ -9,14 +9,14 @@
 //! every turn. No timestamps, ids or tool results are written: records have no time of
 //! their own, turns are numbered in file order, and keys hash the bytes.
 
-mod agent;
+mod descriptor;
 use super::content::StrOrList;
 use super::{
     Evidence, Initiator, Malformed, Obs, ObsKind, Origin, Projector, content_hash, file_stem,
     parse_line,
 };
 use crate::model::clip_message;
-pub use agent::Cursor;
+pub use descriptor::Cursor;
 use serde::{Deserialize, Serialize};
 use std::borrow::Cow;
 use std::path::Path;

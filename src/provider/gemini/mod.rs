@@ -26,12 +26,12 @@
 //! quiet (the settle) decides it, and the copy re-appended with `toolCalls` when the tools
 //! come back takes a quiet completion back (`turn_resumed`).
 
-mod agent;
+mod descriptor;
 mod records;
 use super::{Initiator, Malformed, Obs, ObsKind, Origin, Projector, content_hash, parse_line};
 use crate::clock::parse_rfc3339;
 use crate::model::clip_message;
-pub use agent::Gemini;
+pub use descriptor::Gemini;
 pub(crate) use records::Rec;
 use serde::{Deserialize, Serialize};
 use std::path::Path;

@@ -5,7 +5,7 @@
 //! Norma writes whole messages, so an assistant message without a tool call is the end of
 //! the agent loop: it completes the turn at once, no quiet period needed.
 
-mod agent;
+mod descriptor;
 mod facts;
 use super::content::StrOrList;
 use super::{
@@ -14,7 +14,7 @@ use super::{
 };
 use crate::clock::parse_rfc3339;
 use crate::model::clip_message;
-pub use agent::Norma;
+pub use descriptor::Norma;
 use serde::de::{self, Deserializer, IgnoredAny, MapAccess, SeqAccess, Visitor};
 use serde::{Deserialize, Serialize};
 use std::borrow::Cow;

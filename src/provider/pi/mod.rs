@@ -12,7 +12,7 @@
 //! in the running turn, and `developer` messages, `title`, `session_init`,
 //! `credential_pin` and the other `custom` records start or end nothing.
 
-mod agent;
+mod descriptor;
 mod facts;
 use super::content::StrOrList;
 use super::omp::{self, YieldDetails, YieldEnd};
@@ -22,7 +22,7 @@ use super::{
 };
 use crate::clock::parse_rfc3339;
 use crate::model::clip_message;
-pub use agent::Pi;
+pub use descriptor::Pi;
 use serde::{Deserialize, Serialize};
 use std::borrow::Cow;
 use std::path::Path;

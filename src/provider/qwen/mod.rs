@@ -12,7 +12,7 @@
 //! `system` `rewind` record re-rooted at the record before the rewound prompt: the turns
 //! from that prompt on are on a dead branch and are taken back ([`ObsKind::Retract`]).
 
-mod agent;
+mod descriptor;
 mod records;
 use super::{
     Evidence, Initiator, Malformed, Obs, ObsKind, Origin, Projector, content_hash, file_stem,
@@ -20,7 +20,7 @@ use super::{
 };
 use crate::clock::parse_rfc3339;
 use crate::model::clip_message;
-pub use agent::Qwen;
+pub use descriptor::Qwen;
 pub(crate) use records::Rec;
 use serde::{Deserialize, Serialize};
 use std::path::Path;
