@@ -12,10 +12,10 @@
 
 use super::Settings;
 use super::apply::{Looker, Reduce};
+use super::durable::{self as persist, Deltas};
 use super::files::{Files, Limits};
 use super::outbox::Out;
 use super::outbox::Outbox;
-use super::persist::{self, Deltas};
 use super::read::Mode;
 use crate::clock::{Clock, format_rfc3339, wall_now};
 use crate::error::Error;
