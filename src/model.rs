@@ -59,6 +59,20 @@ pub enum EventKind {
 }
 
 impl EventKind {
+    /// Whether an event of this kind ends its session's `needs_input` wait: the answer
+    /// (`needs_input_resolved`), or the next prompt or the turn's end superseding it.
+    pub fn ends_wait(self) -> bool {
+        matches!(
+            self,
+            Self::NeedsInputResolved
+                | Self::TurnStarted
+                | Self::TurnCompleted
+                | Self::TurnFailed
+                | Self::TurnInterrupted
+                | Self::TurnResumed
+        )
+    }
+
     pub fn as_str(self) -> &'static str {
         match self {
             Self::TurnStarted => "turn_started",
