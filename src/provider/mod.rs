@@ -184,6 +184,15 @@ pub(crate) fn branch_name(b: &str) -> Option<String> {
         .then(|| b.to_owned())
 }
 
+/// The anomaly a projector reports for a line that [`parse_line!`] parsed only after
+/// [`repair`] mended it (`reason` says how).
+pub(crate) fn repaired(reason: &str) -> ObsKind {
+    ObsKind::Anomaly {
+        reason: reason.to_owned(),
+        message: "line repaired before parsing".to_owned(),
+    }
+}
+
 /// A header's start directory, passed on with the first observation after it: a header
 /// alone makes no session.
 pub(crate) fn with_start_dir(pending: &mut Option<String>, kinds: &mut Vec<ObsKind>) {

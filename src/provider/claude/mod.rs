@@ -287,14 +287,7 @@ impl Projector for ClaudeProjector {
             self.session_fixed = true;
         }
         if let Some(reason) = repaired {
-            out.push(self.obs(
-                key.clone(),
-                record_ts,
-                ObsKind::Anomaly {
-                    reason: reason.to_owned(),
-                    message: "line repaired before parsing".to_owned(),
-                },
-            ));
+            out.push(self.obs(key.clone(), record_ts, super::repaired(reason)));
         }
         if self.helper {
             return Ok(());

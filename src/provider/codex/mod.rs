@@ -445,10 +445,7 @@ impl CodexProjector {
         let early_key = repaired.map(|_| self.key(line));
         let mut kinds = Vec::new();
         if let Some(reason) = repaired {
-            kinds.push(ObsKind::Anomaly {
-                reason: reason.to_owned(),
-                message: "line repaired before parsing".to_owned(),
-            });
+            kinds.push(super::repaired(reason));
         }
         match (rec.ty.as_deref(), &rec.payload) {
             (Some("session_meta"), Some(p)) => {

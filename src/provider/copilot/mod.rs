@@ -314,10 +314,7 @@ impl Projector for CopilotProjector {
         let scope = rec.agent_id.as_deref().unwrap_or_default().to_owned();
         let mut kinds = Vec::new();
         if let Some(reason) = repaired {
-            kinds.push(ObsKind::Anomaly {
-                reason: reason.to_owned(),
-                message: "line repaired before parsing".to_owned(),
-            });
+            kinds.push(super::repaired(reason));
         }
         let empty = Data::default();
         let d = rec.data.as_ref().unwrap_or(&empty);

@@ -235,10 +235,7 @@ impl Projector for CursorProjector {
         let (rec, repaired) = parse_line!(line, buf, Rec<'_>);
         let mut kinds = Vec::new();
         if let Some(reason) = repaired {
-            kinds.push(ObsKind::Anomaly {
-                reason: reason.to_owned(),
-                message: "line repaired before parsing".to_owned(),
-            });
+            kinds.push(super::repaired(reason));
         }
         let (blocks, text) = content(rec.message.as_ref());
         match (rec.ty.as_deref(), rec.role.as_deref()) {

@@ -304,14 +304,7 @@ impl Projector for GeminiProjector {
         let (rec, repaired) = parse_line!(line, buf, Rec<'_>);
         if let Some(reason) = repaired {
             let key = content_hash(&[self.session.as_bytes(), line]);
-            out.push(self.obs(
-                key,
-                None,
-                ObsKind::Anomaly {
-                    reason: reason.to_owned(),
-                    message: "line repaired before parsing".to_owned(),
-                },
-            ));
+            out.push(self.obs(key, None, super::repaired(reason)));
         }
         if let Some(to) = rec.rewind_to.as_deref() {
             self.rewind(to, line, out);

@@ -278,10 +278,7 @@ impl Projector for NormaProjector {
         let agent = self.agent_for(&rec);
         let mut kinds = Vec::new();
         if let Some(reason) = repaired {
-            kinds.push(ObsKind::Anomaly {
-                reason: reason.to_owned(),
-                message: "line repaired before parsing".to_owned(),
-            });
+            kinds.push(super::repaired(reason));
         }
         if let Some(message) = self.mismatch(&rec) {
             kinds.push(ObsKind::Anomaly {

@@ -266,10 +266,7 @@ impl Projector for PiProjector {
         let record_ts = rec.timestamp.as_deref().and_then(parse_rfc3339);
         let mut kinds = Vec::new();
         if let Some(reason) = repaired {
-            kinds.push(ObsKind::Anomaly {
-                reason: reason.to_owned(),
-                message: "line repaired before parsing".to_owned(),
-            });
+            kinds.push(super::repaired(reason));
         }
         // Entry ids are 8 hex digits, unique within a session only.
         let rec_id = rec.id.as_deref().unwrap_or_default().to_owned();

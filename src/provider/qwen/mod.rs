@@ -205,10 +205,7 @@ impl Projector for QwenProjector {
         let record_ts = rec.timestamp.as_deref().and_then(parse_rfc3339);
         let mut kinds = Vec::new();
         if let Some(reason) = repaired {
-            kinds.push(ObsKind::Anomaly {
-                reason: reason.to_owned(),
-                message: "line repaired before parsing".to_owned(),
-            });
+            kinds.push(super::repaired(reason));
         }
         if self.agent.is_none()
             && let Some(s) = rec.session_id.as_deref().filter(|s| !s.is_empty())
