@@ -193,6 +193,18 @@ pub(crate) fn repaired(reason: &str) -> ObsKind {
     }
 }
 
+/// A plain tool call (one that asks the person nothing) for each of `ids`, in order;
+/// whether there was one.
+pub(crate) fn tool_calls(ids: impl IntoIterator<Item = String>, kinds: &mut Vec<ObsKind>) -> bool {
+    let before = kinds.len();
+    kinds.extend(ids.into_iter().map(|id| ObsKind::ToolCall {
+        id,
+        needs_input: None,
+        message: None,
+    }));
+    kinds.len() > before
+}
+
 /// A header's start directory, passed on with the first observation after it: a header
 /// alone makes no session.
 pub(crate) fn with_start_dir(pending: &mut Option<String>, kinds: &mut Vec<ObsKind>) {

@@ -166,13 +166,7 @@ impl CopilotProjector {
                 confirm: None,
             });
         }
-        for id in calls {
-            kinds.push(ObsKind::ToolCall {
-                id,
-                needs_input: None,
-                message: None,
-            });
-        }
+        super::tool_calls(calls, kinds);
     }
 
     fn event(&mut self, ty: &str, key: &str, d: &Data<'_>, scope: &str, kinds: &mut Vec<ObsKind>) {

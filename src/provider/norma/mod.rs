@@ -221,19 +221,11 @@ impl NormaProjector {
 
     fn assistant(&mut self, blocks: &[Block<'_>], text: &str, kinds: &mut Vec<ObsKind>) {
         self.after_compaction = false;
-        let mut called = false;
-        for b in blocks
+        let calls = blocks
             .iter()
             .filter(|b| b.ty.as_deref() == Some("tool_use"))
-        {
-            called = true;
-            kinds.push(ObsKind::ToolCall {
-                id: b.id.as_deref().unwrap_or_default().to_owned(),
-                needs_input: None,
-                message: None,
-            });
-        }
-        if !called {
+            .map(|b| b.id.as_deref().unwrap_or_default().to_owned());
+        if !super::tool_calls(calls, kinds) {
             kinds.push(ObsKind::Final {
                 message: clip_message(text),
                 confirm: Some(Evidence::FinalMessage),

@@ -220,19 +220,11 @@ impl PiProjector {
                 if let Some(t) = text.and_then(clip_message) {
                     self.last_text = Some(t);
                 }
-                let mut called = false;
-                for b in blocks
+                let calls = blocks
                     .iter()
                     .filter(|b| b.ty.as_deref() == Some("toolCall"))
-                {
-                    called = true;
-                    kinds.push(ObsKind::ToolCall {
-                        id: b.id.as_deref().unwrap_or_default().to_owned(),
-                        needs_input: None,
-                        message: None,
-                    });
-                }
-                if !called {
+                    .map(|b| b.id.as_deref().unwrap_or_default().to_owned());
+                if !super::tool_calls(calls, kinds) {
                     kinds.push(ObsKind::Work);
                 }
             }
