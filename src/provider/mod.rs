@@ -193,6 +193,11 @@ pub(crate) fn repaired(reason: &str) -> ObsKind {
     }
 }
 
+/// A record's key: its own id, or where it has none, a hash of the line.
+pub(crate) fn key_or_hash(id: Option<&str>, line: &[u8]) -> String {
+    id.map_or_else(|| content_hash(&[line]), str::to_owned)
+}
+
 /// A plain tool call (one that asks the person nothing) for each of `ids`, in order;
 /// whether there was one.
 pub(crate) fn tool_calls(ids: impl IntoIterator<Item = String>, kinds: &mut Vec<ObsKind>) -> bool {

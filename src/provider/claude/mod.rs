@@ -6,7 +6,7 @@ mod facts;
 pub mod jobs;
 pub mod registry;
 use super::content::{StrOrList, reset_hint};
-use super::{Evidence, Malformed, Obs, ObsKind, Projector, content_hash, file_stem, parse_line};
+use super::{Evidence, Malformed, Obs, ObsKind, Projector, file_stem, parse_line};
 use crate::clock::parse_rfc3339;
 pub use descriptor::Claude;
 pub use descriptor::is_claude;
@@ -275,10 +275,7 @@ impl Projector for ClaudeProjector {
     fn project(&mut self, line: &[u8], out: &mut Vec<Obs>) -> Result<(), Malformed> {
         let buf: Vec<u8>;
         let (rec, repaired) = parse_line!(line, buf, Rec<'_>);
-        let key = rec
-            .uuid
-            .as_deref()
-            .map_or_else(|| content_hash(&[line]), str::to_owned);
+        let key = super::key_or_hash(rec.uuid.as_deref(), line);
         let record_ts = rec.timestamp.as_deref().and_then(parse_rfc3339);
         if !self.session_fixed
             && let Some(s) = &rec.session

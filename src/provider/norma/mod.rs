@@ -262,10 +262,7 @@ impl Projector for NormaProjector {
     fn project(&mut self, line: &[u8], out: &mut Vec<Obs>) -> Result<(), Malformed> {
         let buf: Vec<u8>;
         let (rec, repaired) = parse_line!(line, buf, Rec<'_>);
-        let key = rec
-            .uuid
-            .as_deref()
-            .map_or_else(|| content_hash(&[line]), str::to_owned);
+        let key = super::key_or_hash(rec.uuid.as_deref(), line);
         let record_ts = rec.timestamp.as_deref().and_then(parse_rfc3339);
         let agent = self.agent_for(&rec);
         let mut kinds = Vec::new();
