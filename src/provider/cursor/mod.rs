@@ -94,14 +94,6 @@ impl CursorProjector {
     }
 
     fn user(&mut self, blocks: &[Block<'_>], text: &str, kinds: &mut Vec<ObsKind>) {
-        if is_abort(text) {
-            kinds.push(ObsKind::Interrupted {
-                turn: None,
-                reason: "aborted".to_owned(),
-                message: None,
-            });
-            return;
-        }
         if text.trim().is_empty() && blocks.is_empty() {
             return;
         }
@@ -120,14 +112,6 @@ impl CursorProjector {
     }
 
     fn assistant(&mut self, blocks: &[Block<'_>], text: &str, kinds: &mut Vec<ObsKind>) {
-        if is_abort(text) {
-            kinds.push(ObsKind::Interrupted {
-                turn: None,
-                reason: "aborted".to_owned(),
-                message: None,
-            });
-            return;
-        }
         let mut called = false;
         for (i, b) in blocks
             .iter()
@@ -245,6 +229,14 @@ impl Projector for CursorProjector {
                     _ => "",
                 };
                 self.turn_ended(rec.status.as_deref(), error, &mut kinds);
+            }
+            // An abort said in the user's or the assistant's words ends the turn alike.
+            (_, Some("user" | "assistant")) if is_abort(&text) => {
+                kinds.push(ObsKind::Interrupted {
+                    turn: None,
+                    reason: "aborted".to_owned(),
+                    message: None,
+                });
             }
             (_, Some("user")) => self.user(blocks, &text, &mut kinds),
             (_, Some("assistant")) => self.assistant(blocks, &text, &mut kinds),
