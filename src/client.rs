@@ -24,6 +24,21 @@ fn text<'a>(v: &'a Value, key: &str) -> &'a str {
     v[key].as_str().unwrap_or("")
 }
 
+/// Sends one request and reads the daemon's one-line reply; a reply that says `error` is
+/// a bad request (the daemon's words).
+fn ask(mut stream: std::os::unix::net::UnixStream, req: &Value) -> Result<Value, Error> {
+    request(&mut stream, req)?;
+    let mut line = String::new();
+    BufReader::new(stream)
+        .read_line(&mut line)
+        .map_err(socket_err)?;
+    let v: Value = serde_json::from_str(&line).map_err(|e| socket_err(io::Error::other(e)))?;
+    if let Some(e) = v["error"].as_str() {
+        return Err(Error::Usage(format!("the daemon says: {e}")));
+    }
+    Ok(v)
+}
+
 /// Prints every session the daemon knows: the person's table ([`crate::people`]), or
 /// with `json` every row as the daemon sent it (only `table.filter` applied).
 pub fn status(
@@ -182,21 +197,13 @@ pub struct MuteRequest<'a> {
 /// still set (the project may start later), with a warning on stderr.
 pub fn mute(socket: Option<&Path>, m: &MuteRequest<'_>, out: &mut impl Write) -> Result<(), Error> {
     let target = m.target;
-    let mut stream = connect(socket)?;
+    let stream = connect(socket)?;
     let req = match m.for_ms {
         Some(ms) => serde_json::json!({"cmd": "mute", "target": target, "for_ms": ms,
                                        "project": m.project_only, "branch": m.branch}),
         None => serde_json::json!({"cmd": "unmute", "target": target}),
     };
-    request(&mut stream, &req)?;
-    let mut line = String::new();
-    BufReader::new(stream)
-        .read_line(&mut line)
-        .map_err(socket_err)?;
-    let v: Value = serde_json::from_str(&line).map_err(|e| socket_err(io::Error::other(e)))?;
-    if let Some(e) = v["error"].as_str() {
-        return Err(Error::Usage(format!("the daemon says: {e}")));
-    }
+    let v = ask(stream, &req)?;
     let said = match (m.for_ms, v["changed"].as_bool()) {
         (Some(_), _) => format!("Muted {}.", one_line(target, 60)),
         (None, Some(true)) => format!("Unmuted {}.", one_line(target, 60)),
@@ -238,17 +245,8 @@ pub fn hook(socket: Option<&Path>, agent: ProviderKind, input: &[u8]) -> Result<
         .set_write_timeout(Some(HOOK_WAIT))
         .and_then(|()| stream.set_read_timeout(Some(HOOK_WAIT)))
         .map_err(socket_err)?;
-    let mut stream = stream;
     let req = serde_json::json!({"cmd": "hook", "agent": agent.as_str(), "input": slim});
-    request(&mut stream, &req)?;
-    let mut line = String::new();
-    BufReader::new(stream)
-        .read_line(&mut line)
-        .map_err(socket_err)?;
-    let v: Value = serde_json::from_str(&line).map_err(|e| socket_err(io::Error::other(e)))?;
-    if let Some(e) = v["error"].as_str() {
-        return Err(Error::Usage(format!("the daemon says: {e}")));
-    }
+    let v = ask(stream, &req)?;
     Ok(v["signal"].as_bool().unwrap_or(false))
 }
 

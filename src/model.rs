@@ -5,7 +5,7 @@ use serde::{Deserialize, Serialize};
 use std::fmt;
 
 /// Which agent wrote a transcript. Its names, parsing and everything else known per
-/// agent are its descriptor's (`provider::agent`).
+/// agent are its descriptor's (`provider::descriptor`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum ProviderKind {
@@ -59,6 +59,20 @@ pub enum EventKind {
 }
 
 impl EventKind {
+    /// Whether an event of this kind ends its session's `needs_input` wait: the answer
+    /// (`needs_input_resolved`), or the next prompt or the turn's end superseding it.
+    pub fn ends_wait(self) -> bool {
+        matches!(
+            self,
+            Self::NeedsInputResolved
+                | Self::TurnStarted
+                | Self::TurnCompleted
+                | Self::TurnFailed
+                | Self::TurnInterrupted
+                | Self::TurnResumed
+        )
+    }
+
     pub fn as_str(self) -> &'static str {
         match self {
             Self::TurnStarted => "turn_started",

@@ -289,34 +289,18 @@ pub(crate) mod tests {
     use super::*;
 
     pub(crate) fn event(kind: EventKind, provider: ProviderKind, path: &str) -> Event {
-        Event {
-            v: 1,
-            event: kind,
-            provider: Some(provider),
-            session: Some("0199a1b2-c3d4-7e5f-8a9b-0c1d2e3f4a5b".to_owned()),
-            agent: None,
-            turn: Some("t1".to_owned()),
-            path: Some(path.to_owned()),
-            line: Some(3),
-            ts: "2026-01-01T00:00:00.000Z".to_owned(),
-            record_ts: None,
-            reason: None,
-            message: Some("done".to_owned()),
-            evidence: None,
-            id: "id1".to_owned(),
-            resets_at: None,
-            initiator: None,
-            origin: None,
-            pre_tokens: None,
-            supersedes: None,
-            background_tasks: None,
-            background_finished: None,
-            project: None,
-            remote: None,
-            branch: None,
-            job: None,
-            replay: false,
-        }
+        let mut e = Event::lifecycle(
+            kind,
+            "2026-01-01T00:00:00.000Z".to_owned(),
+            "id1".to_owned(),
+        );
+        e.provider = Some(provider);
+        e.session = Some("0199a1b2-c3d4-7e5f-8a9b-0c1d2e3f4a5b".to_owned());
+        e.turn = Some("t1".to_owned());
+        e.path = Some(path.to_owned());
+        e.line = Some(3);
+        e.message = Some("done".to_owned());
+        e
     }
 
     const CLAUDE: &str = "/home/me/.claude/projects/-home-me-src-myproject/0199.jsonl";

@@ -7,7 +7,7 @@
 
 use crate::model::ProviderKind;
 use crate::provider::Writer;
-use crate::provider::agent::WRITER_ARGS;
+use crate::provider::descriptor::WRITER_ARGS;
 use std::collections::{HashMap, HashSet};
 use std::ffi::OsString;
 use std::fs;

@@ -321,7 +321,9 @@ fn processes_read_beforehand_find_what_a_sweep_finds() {
     want.cwds.insert((ProviderKind::Claude, work.clone()));
     want.cwds.insert((ProviderKind::Claude, empty.clone()));
     let proc = Path::new("/proc");
-    let found = baton::process::Procs::read(proc, uid()).unwrap().find(&want);
+    let found = baton::process::Procs::read(proc, uid())
+        .unwrap()
+        .find(&want);
     assert_eq!(found, baton::process::scan(proc, uid(), &want).unwrap());
     assert_eq!(found.open.iter().collect::<Vec<_>>(), [&rollout]);
     assert_eq!(
@@ -332,7 +334,9 @@ fn processes_read_beforehand_find_what_a_sweep_finds() {
 
     writer.exit();
     claude.exit();
-    let found = baton::process::Procs::read(proc, uid()).unwrap().find(&want);
+    let found = baton::process::Procs::read(proc, uid())
+        .unwrap()
+        .find(&want);
     assert_eq!(found, baton::process::scan(proc, uid(), &want).unwrap());
     assert!(found.open.is_empty() && found.cwds.is_empty());
 }

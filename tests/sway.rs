@@ -13,7 +13,7 @@
 mod common;
 
 use baton::focus::wayland::Compositor;
-use baton::focus::{Agent, Screen, click, in_front_on};
+use baton::focus::{LocalAgent, Screen, click, in_front_on};
 use common::{DEADLINE, Kill};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
@@ -168,11 +168,11 @@ fn on_sway_the_agents_pane_is_in_front_only_while_its_terminal_has_the_focus() {
     );
     let mut it = info.split_whitespace();
     let (pane_pid, pane_id, server) = (it.next().unwrap(), it.next().unwrap(), it.next().unwrap());
-    let agent = Agent {
+    let agent = LocalAgent {
         pid: pane_pid.parse().unwrap(),
         tmux: Some(format!("{},{server},0", tsock.display())),
         tmux_pane: Some(pane_id.to_owned()),
-        ..Agent::default()
+        ..LocalAgent::default()
     };
     let tsock_s = tsock.display().to_string();
     // Its terminal: foot with a tmux client attached; then another window, which sway

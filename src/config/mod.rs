@@ -140,7 +140,7 @@ pub fn parse_watch(s: &str) -> Result<Root, String> {
         p => Some(ProviderKind::parse(p).ok_or_else(|| {
             format!(
                 "unknown provider `{p}` ({} or auto)",
-                crate::provider::agent::ids()
+                crate::provider::descriptor::ids()
             )
         })?),
     };

@@ -9,10 +9,10 @@
 //! read's `history_before`, hands the token back and marks the file for the next delta.
 //! It never opens a file itself.
 
+use super::durable::Pending;
 use super::files::{Files, Look};
 use super::first::Admit;
 use super::history::{self, Deferred, Outcome};
-use super::persist::Pending;
 use super::read::{Mode, More, Step, last_commit};
 use crate::clock::Now;
 use crate::model::Event;

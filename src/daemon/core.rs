@@ -8,14 +8,14 @@
 //! read to the reducer, flushes the events that came out, fires due settle timers, then
 //! sends the delta of what changed behind those events. It never stats, lists or reads
 //! a path itself, and never builds a checkpoint: those belong to the tree, the file
-//! table and `persist`.
+//! table and `durable`.
 
 use super::Settings;
 use super::apply::{Looker, Reduce};
+use super::durable::{self, Deltas};
 use super::files::{Files, Limits};
 use super::outbox::Out;
 use super::outbox::Outbox;
-use super::persist::{self, Deltas};
 use super::read::Mode;
 use crate::clock::{Clock, format_rfc3339, wall_now};
 use crate::error::Error;
@@ -96,7 +96,7 @@ impl Core {
         let run_id = format!("{}:{start}", std::process::id());
         let mut reducer = Reducer::new(settings.settle_ms, dedup_capacity());
         reducer.record_decided();
-        let restored = persist::restore(&mut loaded, &mut reducer, start);
+        let restored = durable::restore(&mut loaded, &mut reducer, start);
         let clock = Clock::start();
         let limits = Limits {
             roots: settings.roots.clone(),

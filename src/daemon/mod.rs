@@ -21,19 +21,19 @@
 mod apply;
 mod caps;
 mod core;
+mod deliver;
+mod durable;
 mod files;
 mod first;
 mod history;
 pub mod liveness;
 mod outbox;
-mod persist;
 mod read;
 pub mod registry;
 mod resume;
 mod rows;
 mod service;
 mod settings;
-mod sink;
 mod stage;
 mod tracked;
 
@@ -113,7 +113,7 @@ const STREAM_GRACE: Duration = Duration::from_secs(10);
 fn build_sinks(
     settings: &Settings,
     board: &crate::sink::desktop::Board,
-) -> Result<Vec<sink::Delivery>, Error> {
+) -> Result<Vec<deliver::Delivery>, Error> {
     let on = crate::sink::registry::Wiring {
         board,
         hold: settings.hold_background,
@@ -123,7 +123,7 @@ fn build_sinks(
         .sinks
         .build(&on)
         .map_err(|e| Error::Usage(e.to_string()))?;
-    Ok(built.into_iter().map(sink::Delivery::from).collect())
+    Ok(built.into_iter().map(deliver::Delivery::from).collect())
 }
 
 /// One thread per `[[remote]]`, handing its events to the sink task's queue like the
@@ -225,7 +225,7 @@ pub async fn run(settings: Settings, shutdown: impl Future<Output = ()>) -> Resu
         }
     };
     let (ready_tx, ready_rx) = tokio::sync::oneshot::channel();
-    let (event_tx, event_rx) = tokio::sync::mpsc::channel(sink::BATCH_CAPACITY);
+    let (event_tx, event_rx) = tokio::sync::mpsc::channel(deliver::BATCH_CAPACITY);
     let remotes = start_remotes(&settings, &hub, &event_tx, &token)?;
     // Whether any file needs the poll (live files, or directories with no native watch):
     // when none does, the poll ticker sleeps instead of waking everyone for nothing.
@@ -267,19 +267,19 @@ pub async fn run(settings: Settings, shutdown: impl Future<Output = ()>) -> Resu
         heartbeat,
         token.clone(),
     ));
-    let writer = sink::Writer {
+    let writer = deliver::Writer {
         health: hub.stream_health(),
         shutdown: token.clone(),
     };
     let (scrape_tx, scrapes) = tokio::sync::mpsc::channel(4);
-    let fan = sink::Fanout {
+    let fan = deliver::Fanout {
         sinks,
         hub: Some(hub),
         ready: Some(ready_tx),
         metrics: metrics.as_ref().map(|(_, m)| Arc::clone(m)),
     };
     let serving = metrics.map(|(l, m)| tokio::spawn(l.run(m, Some(scrape_tx), token.clone())));
-    let mut sink = tokio::spawn(sink::run(
+    let mut sink = tokio::spawn(deliver::run(
         event_rx,
         out,
         persist,

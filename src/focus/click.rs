@@ -5,7 +5,7 @@
 //! Each step that does not apply (no tmux, no X11, another terminal, a session on
 //! another machine) is skipped; none of them can do harm.
 
-use super::{Agent, Screen, tmux, x11};
+use super::{LocalAgent, Screen, tmux, x11};
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
@@ -36,7 +36,12 @@ pub struct Done {
 /// Goes back to `agent` (if it was found) and runs `on_click` (if set). `token` is the
 /// notification server's activation token for this click, if it sent one (already
 /// checked: [`crate::sink::notifier::valid_token`]).
-pub fn go_to(agent: Option<&Agent>, s: &Session, on_click: &[String], token: Option<&str>) -> Done {
+pub fn go_to(
+    agent: Option<&LocalAgent>,
+    s: &Session,
+    on_click: &[String],
+    token: Option<&str>,
+) -> Done {
     go_to_on(agent, s, on_click, &Screen::detect(), token)
 }
 
@@ -51,7 +56,7 @@ fn token_env(token: Option<&str>) -> Vec<(&'static str, &str)> {
 
 /// [`go_to`] on a given screen.
 pub fn go_to_on(
-    agent: Option<&Agent>,
+    agent: Option<&LocalAgent>,
     s: &Session,
     on_click: &[String],
     screen: &Screen,
@@ -164,7 +169,7 @@ fn no_raise_once() {
 }
 
 /// `on_click`'s environment.
-pub fn click_env(agent: Option<&Agent>, s: &Session) -> Vec<(&'static str, String)> {
+pub fn click_env(agent: Option<&LocalAgent>, s: &Session) -> Vec<(&'static str, String)> {
     let pid = agent.map(|a| a.pid.to_string()).unwrap_or_default();
     let pane = agent.and_then(|a| a.tmux_pane.clone()).unwrap_or_default();
     let cwd = agent

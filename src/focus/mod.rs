@@ -2,7 +2,7 @@
 //! noise: the desktop's, and the exec hook's or a webhook's that ask), and going back to
 //! it on a click.
 //!
-//! - The agent's process is the one the liveness check finds ([`agent::find`]); its
+//! - The agent's process is the one the liveness check finds ([`local::find`]); its
 //!   environment (`/proc/PID/environ`, same user only) names its tmux pane, WezTerm pane
 //!   or kitty window.
 //! - tmux: the pane is in front when it is the active pane of its session's active
@@ -14,24 +14,28 @@
 //!
 //! Every program is run as argv, never through a shell.
 
-pub mod agent;
 pub mod click;
+pub mod local;
 pub mod tmux;
 pub mod wayland;
 pub mod x11;
 
-pub use agent::Agent;
+pub use local::LocalAgent;
 
 use crate::model::ProviderKind;
 use std::path::Path;
 
 /// The agent of the session at `path`, if it runs on this machine: another machine's
 /// session (`remote`) has no process here, and its path names nothing here.
-pub fn local_agent(provider: Option<ProviderKind>, path: &Path, remote: bool) -> Option<Agent> {
+pub fn local_agent(
+    provider: Option<ProviderKind>,
+    path: &Path,
+    remote: bool,
+) -> Option<LocalAgent> {
     if remote || path.as_os_str().is_empty() {
         return None;
     }
-    agent::find(provider?, path)
+    local::find(provider?, path)
 }
 
 /// Whether the session at `path` is in front of the person ([`in_front`] of its
@@ -72,7 +76,7 @@ impl Screen {
 }
 
 /// Whether `a`'s session is in front of the person, on this machine's [`Screen`].
-pub fn in_front(a: &Agent) -> bool {
+pub fn in_front(a: &LocalAgent) -> bool {
     in_front_on(a, &Screen::detect())
 }
 
@@ -81,7 +85,7 @@ pub fn in_front(a: &Agent) -> bool {
 /// terminal) is the window in front. Where the window in front cannot be known, a pane
 /// showing in a client is not taken for "in front": another window may have the focus,
 /// and a missed page is worse than one too many (said once in the log).
-pub fn in_front_on(a: &Agent, screen: &Screen) -> bool {
+pub fn in_front_on(a: &LocalAgent, screen: &Screen) -> bool {
     let pane = tmux::Pane::from_env(a.tmux.as_deref(), a.tmux_pane.as_deref());
     let shown_by = match &pane {
         Some(pane) => pane.showing(),

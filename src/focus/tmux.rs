@@ -22,7 +22,7 @@ impl Pane {
         let socket = tmux?.split(',').next().filter(|s| s.starts_with('/'))?;
         let id = pane?;
         let digits = id.strip_prefix('%')?;
-        if !super::agent::is_number(digits) {
+        if !super::local::is_number(digits) {
             return None;
         }
         Some(Pane {

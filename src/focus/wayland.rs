@@ -134,14 +134,14 @@ impl Compositor {
     /// ancestor of one of them).
     pub fn focused_shows(&self, pids: &[u32]) -> bool {
         self.focused_pid()
-            .is_some_and(|w| pids.iter().any(|p| super::agent::is_ancestor(w, *p)))
+            .is_some_and(|w| pids.iter().any(|p| super::local::is_ancestor(w, *p)))
     }
 
     /// The process of the first window that shows one of `pids`.
     pub fn window_showing(&self, pids: &[u32]) -> Option<u32> {
         self.window_pids()
             .into_iter()
-            .find(|w| pids.iter().any(|p| super::agent::is_ancestor(*w, *p)))
+            .find(|w| pids.iter().any(|p| super::local::is_ancestor(*w, *p)))
     }
 
     /// Asks the compositor to focus the window of process `pid`; true if it says done.

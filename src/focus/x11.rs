@@ -85,7 +85,7 @@ impl Display {
     /// Whether `w`'s process is an ancestor of one of `pids` (the terminal they run in).
     pub fn shows(&self, w: Window, pids: &[u32]) -> bool {
         self.window_pid(w)
-            .is_some_and(|wp| pids.iter().any(|p| super::agent::is_ancestor(wp, *p)))
+            .is_some_and(|wp| pids.iter().any(|p| super::local::is_ancestor(wp, *p)))
     }
 
     /// The first managed window that [`shows`](Display::shows) one of `pids`.

@@ -2,7 +2,7 @@
 //! agent's rules are its descriptor's ([`Agent`]); this asks them in
 //! [`detection_order`].
 
-use super::agent::{Agent, FirstRecord, detection_order, has_ext};
+use super::descriptor::{Agent, FirstRecord, detection_order, has_ext};
 use super::strip_nul;
 use crate::model::ProviderKind;
 use std::path::Path;

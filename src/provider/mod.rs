@@ -1,7 +1,6 @@
 //! Providers: the only place that knows transcript field names. Each projector turns one
 //! line into zero or more provider-neutral [`Obs`]ervations for the reducer.
 
-pub mod agent;
 pub mod audit;
 pub mod background;
 pub mod claude;
@@ -9,6 +8,7 @@ pub mod codex;
 mod content;
 pub mod copilot;
 pub mod cursor;
+pub mod descriptor;
 mod detect;
 pub mod gemini;
 mod glued;
@@ -23,7 +23,7 @@ pub mod sgme;
 pub mod signal;
 
 use crate::model::ProviderKind;
-pub use agent::{ALL, Agent, RowSchema, UNNAMED, Writer};
+pub use descriptor::{ALL, Agent, RowSchema, UNNAMED, Writer};
 // Kept in `model`, which the events' `origin` field is read back in.
 pub use crate::model::Origin;
 pub use detect::{detect, is_candidate, sniff};
@@ -182,6 +182,32 @@ pub(crate) fn branch_name(b: &str) -> Option<String> {
     let b = b.trim();
     (!b.is_empty() && b.len() <= BRANCH_MAX && !b.chars().any(char::is_control))
         .then(|| b.to_owned())
+}
+
+/// The anomaly a projector reports for a line that [`parse_line!`] parsed only after
+/// [`repair`] mended it (`reason` says how).
+pub(crate) fn repaired(reason: &str) -> ObsKind {
+    ObsKind::Anomaly {
+        reason: reason.to_owned(),
+        message: "line repaired before parsing".to_owned(),
+    }
+}
+
+/// A record's key: its own id, or where it has none, a hash of the line.
+pub(crate) fn key_or_hash(id: Option<&str>, line: &[u8]) -> String {
+    id.map_or_else(|| content_hash(&[line]), str::to_owned)
+}
+
+/// A plain tool call (one that asks the person nothing) for each of `ids`, in order;
+/// whether there was one.
+pub(crate) fn tool_calls(ids: impl IntoIterator<Item = String>, kinds: &mut Vec<ObsKind>) -> bool {
+    let before = kinds.len();
+    kinds.extend(ids.into_iter().map(|id| ObsKind::ToolCall {
+        id,
+        needs_input: None,
+        message: None,
+    }));
+    kinds.len() > before
 }
 
 /// A header's start directory, passed on with the first observation after it: a header

@@ -6,7 +6,7 @@
 //! observation goes ([`Reducer::apply`]), the settle timers ([`Reducer::tick`],
 //! [`Reducer::next_deadline`]) and how a decided draft becomes an event line (the
 //! seen-set, history). What one session does with one record lives in `session.rs`; the
-//! views (`views.rs`), the saved state (`persist.rs`) and the writer-liveness question
+//! views (`views.rs`), the saved state (`saved.rs`) and the writer-liveness question
 //! (`liveness.rs`) sit beside it, each over the same sessions. Only this file turns a
 //! draft into an event, so the seen-set and history decide every event in one place.
 
@@ -14,16 +14,16 @@ mod background;
 mod dedup;
 mod liveness;
 mod park;
-mod persist;
 mod repeat;
 mod retract;
+mod saved;
 mod session;
 mod signal;
 mod views;
 
 pub use dedup::{DEFAULT_SEEN, Seen};
 pub use liveness::Quiet;
-pub use persist::{Decided, SavedSession};
+pub use saved::{Decided, SavedSession};
 pub use signal::SignalStats;
 pub use views::{ParkedView, STALE, SessionChange, SessionView};
 

@@ -10,7 +10,7 @@
 //! the file's checkpoint, a settle, or forgetting the file.
 
 use super::Reducer;
-use super::persist::SavedSession;
+use super::saved::SavedSession;
 use super::views::{ParkedView, SessionChange};
 use crate::clock::Now;
 use crate::model::SessionKey;

@@ -154,16 +154,7 @@ pub fn retraction(ev: &Event) -> Option<(String, String)> {
 /// (`needs_input_resolved`), superseded (the next prompt, the turn's end) or taken back,
 /// in the main conversation. Pure.
 pub fn ends_wait(ev: &Event) -> Option<String> {
-    let ends = matches!(
-        ev.event,
-        EventKind::NeedsInputResolved
-            | EventKind::TurnStarted
-            | EventKind::TurnCompleted
-            | EventKind::TurnFailed
-            | EventKind::TurnInterrupted
-            | EventKind::TurnResumed
-    );
-    if !ends || ev.agent.is_some() {
+    if !ev.event.ends_wait() || ev.agent.is_some() {
         return None;
     }
     let provider = ev.provider.map_or("", |p| p.as_str());

@@ -133,16 +133,7 @@ impl Hold {
             }
             return None;
         }
-        let ends_wait = matches!(
-            ev.event,
-            EventKind::NeedsInputResolved
-                | EventKind::TurnStarted
-                | EventKind::TurnCompleted
-                | EventKind::TurnFailed
-                | EventKind::TurnInterrupted
-                | EventKind::TurnResumed
-                | EventKind::TurnRetracted
-        );
+        let ends_wait = ev.event.ends_wait() || ev.event == EventKind::TurnRetracted;
         if ends_wait && let Some(t) = self.sessions.get_mut(key) {
             // Answered (or over) inside its grace: nobody was asked.
             t.wait = None;

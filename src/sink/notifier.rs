@@ -123,7 +123,7 @@ pub fn work(jobs: crossbeam_channel::Receiver<Job>, setup: &Setup) {
 }
 
 /// The agent a notification is about, if it runs on this machine (for focus and clicks).
-fn local_agent(s: &click::Session) -> Option<focus::Agent> {
+fn local_agent(s: &click::Session) -> Option<focus::LocalAgent> {
     focus::local_agent(
         crate::model::ProviderKind::parse(&s.provider),
         std::path::Path::new(&s.path),

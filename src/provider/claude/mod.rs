@@ -1,15 +1,15 @@
 //! Claude Code transcripts (`~/.claude/projects/<project>/<session>.jsonl` and subagent
 //! files). Rules: shared/docs/transcript-formats.md, Part A and C.
 
-mod agent;
+mod descriptor;
 mod facts;
 pub mod jobs;
 pub mod registry;
 use super::content::{StrOrList, reset_hint};
-use super::{Evidence, Malformed, Obs, ObsKind, Projector, content_hash, file_stem, parse_line};
+use super::{Evidence, Malformed, Obs, ObsKind, Projector, file_stem, parse_line};
 use crate::clock::parse_rfc3339;
-pub use agent::Claude;
-pub use agent::is_claude;
+pub use descriptor::Claude;
+pub use descriptor::is_claude;
 use lru::LruCache;
 use serde::{Deserialize, Serialize};
 use std::num::NonZeroUsize;
@@ -275,10 +275,7 @@ impl Projector for ClaudeProjector {
     fn project(&mut self, line: &[u8], out: &mut Vec<Obs>) -> Result<(), Malformed> {
         let buf: Vec<u8>;
         let (rec, repaired) = parse_line!(line, buf, Rec<'_>);
-        let key = rec
-            .uuid
-            .as_deref()
-            .map_or_else(|| content_hash(&[line]), str::to_owned);
+        let key = super::key_or_hash(rec.uuid.as_deref(), line);
         let record_ts = rec.timestamp.as_deref().and_then(parse_rfc3339);
         if !self.session_fixed
             && let Some(s) = &rec.session
@@ -287,14 +284,7 @@ impl Projector for ClaudeProjector {
             self.session_fixed = true;
         }
         if let Some(reason) = repaired {
-            out.push(self.obs(
-                key.clone(),
-                record_ts,
-                ObsKind::Anomaly {
-                    reason: reason.to_owned(),
-                    message: "line repaired before parsing".to_owned(),
-                },
-            ));
+            out.push(self.obs(key.clone(), record_ts, super::repaired(reason)));
         }
         if self.helper {
             return Ok(());

@@ -1,9 +1,9 @@
 //! Codex rollouts (`~/.codex/sessions/YYYY/MM/DD/rollout-*.jsonl`). Rules:
 //! shared/docs/transcript-formats.md, Part B and C.
 
-mod agent;
+mod descriptor;
 mod facts;
-pub use agent::Codex;
+pub use descriptor::Codex;
 mod plain;
 mod record;
 #[cfg(test)]
@@ -15,7 +15,7 @@ use record::{
 };
 pub(crate) use record::{KNOWN_EVENTS, KNOWN_ITEMS, KNOWN_TYPES, Line};
 
-use super::content::StrOrList;
+use super::content::{StrOrList, Tag};
 use super::{
     Evidence, Fnv, Initiator, Malformed, Obs, ObsKind, Origin, Projector, file_stem, parse_line,
 };
@@ -152,16 +152,7 @@ impl CodexProjector {
                 self.has_task_events = true;
                 if let Some(err) = &p.error {
                     let text = err.message.as_deref().unwrap_or_default();
-                    kinds.push(ObsKind::Failed {
-                        turn,
-                        reason: err
-                            .codex_error_info
-                            .as_ref()
-                            .and_then(|t| t.0.clone())
-                            .unwrap_or_else(|| "error".to_owned()),
-                        message: clip_message(text),
-                        resets_at: super::content::reset_hint(text),
-                    });
+                    kinds.push(failed(turn, err.codex_error_info.as_ref(), text));
                 } else {
                     kinds.push(ObsKind::Completed {
                         turn,
@@ -177,16 +168,7 @@ impl CodexProjector {
             }),
             Some("error") => {
                 let text = message_str(p).unwrap_or_default();
-                kinds.push(ObsKind::Failed {
-                    turn,
-                    reason: p
-                        .codex_error_info
-                        .as_ref()
-                        .and_then(|t| t.0.clone())
-                        .unwrap_or_else(|| "error".to_owned()),
-                    message: clip_message(text),
-                    resets_at: super::content::reset_hint(text),
-                });
+                kinds.push(failed(turn, p.codex_error_info.as_ref(), text));
             }
             // Reconnecting: the turn goes on.
             Some("stream_error" | "agent_reasoning") => kinds.push(ObsKind::Work),
@@ -312,6 +294,19 @@ fn first_question(args: &str) -> Option<String> {
     a.questions?
         .iter()
         .find_map(|q| q.question.as_deref().and_then(clip_message))
+}
+
+/// A failed turn: its reason is the error's `codex_error_info`, else "error"; a limit
+/// reset named in the text is kept.
+fn failed(turn: Option<String>, info: Option<&Tag>, text: &str) -> ObsKind {
+    ObsKind::Failed {
+        turn,
+        reason: info
+            .and_then(|t| t.0.clone())
+            .unwrap_or_else(|| "error".to_owned()),
+        message: clip_message(text),
+        resets_at: super::content::reset_hint(text),
+    }
 }
 
 fn message_str<'p>(p: &'p Payload<'_>) -> Option<&'p str> {
@@ -445,10 +440,7 @@ impl CodexProjector {
         let early_key = repaired.map(|_| self.key(line));
         let mut kinds = Vec::new();
         if let Some(reason) = repaired {
-            kinds.push(ObsKind::Anomaly {
-                reason: reason.to_owned(),
-                message: "line repaired before parsing".to_owned(),
-            });
+            kinds.push(super::repaired(reason));
         }
         match (rec.ty.as_deref(), &rec.payload) {
             (Some("session_meta"), Some(p)) => {

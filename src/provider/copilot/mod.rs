@@ -17,7 +17,7 @@
 //! subagent reports, a `system.notification` makes the idle main agent go on in the same
 //! `interactionId`: a turn nobody typed, keyed by the notification's `id`.
 
-mod agent;
+mod descriptor;
 mod facts;
 use super::background::Background;
 use super::{
@@ -26,7 +26,7 @@ use super::{
 };
 use crate::clock::parse_rfc3339;
 use crate::model::clip_message;
-pub use agent::Copilot;
+pub use descriptor::Copilot;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -166,13 +166,7 @@ impl CopilotProjector {
                 confirm: None,
             });
         }
-        for id in calls {
-            kinds.push(ObsKind::ToolCall {
-                id,
-                needs_input: None,
-                message: None,
-            });
-        }
+        super::tool_calls(calls, kinds);
     }
 
     fn event(&mut self, ty: &str, key: &str, d: &Data<'_>, scope: &str, kinds: &mut Vec<ObsKind>) {
@@ -314,10 +308,7 @@ impl Projector for CopilotProjector {
         let scope = rec.agent_id.as_deref().unwrap_or_default().to_owned();
         let mut kinds = Vec::new();
         if let Some(reason) = repaired {
-            kinds.push(ObsKind::Anomaly {
-                reason: reason.to_owned(),
-                message: "line repaired before parsing".to_owned(),
-            });
+            kinds.push(super::repaired(reason));
         }
         let empty = Data::default();
         let d = rec.data.as_ref().unwrap_or(&empty);

@@ -9,14 +9,14 @@
 //! every turn. No timestamps, ids or tool results are written: records have no time of
 //! their own, turns are numbered in file order, and keys hash the bytes.
 
-mod agent;
+mod descriptor;
 use super::content::StrOrList;
 use super::{
     Evidence, Initiator, Malformed, Obs, ObsKind, Origin, Projector, content_hash, file_stem,
     parse_line,
 };
 use crate::model::clip_message;
-pub use agent::Cursor;
+pub use descriptor::Cursor;
 use serde::{Deserialize, Serialize};
 use std::borrow::Cow;
 use std::path::Path;
@@ -94,14 +94,6 @@ impl CursorProjector {
     }
 
     fn user(&mut self, blocks: &[Block<'_>], text: &str, kinds: &mut Vec<ObsKind>) {
-        if is_abort(text) {
-            kinds.push(ObsKind::Interrupted {
-                turn: None,
-                reason: "aborted".to_owned(),
-                message: None,
-            });
-            return;
-        }
         if text.trim().is_empty() && blocks.is_empty() {
             return;
         }
@@ -120,14 +112,6 @@ impl CursorProjector {
     }
 
     fn assistant(&mut self, blocks: &[Block<'_>], text: &str, kinds: &mut Vec<ObsKind>) {
-        if is_abort(text) {
-            kinds.push(ObsKind::Interrupted {
-                turn: None,
-                reason: "aborted".to_owned(),
-                message: None,
-            });
-            return;
-        }
         let mut called = false;
         for (i, b) in blocks
             .iter()
@@ -235,10 +219,7 @@ impl Projector for CursorProjector {
         let (rec, repaired) = parse_line!(line, buf, Rec<'_>);
         let mut kinds = Vec::new();
         if let Some(reason) = repaired {
-            kinds.push(ObsKind::Anomaly {
-                reason: reason.to_owned(),
-                message: "line repaired before parsing".to_owned(),
-            });
+            kinds.push(super::repaired(reason));
         }
         let (blocks, text) = content(rec.message.as_ref());
         match (rec.ty.as_deref(), rec.role.as_deref()) {
@@ -248,6 +229,14 @@ impl Projector for CursorProjector {
                     _ => "",
                 };
                 self.turn_ended(rec.status.as_deref(), error, &mut kinds);
+            }
+            // An abort said in the user's or the assistant's words ends the turn alike.
+            (_, Some("user" | "assistant")) if is_abort(&text) => {
+                kinds.push(ObsKind::Interrupted {
+                    turn: None,
+                    reason: "aborted".to_owned(),
+                    message: None,
+                });
             }
             (_, Some("user")) => self.user(blocks, &text, &mut kinds),
             (_, Some("assistant")) => self.assistant(blocks, &text, &mut kinds),

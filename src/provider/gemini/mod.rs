@@ -26,12 +26,12 @@
 //! quiet (the settle) decides it, and the copy re-appended with `toolCalls` when the tools
 //! come back takes a quiet completion back (`turn_resumed`).
 
-mod agent;
+mod descriptor;
 mod records;
 use super::{Initiator, Malformed, Obs, ObsKind, Origin, Projector, content_hash, parse_line};
 use crate::clock::parse_rfc3339;
 use crate::model::clip_message;
-pub use agent::Gemini;
+pub use descriptor::Gemini;
 pub(crate) use records::Rec;
 use serde::{Deserialize, Serialize};
 use std::path::Path;
@@ -304,14 +304,7 @@ impl Projector for GeminiProjector {
         let (rec, repaired) = parse_line!(line, buf, Rec<'_>);
         if let Some(reason) = repaired {
             let key = content_hash(&[self.session.as_bytes(), line]);
-            out.push(self.obs(
-                key,
-                None,
-                ObsKind::Anomaly {
-                    reason: reason.to_owned(),
-                    message: "line repaired before parsing".to_owned(),
-                },
-            ));
+            out.push(self.obs(key, None, super::repaired(reason)));
         }
         if let Some(to) = rec.rewind_to.as_deref() {
             self.rewind(to, line, out);

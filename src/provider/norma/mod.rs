@@ -5,7 +5,7 @@
 //! Norma writes whole messages, so an assistant message without a tool call is the end of
 //! the agent loop: it completes the turn at once, no quiet period needed.
 
-mod agent;
+mod descriptor;
 mod facts;
 use super::content::StrOrList;
 use super::{
@@ -14,7 +14,7 @@ use super::{
 };
 use crate::clock::parse_rfc3339;
 use crate::model::clip_message;
-pub use agent::Norma;
+pub use descriptor::Norma;
 use serde::de::{self, Deserializer, IgnoredAny, MapAccess, SeqAccess, Visitor};
 use serde::{Deserialize, Serialize};
 use std::borrow::Cow;
@@ -221,19 +221,11 @@ impl NormaProjector {
 
     fn assistant(&mut self, blocks: &[Block<'_>], text: &str, kinds: &mut Vec<ObsKind>) {
         self.after_compaction = false;
-        let mut called = false;
-        for b in blocks
+        let calls = blocks
             .iter()
             .filter(|b| b.ty.as_deref() == Some("tool_use"))
-        {
-            called = true;
-            kinds.push(ObsKind::ToolCall {
-                id: b.id.as_deref().unwrap_or_default().to_owned(),
-                needs_input: None,
-                message: None,
-            });
-        }
-        if !called {
+            .map(|b| b.id.as_deref().unwrap_or_default().to_owned());
+        if !super::tool_calls(calls, kinds) {
             kinds.push(ObsKind::Final {
                 message: clip_message(text),
                 confirm: Some(Evidence::FinalMessage),
@@ -270,18 +262,12 @@ impl Projector for NormaProjector {
     fn project(&mut self, line: &[u8], out: &mut Vec<Obs>) -> Result<(), Malformed> {
         let buf: Vec<u8>;
         let (rec, repaired) = parse_line!(line, buf, Rec<'_>);
-        let key = rec
-            .uuid
-            .as_deref()
-            .map_or_else(|| content_hash(&[line]), str::to_owned);
+        let key = super::key_or_hash(rec.uuid.as_deref(), line);
         let record_ts = rec.timestamp.as_deref().and_then(parse_rfc3339);
         let agent = self.agent_for(&rec);
         let mut kinds = Vec::new();
         if let Some(reason) = repaired {
-            kinds.push(ObsKind::Anomaly {
-                reason: reason.to_owned(),
-                message: "line repaired before parsing".to_owned(),
-            });
+            kinds.push(super::repaired(reason));
         }
         if let Some(message) = self.mismatch(&rec) {
             kinds.push(ObsKind::Anomaly {

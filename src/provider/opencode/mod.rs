@@ -16,12 +16,12 @@
 //! what was decided is remembered per session, and a row of a message already decided,
 //! or older than the running turn, changes nothing.
 
-mod agent;
+mod descriptor;
 mod rows;
 
 use super::{Evidence, Initiator, Malformed, Obs, ObsKind, Origin, Projector};
 use crate::model::clip_message;
-pub use agent::OpenCode;
+pub use descriptor::OpenCode;
 use serde::{Deserialize, Serialize};
 use std::borrow::Cow;
 use std::collections::HashMap;

@@ -6,7 +6,7 @@
 //! is `time_updated >= ?`; columns a newer OpenCode adds are never named, so they change
 //! nothing here.
 
-use crate::provider::agent::RowSchema;
+use crate::provider::descriptor::RowSchema;
 
 pub struct OpenCodeRows;
 

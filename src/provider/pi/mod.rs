@@ -12,7 +12,7 @@
 //! in the running turn, and `developer` messages, `title`, `session_init`,
 //! `credential_pin` and the other `custom` records start or end nothing.
 
-mod agent;
+mod descriptor;
 mod facts;
 use super::content::StrOrList;
 use super::omp::{self, YieldDetails, YieldEnd};
@@ -22,7 +22,7 @@ use super::{
 };
 use crate::clock::parse_rfc3339;
 use crate::model::clip_message;
-pub use agent::Pi;
+pub use descriptor::Pi;
 use serde::{Deserialize, Serialize};
 use std::borrow::Cow;
 use std::path::Path;
@@ -220,19 +220,11 @@ impl PiProjector {
                 if let Some(t) = text.and_then(clip_message) {
                     self.last_text = Some(t);
                 }
-                let mut called = false;
-                for b in blocks
+                let calls = blocks
                     .iter()
                     .filter(|b| b.ty.as_deref() == Some("toolCall"))
-                {
-                    called = true;
-                    kinds.push(ObsKind::ToolCall {
-                        id: b.id.as_deref().unwrap_or_default().to_owned(),
-                        needs_input: None,
-                        message: None,
-                    });
-                }
-                if !called {
+                    .map(|b| b.id.as_deref().unwrap_or_default().to_owned());
+                if !super::tool_calls(calls, kinds) {
                     kinds.push(ObsKind::Work);
                 }
             }
@@ -266,10 +258,7 @@ impl Projector for PiProjector {
         let record_ts = rec.timestamp.as_deref().and_then(parse_rfc3339);
         let mut kinds = Vec::new();
         if let Some(reason) = repaired {
-            kinds.push(ObsKind::Anomaly {
-                reason: reason.to_owned(),
-                message: "line repaired before parsing".to_owned(),
-            });
+            kinds.push(super::repaired(reason));
         }
         // Entry ids are 8 hex digits, unique within a session only.
         let rec_id = rec.id.as_deref().unwrap_or_default().to_owned();

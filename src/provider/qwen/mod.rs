@@ -12,7 +12,7 @@
 //! `system` `rewind` record re-rooted at the record before the rewound prompt: the turns
 //! from that prompt on are on a dead branch and are taken back ([`ObsKind::Retract`]).
 
-mod agent;
+mod descriptor;
 mod records;
 use super::{
     Evidence, Initiator, Malformed, Obs, ObsKind, Origin, Projector, content_hash, file_stem,
@@ -20,7 +20,7 @@ use super::{
 };
 use crate::clock::parse_rfc3339;
 use crate::model::clip_message;
-pub use agent::Qwen;
+pub use descriptor::Qwen;
 pub(crate) use records::Rec;
 use serde::{Deserialize, Serialize};
 use std::path::Path;
@@ -205,10 +205,7 @@ impl Projector for QwenProjector {
         let record_ts = rec.timestamp.as_deref().and_then(parse_rfc3339);
         let mut kinds = Vec::new();
         if let Some(reason) = repaired {
-            kinds.push(ObsKind::Anomaly {
-                reason: reason.to_owned(),
-                message: "line repaired before parsing".to_owned(),
-            });
+            kinds.push(super::repaired(reason));
         }
         if self.agent.is_none()
             && let Some(s) = rec.session_id.as_deref().filter(|s| !s.is_empty())

@@ -4,11 +4,11 @@
 //! The projector sees one line at a time, in order, so it must be fed from the file's
 //! first byte: the front matter names the session, and blocks are numbered from 1.
 
-mod agent;
+mod descriptor;
 use super::{Initiator, Malformed, Obs, ObsKind, Origin, Projector, content_hash, file_stem};
 use crate::clock::parse_rfc3339;
 use crate::model::clip_message;
-pub use agent::Sgme;
+pub use descriptor::Sgme;
 use serde::{Deserialize, Serialize};
 use std::path::Path;
 

@@ -3,8 +3,8 @@
 use super::{CursorProjector, Rec, is_transcript};
 use crate::model::ProviderKind;
 use crate::provider::Projector;
-use crate::provider::agent::{Agent, EnvDir, FirstRecord, has_ext};
 use crate::provider::audit::{self, Audit, Facts, JsonRecords};
+use crate::provider::descriptor::{Agent, EnvDir, FirstRecord, has_ext};
 use std::path::{Path, PathBuf};
 
 pub struct Cursor;

@@ -3,8 +3,8 @@
 use super::NormaProjector;
 use crate::model::ProviderKind;
 use crate::provider::Projector;
-use crate::provider::agent::{Agent, uuid_of};
 use crate::provider::audit::{self, Audit};
+use crate::provider::descriptor::{Agent, uuid_of};
 use std::path::Path;
 
 pub struct Norma;

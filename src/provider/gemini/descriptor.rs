@@ -3,8 +3,8 @@
 use super::GeminiProjector;
 use crate::model::ProviderKind;
 use crate::provider::Projector;
-use crate::provider::agent::{Agent, EnvDir, FirstRecord, WRITER_ARGS, Writer, has_ext};
 use crate::provider::audit::{self, Audit, Facts, JsonRecords};
+use crate::provider::descriptor::{Agent, EnvDir, FirstRecord, WRITER_ARGS, Writer, has_ext};
 use std::ffi::OsString;
 use std::io::Read;
 use std::path::{Path, PathBuf};

@@ -3,9 +3,9 @@
 
 use super::{ClaudeProjector, looks_like_uuid, may_defer};
 use crate::model::ProviderKind;
-use crate::provider::agent::{Agent, EnvDir, WRITER_ARGS, Writer, env_or_home, uuid_of};
 use crate::provider::audit::{self, Audit};
 use crate::provider::background::LAUNCH_NEEDLES;
+use crate::provider::descriptor::{Agent, EnvDir, WRITER_ARGS, Writer, env_or_home, uuid_of};
 use crate::provider::restart::{Restart, Restarts, finders};
 use crate::provider::{ObsKind, Projector, file_stem};
 use memchr::memmem::Finder;
@@ -34,7 +34,7 @@ impl Agent for Claude {
     }
 
     fn claims_path(&self, path: &Path) -> bool {
-        crate::provider::agent::has_ext(path, ".jsonl")
+        crate::provider::descriptor::has_ext(path, ".jsonl")
             && path.to_string_lossy().contains("/.claude/projects/")
     }
 

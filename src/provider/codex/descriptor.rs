@@ -4,8 +4,8 @@
 use super::CodexProjector;
 use crate::model::ProviderKind;
 use crate::provider::Projector;
-use crate::provider::agent::{Agent, EnvDir, Writer, env_or_home, has_ext};
 use crate::provider::audit::{self, Audit};
+use crate::provider::descriptor::{Agent, EnvDir, Writer, env_or_home, has_ext};
 use crate::provider::restart::{Restart, Restarts, finders};
 use memchr::memmem::Finder;
 use std::path::{Path, PathBuf};

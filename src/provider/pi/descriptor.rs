@@ -4,8 +4,8 @@
 use super::PiProjector;
 use crate::model::ProviderKind;
 use crate::provider::Projector;
-use crate::provider::agent::{Agent, EnvDir, FirstRecord, has_ext};
 use crate::provider::audit::{self, Audit};
+use crate::provider::descriptor::{Agent, EnvDir, FirstRecord, has_ext};
 use std::path::{Path, PathBuf};
 
 pub struct Pi;

@@ -14,7 +14,7 @@ const ENV_BYTES: u64 = 256 * 1024;
 
 /// The agent's process and what it runs in.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct Agent {
+pub struct LocalAgent {
     pub pid: u32,
     pub cwd: Option<PathBuf>,
     /// `TMUX`: socket path, server pid, session index.
@@ -105,7 +105,7 @@ pub fn is_ancestor(ancestor: u32, pid: u32) -> bool {
 }
 
 /// The agent of the session at `path`, with what its environment says.
-pub fn find(provider: ProviderKind, path: &Path) -> Option<Agent> {
+pub fn find(provider: ProviderKind, path: &Path) -> Option<LocalAgent> {
     // A writer that holds the file open is found by the file, not by where it runs.
     let cwd = match provider.descriptor().writer() {
         Some(crate::provider::Writer::HoldsOpen) => None,
@@ -123,7 +123,7 @@ pub fn find(provider: ProviderKind, path: &Path) -> Option<Agent> {
     let listed_pane = listed
         .and_then(|l| l.tmux)
         .and_then(|t| pane_of(&t).map(str::to_owned));
-    Some(Agent {
+    Some(LocalAgent {
         pid,
         cwd,
         tmux: get("TMUX"),

@@ -3,8 +3,8 @@
 use super::{SgmeProjector, is_l0_file};
 use crate::model::ProviderKind;
 use crate::provider::Projector;
-use crate::provider::agent::Agent;
 use crate::provider::audit::{self, Audit};
+use crate::provider::descriptor::Agent;
 use std::path::Path;
 
 pub struct Sgme;

@@ -3,8 +3,8 @@
 use super::CopilotProjector;
 use crate::model::ProviderKind;
 use crate::provider::Projector;
-use crate::provider::agent::{Agent, EnvDir, FirstRecord, env_or_home, has_ext};
 use crate::provider::audit::{self, Audit};
+use crate::provider::descriptor::{Agent, EnvDir, FirstRecord, env_or_home, has_ext};
 use std::path::{Path, PathBuf};
 
 pub struct Copilot;

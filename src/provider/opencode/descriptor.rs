@@ -3,8 +3,8 @@
 use super::{OpenCodeProjector, rows::OpenCodeRows};
 use crate::model::ProviderKind;
 use crate::provider::Projector;
-use crate::provider::agent::{Agent, EnvDir, RowSchema, Writer};
 use crate::provider::audit::{Audit, Problem, Unresolved};
+use crate::provider::descriptor::{Agent, EnvDir, RowSchema, Writer};
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};
 

@@ -3,8 +3,8 @@
 use super::QwenProjector;
 use crate::model::ProviderKind;
 use crate::provider::Projector;
-use crate::provider::agent::{Agent, EnvDir, WRITER_ARGS, Writer, has_ext};
 use crate::provider::audit::{self, Audit, Facts, JsonRecords};
+use crate::provider::descriptor::{Agent, EnvDir, WRITER_ARGS, Writer, has_ext};
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};
 
