@@ -64,7 +64,13 @@ pub struct Server {
     shutdown: Shutdown,
     /// The socket file's identity as first bound.
     bound: (u64, u64),
+    /// Follower threads still running (each holds a [`Slot`]).
+    followers: Arc<AtomicUsize>,
 }
+
+/// How long a stop waits for the followers to write what their queues still hold (the
+/// daemon's last events, `daemon_stopping` among them) before the process exits.
+const FOLLOWERS_GRACE: Duration = Duration::from_secs(2);
 
 /// Creates `dir` (and parents) and makes it 0700.
 fn private_dir(dir: &Path) -> io::Result<()> {
@@ -110,6 +116,7 @@ impl Server {
             tracing::info!(path = %path.display(), "Removed a stale socket.");
         }
         let (listener, bound) = bind(path).map_err(|e| ctx("cannot listen", e))?;
+        let followers = Arc::new(AtomicUsize::new(0));
         let mut l = Loop {
             path: path.to_path_buf(),
             listener,
@@ -122,7 +129,7 @@ impl Server {
             },
             pending: Vec::new(),
             watched: Vec::new(),
-            followers: Arc::new(AtomicUsize::new(0)),
+            followers: Arc::clone(&followers),
             requests: Arc::new(AtomicUsize::new(0)),
             next_id: 0,
             next_check: Instant::now() + opts.sweep,
@@ -142,6 +149,7 @@ impl Server {
             hub,
             shutdown,
             bound,
+            followers,
         })
     }
 
@@ -154,6 +162,14 @@ impl Server {
             _ => self.bound,
         };
         self.hub.close();
+        // Closing the hub ends each follower's queue after what it holds; the follower
+        // writes that out, then ends. Without this wait the process could exit first, and
+        // a `tail --follow` would miss the daemon's last events (then, resuming from an
+        // earlier id, it would warn of a gap that is not there).
+        let deadline = Instant::now() + FOLLOWERS_GRACE;
+        while self.followers.load(Ordering::Acquire) > 0 && Instant::now() < deadline {
+            thread::sleep(Duration::from_millis(5));
+        }
         if std::fs::symlink_metadata(&self.path).is_ok_and(|m| (m.dev(), m.ino()) == ours) {
             let _ = std::fs::remove_file(&self.path);
         }
