@@ -18,8 +18,8 @@ if [ "${SOAK_RELEASE:-0}" = 1 ]; then profile=(--release); fi
 start=$(date +%s)
 log=$(mktemp)
 set +e
-BATON_MODEL_CASES="$cases" cargo test "${profile[@]}" --test model \
-  tailer_matches_the_oracle_under_random_faults -- --nocapture >"$log" 2>&1
+BATON_MODEL_CASES="$cases" cargo test "${profile[@]}" --test integration \
+  model::tailer_matches_the_oracle_under_random_faults -- --nocapture >"$log" 2>&1
 status=$?
 set -e
 grep -E '^model:|test result|panicked|minimal failing|Test failed' "$log" || cat "$log"

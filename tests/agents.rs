@@ -5,14 +5,14 @@
 
 #![allow(clippy::unwrap_used)]
 
-mod common;
+use crate::common;
 
+use crate::common::{SETTLE_MS, kinds, lines, options, replay_bytes, replay_files};
 use baton::clock::Now;
 use baton::feed::FileFeed;
 use baton::model::{Event, EventKind, ProviderKind};
 use baton::reduce::Reducer;
 use baton::watch::{self, Root};
-use common::{SETTLE_MS, kinds, lines, options, replay_bytes, replay_files};
 use serde_json::json;
 use std::path::{Path, PathBuf};
 use std::process::Command;

@@ -4,9 +4,7 @@
 
 #![allow(clippy::unwrap_used)]
 
-mod common;
-
-use common::{Daemon, append, count, is, ts_now, uuid};
+use crate::common::{Daemon, append, count, is, ts_now, uuid};
 use serde_json::{Value, json};
 use std::fs;
 use std::path::{Path, PathBuf};

@@ -7,7 +7,7 @@
 
 #![allow(clippy::unwrap_used)]
 
-mod common;
+use crate::common;
 
 use baton::clock::parse_rfc3339;
 use baton::model::{Event, EventKind, ProviderKind};

@@ -3,10 +3,8 @@
 
 #![allow(clippy::unwrap_used)]
 
-mod common;
-
+use crate::common::{SETTLE_MS, claude, codex, kinds, lines, options, replay_bytes};
 use baton::model::ProviderKind;
-use common::{SETTLE_MS, claude, codex, kinds, lines, options, replay_bytes};
 use proptest::prelude::*;
 
 #[test]

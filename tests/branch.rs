@@ -5,7 +5,7 @@
 
 #![allow(clippy::unwrap_used)]
 
-mod common;
+use crate::common;
 
 use baton::model::{EventKind, ProviderKind};
 use std::path::Path;

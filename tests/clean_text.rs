@@ -4,10 +4,8 @@
 
 #![allow(clippy::unwrap_used)]
 
-mod common;
-
+use crate::common::{SETTLE_MS, claude, lines, options, replay_bytes};
 use baton::model::{EventKind, ProviderKind};
-use common::{SETTLE_MS, claude, lines, options, replay_bytes};
 use std::process::Command;
 
 /// Each piece hides or rewrites what a reader sees: 8-bit CSI with its parameters, 7-bit

@@ -2,9 +2,9 @@
 
 #![allow(clippy::unwrap_used)]
 
-mod common;
+use crate::common;
 
-use common::{claude, codex, lines};
+use crate::common::{claude, codex, lines};
 use std::process::Command;
 
 fn baton() -> Command {

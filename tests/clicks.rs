@@ -12,11 +12,10 @@
 
 #![allow(clippy::unwrap_used)]
 
-#[path = "common/bus.rs"]
-mod bus;
-mod common;
+use crate::common;
+use crate::common::bus;
 
-use common::{Claude, DEADLINE, Daemon, append};
+use crate::common::{Claude, DEADLINE, Daemon, append};
 use std::collections::HashMap;
 use std::path::Path;
 use std::sync::{Arc, Mutex};

@@ -3,9 +3,9 @@
 
 #![allow(clippy::unwrap_used)]
 
-mod common;
+use crate::common;
 
-use common::{Claude, Daemon, append};
+use crate::common::{Claude, Daemon, append};
 use std::process::{Command, Output};
 
 fn baton(dir: &std::path::Path) -> Command {

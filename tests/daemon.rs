@@ -2,9 +2,9 @@
 //!
 //! Waits have deadlines but nothing asserts how fast an event came.
 
-mod common;
+use crate::common;
 
-use common::{Claude, Codex, Daemon, append, count, is, ts_ago};
+use crate::common::{Claude, Codex, Daemon, append, count, is, ts_ago};
 use std::fs;
 use std::io::Write;
 use std::time::Duration;

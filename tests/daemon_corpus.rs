@@ -4,9 +4,9 @@
 
 #![allow(clippy::unwrap_used)]
 
-mod common;
+use crate::common;
 
-use common::Daemon;
+use crate::common::Daemon;
 use std::collections::BTreeSet;
 use std::io::Write;
 use std::path::Path;

@@ -6,9 +6,9 @@
 
 #![allow(clippy::unwrap_used)]
 
-mod common;
+use crate::common;
 
-use common::{Claude, Codex, DEADLINE, append};
+use crate::common::{Claude, Codex, DEADLINE, append};
 use serde_json::Value;
 use std::collections::BTreeMap;
 use std::fs;
@@ -347,7 +347,7 @@ fn parallel_first_start_equals_one_thread_on_a_generated_tree() {
 /// Files beside the generated ones: one read whole that is longer than a worker reads
 /// (the core thread reads the rest), and one with bad lines.
 fn extras(dir: &Path) {
-    use common::claude as c;
+    use crate::common::claude as c;
     fs::create_dir_all(dir).unwrap();
     let session = c::SESSION;
     let mut big = vec![c::prompt("p1", 0, "one long turn")];

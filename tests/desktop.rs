@@ -10,8 +10,7 @@
 //! The scenario first runs the sink with no bus at that path (one warning, then a no-op
 //! until a retry), then starts the daemon and the server and checks what they receive.
 
-#[path = "common/bus.rs"]
-mod bus;
+use crate::common::bus;
 
 use baton::model::{Event, EventKind, ProviderKind};
 use baton::sink::Sink;
@@ -42,7 +41,7 @@ fn notifications_over_a_private_bus() {
     let exe = std::env::current_exe().expect("test binary");
     let out = Command::new(exe)
         .args([
-            "private_bus_scenario",
+            "desktop::private_bus_scenario",
             "--exact",
             "--ignored",
             "--nocapture",

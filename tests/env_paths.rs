@@ -4,9 +4,9 @@
 
 #![allow(clippy::unwrap_used)]
 
-mod common;
+use crate::common;
 
-use common::DEADLINE;
+use crate::common::DEADLINE;
 use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::Instant;

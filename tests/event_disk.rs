@@ -7,13 +7,11 @@
 
 #![allow(clippy::unwrap_used)]
 
-#[path = "common/bus.rs"]
-mod bus;
-mod common;
-#[path = "common/tmpfs.rs"]
-mod tmpfs;
+use crate::common;
+use crate::common::bus;
+use crate::common::tmpfs;
 
-use common::{Claude, DEADLINE, Daemon, anomalies, append, is};
+use crate::common::{Claude, DEADLINE, Daemon, anomalies, append, is};
 use serde_json::Value;
 use std::collections::HashSet;
 use std::io::{BufRead, BufReader, Write};

@@ -2,7 +2,7 @@
 //! from the transcript in argv or the environment; shell metacharacters in a message run
 //! nothing; a program past its timeout is killed; concurrency and the queue are bounded.
 
-mod common;
+use crate::common;
 
 use baton::model::{Event, EventKind};
 use baton::sink::Sink;

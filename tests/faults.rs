@@ -5,9 +5,7 @@
 //!
 //! Waits have deadlines but nothing asserts how fast an event came.
 
-mod common;
-
-use common::{Claude, Daemon, append, is, ts_ago};
+use crate::common::{Claude, Daemon, append, is, ts_ago};
 use std::fs;
 use std::path::Path;
 use std::sync::Arc;

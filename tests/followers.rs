@@ -5,9 +5,7 @@
 
 #![allow(clippy::unwrap_used)]
 
-mod common;
-
-use common::{DEADLINE, Daemon};
+use crate::common::{DEADLINE, Daemon};
 use serde_json::Value;
 use std::io::{BufRead, BufReader, Write};
 use std::os::unix::net::UnixStream;

@@ -8,12 +8,12 @@
 
 #![allow(clippy::unwrap_used)]
 
-mod common;
+use crate::common;
 
+use crate::common::{Daemon, SETTLE_MS, count, feed_ticking, is, options, replay_files, ts_now};
 use baton::feed::FileFeed;
 use baton::model::{Event, ProviderKind};
 use baton::reduce::Reducer;
-use common::{Daemon, SETTLE_MS, count, feed_ticking, is, options, replay_files, ts_now};
 use serde_json::{Value, json};
 use std::path::{Path, PathBuf};
 use std::process::Command;

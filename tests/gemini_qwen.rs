@@ -6,13 +6,13 @@
 
 #![allow(clippy::unwrap_used)]
 
-mod common;
+use crate::common;
 
+use crate::common::{SETTLE_MS, options, replay_files};
 use baton::clock::Now;
 use baton::model::{Event, ProviderKind};
 use baton::provider::projector_for;
 use baton::reduce::{Reducer, Src};
-use common::{SETTLE_MS, options, replay_files};
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::Arc;

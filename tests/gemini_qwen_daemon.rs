@@ -5,9 +5,7 @@
 
 #![allow(clippy::unwrap_used)]
 
-mod common;
-
-use common::{Daemon, append, count, is, ts_now};
+use crate::common::{Daemon, append, count, is, ts_now};
 use serde_json::{Value, json};
 use std::path::{Path, PathBuf};
 

@@ -3,10 +3,8 @@
 
 #![allow(clippy::unwrap_used)]
 
-mod common;
-
+use crate::common::{Live, SETTLE_MS, claude, codex, lines, options, replay_bytes};
 use baton::model::{Event, EventKind, ProviderKind};
-use common::{Live, SETTLE_MS, claude, codex, lines, options, replay_bytes};
 
 fn turn_events(evs: &[Event]) -> Vec<(EventKind, Option<String>, Option<u64>)> {
     evs.iter()

@@ -1,10 +1,10 @@
 //! Golden tests: the events `baton replay` gives for every real corpus transcript, checked
 //! against reviewed snapshots in tests/snapshots/. After a deliberate change, re-bless with
-//! `BATON_BLESS=1 cargo test --test golden` and review the diff against the transcripts.
+//! `BATON_BLESS=1 cargo test --test integration golden::` and review the diff against the transcripts.
 
 #![allow(clippy::unwrap_used)]
 
-mod common;
+use crate::common;
 
 use baton::model::Event;
 use baton::watch::{self, Root};

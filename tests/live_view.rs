@@ -3,9 +3,7 @@
 
 #![allow(clippy::unwrap_used)]
 
-mod common;
-
-use common::{Claude, DEADLINE, Daemon, append};
+use crate::common::{Claude, DEADLINE, Daemon, append};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 use std::time::{Duration, Instant};

@@ -9,15 +9,15 @@
 
 #![allow(clippy::unwrap_used)]
 
-mod common;
+use crate::common;
 
+use crate::common::Kill;
 use baton::clock::{Now, parse_rfc3339};
 use baton::daemon::liveness;
 use baton::model::{Event, EventKind, ProviderKind, SessionState};
 use baton::reduce::Reducer;
 use baton::replay::{self, AtEof};
 use baton::watch::Found;
-use common::Kill;
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -85,7 +85,7 @@ fn at(ts: &str, plus_ms: i64) -> Now {
 
 #[test]
 fn codex_turn_is_interrupted_only_after_the_rollout_is_closed() {
-    use common::codex;
+    use crate::common::codex;
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("rollout-2026-03-01T10-00-00-x.jsonl");
     // A turn that started and is working (a tool call went out), no end.
@@ -248,7 +248,7 @@ fn feed(
 
 #[test]
 fn a_later_record_continues_the_session() {
-    use common::codex;
+    use crate::common::codex;
     let path = PathBuf::from("/nonexistent/rollout-2026-03-01T10-00-00-y.jsonl");
     let mut reducer = Reducer::new(common::SETTLE_MS, 1024);
     let mut proj = baton::provider::projector_for(ProviderKind::Codex, &path);

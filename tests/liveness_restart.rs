@@ -6,9 +6,7 @@
 
 #![allow(clippy::unwrap_used)]
 
-mod common;
-
-use common::*;
+use crate::common::*;
 use serde_json::{Value, json};
 use std::fs;
 use std::time::{Duration, Instant};

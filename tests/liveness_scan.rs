@@ -6,9 +6,9 @@
 
 #![allow(clippy::unwrap_used)]
 
-mod common;
+use crate::common;
 
-use common::{claude, codex, lines};
+use crate::common::{claude, codex, lines};
 use serde_json::Value;
 use std::path::{Path, PathBuf};
 use std::process::Command;

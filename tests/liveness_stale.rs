@@ -6,10 +6,8 @@
 
 #![allow(clippy::unwrap_used)]
 
-mod common;
-
-use common::{DEADLINE, Daemon};
-use common::{claude, lines};
+use crate::common::{DEADLINE, Daemon};
+use crate::common::{claude, lines};
 use serde_json::Value;
 use std::fs;
 use std::time::{Duration, Instant};

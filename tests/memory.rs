@@ -3,9 +3,9 @@
 
 #![allow(clippy::unwrap_used)]
 
-mod common;
+use crate::common;
 
-use common::{Claude, Daemon, append};
+use crate::common::{Claude, Daemon, append};
 use std::fs;
 
 /// `VmHWM` (peak) and `VmRSS` (now) of a process, in bytes.

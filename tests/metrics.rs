@@ -4,9 +4,9 @@
 
 #![allow(clippy::unwrap_used)]
 
-mod common;
+use crate::common;
 
-use common::{Claude, Codex, DEADLINE, Daemon, append};
+use crate::common::{Claude, Codex, DEADLINE, Daemon, append};
 use serde_json::{Value, json};
 use std::io::{Read, Write};
 use std::net::{TcpListener, TcpStream};

@@ -6,11 +6,10 @@
 
 #![allow(clippy::unwrap_used)]
 
-#[path = "common/bus.rs"]
-mod bus;
-mod common;
+use crate::common;
+use crate::common::bus;
 
-use common::{Daemon, append};
+use crate::common::{Daemon, append};
 use serde_json::{Value, json};
 use std::io::{BufRead, BufReader, Write};
 use std::path::PathBuf;

@@ -1,7 +1,7 @@
 //! Norma transcripts through `baton replay` and `baton scan`: hand-written fixtures from
 //! seeds 000/001 (tests/fixtures/norma), one scenario each.
 
-mod common;
+use crate::common;
 
 use std::path::{Path, PathBuf};
 use std::process::Command;

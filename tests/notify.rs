@@ -7,11 +7,10 @@
 
 #![allow(clippy::unwrap_used)]
 
-mod common;
-#[path = "common/desktop.rs"]
-mod desktop;
+use crate::common;
+use crate::common::desktop;
 
-use common::{Daemon, append};
+use crate::common::{Daemon, append};
 use desktop::{Desktop, wait};
 use serde_json::{Value, json};
 use std::io::{BufRead, BufReader, Read, Write};

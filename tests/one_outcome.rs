@@ -6,7 +6,7 @@
 
 #![allow(clippy::unwrap_used)]
 
-mod common;
+use crate::common;
 
 use baton::model::{Event, EventKind, ProviderKind};
 use baton::watch::{self, Found, Root};

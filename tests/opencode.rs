@@ -3,13 +3,13 @@
 //! and checks the events that come out.
 #![allow(clippy::unwrap_used)]
 
-mod common;
+use crate::common;
 
+use crate::common::opencode::Db;
+use crate::common::{SETTLE_MS, kinds, options, replay_files};
 use baton::model::{Event, ProviderKind};
 use baton::provider::ObsKind;
 use baton::rows::RowFeed;
-use common::opencode::Db;
-use common::{SETTLE_MS, kinds, options, replay_files};
 use serde_json::json;
 use std::path::Path;
 

@@ -2,10 +2,10 @@
 //! (WAL mode, one transaction per row change), across a restart.
 #![allow(clippy::unwrap_used)]
 
-mod common;
+use crate::common;
 
-use common::Daemon;
-use common::opencode::Db;
+use crate::common::Daemon;
+use crate::common::opencode::Db;
 use serde_json::Value;
 
 fn now_ms() -> i64 {

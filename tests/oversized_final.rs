@@ -3,10 +3,10 @@
 
 #![allow(clippy::unwrap_used)]
 
-mod common;
+use crate::common;
 
+use crate::common::{SETTLE_MS, claude, codex, lines, replay_bytes};
 use baton::model::{Event, EventKind, ProviderKind};
-use common::{SETTLE_MS, claude, codex, lines, replay_bytes};
 
 const LIMIT: usize = 4096;
 

@@ -3,7 +3,7 @@
 
 #![allow(clippy::unwrap_used)]
 
-mod common;
+use crate::common;
 
 use baton::model::Event;
 use baton::replay::{self, AtEof};

@@ -3,15 +3,15 @@
 //! the same saved checkpoints, whenever it happens and whatever comes after.
 #![allow(clippy::unwrap_used)]
 
-mod common;
+use crate::common;
 
+use crate::common::{Claude, Daemon, SETTLE_MS, ts_ago};
 use baton::clock::Now;
 use baton::feed::FileFeed;
 use baton::model::Event;
 use baton::reduce::{Reducer, SessionView};
 use baton::views::Table;
 use baton::watch::{self, Root};
-use common::{Claude, Daemon, SETTLE_MS, ts_ago};
 use std::io::Write;
 use std::sync::Arc;
 use std::time::Duration;
@@ -199,7 +199,7 @@ fn feed(fd: &mut FileFeed, r: &mut Reducer, clock: i64, lines: &[String]) -> Vec
 /// when its turn goes on, however long the file was parked in between.
 #[test]
 fn a_quiet_completion_parked_with_its_file_is_still_taken_back() {
-    use common::claude;
+    use crate::common::claude;
     let tmp = tempfile::tempdir().unwrap();
     let path = tmp.path().join(format!("{}.jsonl", claude::SESSION));
     let run = |park: bool| {

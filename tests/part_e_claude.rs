@@ -4,10 +4,8 @@
 
 #![allow(clippy::unwrap_used)]
 
-mod common;
-
+use crate::common::{SETTLE_MS, options, replay_files};
 use baton::model::{Event, ProviderKind};
-use common::{SETTLE_MS, options, replay_files};
 use std::path::PathBuf;
 
 fn fixture(name: &str) -> PathBuf {

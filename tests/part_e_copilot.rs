@@ -5,11 +5,11 @@
 
 #![allow(clippy::unwrap_used)]
 
-mod common;
+use crate::common;
 
+use crate::common::{SETTLE_MS, options, replay_files};
 use baton::model::{Event, ProviderKind};
 use baton::watch::{self, Found, Root};
-use common::{SETTLE_MS, options, replay_files};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::process::Command;

@@ -5,10 +5,8 @@
 
 #![allow(clippy::unwrap_used)]
 
-mod common;
-
+use crate::common::{SETTLE_MS, kinds, options, replay_bytes, replay_files};
 use baton::model::{Event, ProviderKind};
-use common::{SETTLE_MS, kinds, options, replay_bytes, replay_files};
 use std::path::PathBuf;
 
 fn replay(name: &str, provider: ProviderKind) -> Vec<Event> {

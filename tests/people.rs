@@ -3,7 +3,7 @@
 //! say. A fixture tree of Claude Code projects and Codex sessions, as a new user has.
 #![allow(clippy::unwrap_used)]
 
-mod common;
+use crate::common;
 
 use std::path::Path;
 use std::process::Command;

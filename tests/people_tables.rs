@@ -5,7 +5,7 @@
 //! tests/people/; `BATON_BLESS=1` rewrites them (review the diff).
 #![allow(clippy::unwrap_used)]
 
-mod common;
+use crate::common;
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};

@@ -9,9 +9,7 @@
 
 #![allow(clippy::unwrap_used)]
 
-mod common;
-
-use common::{Daemon, Kill, append, ts_now, uuid};
+use crate::common::{Daemon, Kill, append, ts_now, uuid};
 use serde_json::{Value, json};
 use std::fs;
 use std::path::{Path, PathBuf};

@@ -4,9 +4,7 @@
 
 #![allow(clippy::unwrap_used)]
 
-mod common;
-
-use common::{Claude, DEADLINE, Daemon, append};
+use crate::common::{Claude, DEADLINE, Daemon, append};
 use serde_json::Value;
 use std::fs;
 use std::path::{Path, PathBuf};

@@ -9,7 +9,7 @@
 //! events after it are exactly the events of one uninterrupted read.
 #![allow(clippy::unwrap_used)]
 
-mod common;
+use crate::common;
 
 use baton::clock::Now;
 use baton::feed::FileFeed;
@@ -202,7 +202,7 @@ fn part_e_copilot_and_omp_fixtures_resume_at_any_line_like_a_straight_read() {
 /// the projector remembers: a cut between a sidechain's records must keep that memory.
 #[test]
 fn inline_sidechain_chain_survives_a_cut() {
-    use common::claude;
+    use crate::common::claude;
     let records = [
         claude::prompt("p1", 0, "go"),
         claude::sidechain_prompt("s1", 1, "sub task"),
@@ -235,7 +235,7 @@ fn inline_sidechain_chain_survives_a_cut() {
 /// back meanwhile never stretches it past one settle period.
 #[test]
 fn a_pending_completion_keeps_its_wall_clock_deadline() {
-    use common::claude;
+    use crate::common::claude;
     let bytes = common::lines(&[
         claude::prompt("p1", 0, "go"),
         claude::text("a1", 1, "m1", "done, I think", None),

@@ -4,11 +4,10 @@
 
 #![allow(clippy::unwrap_used)]
 
-#[path = "common/bus.rs"]
-mod bus;
-mod common;
+use crate::common;
+use crate::common::bus;
 
-use common::{Claude, Daemon, append};
+use crate::common::{Claude, Daemon, append};
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 

@@ -3,13 +3,13 @@
 
 #![allow(clippy::unwrap_used)]
 
-mod common;
+use crate::common;
 
+use crate::common::{SETTLE_MS, claude, codex, kinds, lines, options, replay_bytes};
 use baton::clock::Now;
 use baton::feed::FileFeed;
 use baton::model::{Event, EventKind, ProviderKind};
 use baton::reduce::Reducer;
-use common::{SETTLE_MS, claude, codex, kinds, lines, options, replay_bytes};
 use std::fs::OpenOptions;
 use std::io::{Seek, SeekFrom, Write};
 use std::path::{Path, PathBuf};

@@ -5,9 +5,7 @@
 
 #![allow(clippy::unwrap_used)]
 
-mod common;
-
-use common::{Claude, DEADLINE, Daemon, append};
+use crate::common::{Claude, DEADLINE, Daemon, append};
 use std::os::unix::net::UnixDatagram;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};

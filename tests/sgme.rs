@@ -2,7 +2,7 @@
 //! reducer on the machine clock, as the daemon runs it). Fixtures: tests/fixtures/sgme,
 //! written by hand from seed 002.
 
-mod common;
+use crate::common;
 
 use baton::clock::Now;
 use baton::feed::FileFeed;

@@ -2,9 +2,9 @@
 
 #![allow(clippy::unwrap_used)]
 
-mod common;
+use crate::common;
 
-use common::{Claude, DEADLINE, Daemon, append};
+use crate::common::{Claude, DEADLINE, Daemon, append};
 use serde_json::Value;
 use std::io::{BufRead, BufReader, Write};
 use std::os::unix::fs::PermissionsExt;

@@ -3,11 +3,9 @@
 //!
 //! Waits have deadlines; nothing asserts how fast anything happened.
 
-mod common;
-#[path = "common/stream.rs"]
-mod stream;
+use crate::common::stream;
 
-use common::{Claude, DEADLINE, Daemon, anomalies, append, count, is, ts_ago};
+use crate::common::{Claude, DEADLINE, Daemon, anomalies, append, count, is, ts_ago};
 use serde_json::Value;
 use std::fs;
 use std::path::{Path, PathBuf};
@@ -70,7 +68,7 @@ fn sigkill_at_random_moments_loses_nothing_and_only_replays() {
     kill_cycles(50);
 }
 
-/// The long run: `BATON_KILL_CYCLES=1000 cargo test --release --test state -- --ignored`
+/// The long run: `BATON_KILL_CYCLES=1000 cargo test --release --test integration state::kill_soak -- --ignored`
 /// (see tests/soak/kill_soak.sh).
 #[test]
 #[ignore = "soak test; run tests/soak/kill_soak.sh"]

@@ -9,13 +9,10 @@
 //! that is not permitted they print why and pass without running. The chmod test runs
 //! the daemon without the capabilities that let root ignore file modes.
 
-mod common;
-#[path = "common/stream.rs"]
-mod stream;
-#[path = "common/tmpfs.rs"]
-mod tmpfs;
+use crate::common::stream;
+use crate::common::tmpfs;
 
-use common::{Claude, DEADLINE, Daemon, anomalies, append, count, is};
+use crate::common::{Claude, DEADLINE, Daemon, anomalies, append, count, is};
 use serde_json::Value;
 use std::fs;
 use std::os::unix::fs::PermissionsExt;

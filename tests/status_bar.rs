@@ -4,9 +4,9 @@
 
 #![allow(clippy::unwrap_used)]
 
-mod common;
+use crate::common;
 
-use common::{DEADLINE, Daemon, Kill, append};
+use crate::common::{DEADLINE, Daemon, Kill, append};
 use serde_json::{Value, json};
 use std::path::{Path, PathBuf};
 use std::process::Stdio;

@@ -8,13 +8,10 @@
 
 #![allow(clippy::unwrap_used)]
 
-#[path = "common/bus.rs"]
-mod bus;
-mod common;
-#[path = "common/tmpfs.rs"]
-mod tmpfs;
+use crate::common::bus;
+use crate::common::tmpfs;
 
-use common::{Claude, DEADLINE, Daemon, append, is, process_alive, read_pid};
+use crate::common::{Claude, DEADLINE, Daemon, append, is, process_alive, read_pid};
 use std::net::TcpListener;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};

@@ -10,11 +10,9 @@
 
 #![allow(clippy::unwrap_used)]
 
-mod common;
-
+use crate::common::{DEADLINE, Kill};
 use baton::focus::wayland::Compositor;
 use baton::focus::{LocalAgent, Screen, click, in_front_on};
-use common::{DEADLINE, Kill};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};

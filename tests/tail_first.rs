@@ -6,7 +6,7 @@
 
 #![allow(clippy::unwrap_used)]
 
-mod common;
+use crate::common;
 
 use baton::clock::Now;
 use baton::feed::FileFeed;

@@ -3,9 +3,9 @@
 
 #![allow(clippy::unwrap_used)]
 
-mod common;
+use crate::common;
 
-use common::{Claude, DEADLINE, Daemon, append};
+use crate::common::{Claude, DEADLINE, Daemon, append};
 use serde_json::Value;
 use std::io::Read;
 use std::process::{Child, Stdio};

@@ -3,15 +3,15 @@
 //! observations, quiet completions, files forgotten and sessions restored.
 #![allow(clippy::unwrap_used)]
 
-mod common;
+use crate::common;
 
+use crate::common::{SETTLE_MS, claude, codex};
 use baton::clock::Now;
 use baton::feed::FileFeed;
 use baton::model::ProviderKind;
 use baton::reduce::{Reducer, SessionView};
 use baton::views::Table;
 use baton::watch::{self, Root};
-use common::{SETTLE_MS, claude, codex};
 
 const MAX_LINE: usize = 8 << 20;
 

@@ -2,7 +2,7 @@
 //! retry after a 500, no retry after a 400, and a bounded drop-oldest queue while the
 //! server is down.
 
-mod common;
+use crate::common;
 
 use baton::model::{Event, EventKind};
 use baton::sink::Sink;

@@ -1,9 +1,13 @@
 //! Shared test harness: run transcript bytes through the real pipeline.
 #![allow(dead_code, unused_imports, clippy::unwrap_used)]
 
+pub mod bus;
 mod daemon;
+pub mod desktop;
 mod live;
 pub mod opencode;
+pub mod stream;
+pub mod tmpfs;
 
 pub use daemon::*;
 pub use live::Live;

@@ -6,5 +6,5 @@
 #   tests/soak/kill_soak.sh [CYCLES]        BATON_TEST_SEED=... to repeat a run
 set -eu
 cd "$(dirname "$0")/../.."
-BATON_KILL_CYCLES="${1:-1000}" exec cargo test --release --test state -- \
-    --ignored --exact kill_soak --nocapture
+BATON_KILL_CYCLES="${1:-1000}" exec cargo test --release --test integration -- \
+    --ignored --exact state::kill_soak --nocapture
