@@ -5,12 +5,6 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-# The version is pinned so CI builds what was tried (3.8.0 needs Rust 1.85).
-if ! cargo deb --version >/dev/null 2>&1; then
-  echo "Installing cargo-deb 3.8.0"
-  cargo install --locked cargo-deb --version 3.8.0
-fi
-
 deb=$(packaging/deb.sh)
 echo "package: $deb"
 dpkg-deb --field "$deb" Package Version Architecture Depends

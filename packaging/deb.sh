@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# Builds the Debian package (cargo-deb; see [package.metadata.deb] in Cargo.toml) and
-# prints its path. The unit, man pages and completions are made here from their one
+# Builds the Debian package (packaging/deb.py, from [package.metadata.deb] in Cargo.toml,
+# with dpkg-deb) and prints its path. The unit, man pages and completions are made here from their one
 # source each (the template systemd/baton.service; the clap definitions, through
 # `baton man` and `baton completions`) into packaging/out/, which the deb's assets name.
 set -euo pipefail
@@ -35,7 +35,7 @@ gzip -9n "$out"/man/*.1
 "$bin" completions zsh > "$out/completions/_baton"
 "$bin" completions fish > "$out/completions/baton.fish"
 
-# --strip: the release profile keeps line tables (for backtraces), 79 MB of them; the
-# package ships the binary without (11 MB). Needs `strip` (binutils, which gcc brings).
-cargo deb --locked --no-build --strip --output "$target/debian/" >&2
-ls -t "$target"/debian/baton_*.deb | head -n 1
+# deb.py strips the binary it packs: the release profile keeps line tables (for
+# backtraces), 90 MB of them; the package ships the binary without (15 MB). Needs `strip`
+# (binutils, which gcc brings), dpkg-deb and dpkg-shlibdeps (dpkg-dev).
+python3 packaging/deb.py "$bin" "$target/debian"
