@@ -60,6 +60,24 @@ fn open_for_writing(pid_dir: &Path, fd: &std::ffi::OsStr) -> bool {
         .is_some_and(|flags| flags & 0o3 != 0)
 }
 
+/// The processes of user `uid` under `proc`: each one's name (its pid) and directory.
+/// Entries that vanish or cannot be read midway are skipped.
+fn processes_of(
+    proc: &Path,
+    uid: u32,
+) -> std::io::Result<impl Iterator<Item = (OsString, PathBuf)>> {
+    Ok(fs::read_dir(proc)?.filter_map(move |entry| {
+        let entry = entry.ok()?;
+        let name = entry.file_name();
+        if !name.to_string_lossy().bytes().all(|b| b.is_ascii_digit()) {
+            return None;
+        }
+        let dir = entry.path();
+        let own = fs::metadata(&dir).map(|m| m.uid()).ok() == Some(uid);
+        own.then_some((name, dir))
+    }))
+}
+
 /// Looks through the processes of user `uid` under `proc` for what `want` asks.
 /// Processes that vanish or cannot be read midway are skipped.
 pub fn scan(proc: &Path, uid: u32, want: &Wanted) -> std::io::Result<Found> {
@@ -68,16 +86,7 @@ pub fn scan(proc: &Path, uid: u32, want: &Wanted) -> std::io::Result<Found> {
     let mut kinds: Vec<ProviderKind> = want.cwds.iter().map(|(k, _)| *k).collect();
     kinds.sort_unstable();
     kinds.dedup();
-    for entry in fs::read_dir(proc)? {
-        let Ok(entry) = entry else { continue };
-        let name = entry.file_name();
-        if !name.to_string_lossy().bytes().all(|b| b.is_ascii_digit()) {
-            continue;
-        }
-        let dir = entry.path();
-        if fs::metadata(&dir).map(|m| m.uid()).ok() != Some(uid) {
-            continue;
-        }
+    for (name, dir) in processes_of(proc, uid)? {
         if !want.cwds.is_empty()
             && let Ok(cwd) = fs::read_link(dir.join("cwd"))
         {
@@ -143,16 +152,7 @@ impl Procs {
     /// read midway are skipped.
     pub fn read(proc: &Path, uid: u32) -> std::io::Result<Self> {
         let mut procs = Vec::new();
-        for entry in fs::read_dir(proc)? {
-            let Ok(entry) = entry else { continue };
-            let name = entry.file_name();
-            if !name.to_string_lossy().bytes().all(|b| b.is_ascii_digit()) {
-                continue;
-            }
-            let dir = entry.path();
-            if fs::metadata(&dir).map(|m| m.uid()).ok() != Some(uid) {
-                continue;
-            }
+        for (name, dir) in processes_of(proc, uid)? {
             let fds = fs::read_dir(dir.join("fd")).map_or_else(
                 |_| Vec::new(),
                 |fds| {

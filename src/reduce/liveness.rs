@@ -52,13 +52,7 @@ impl Reducer {
         }
         let Some(t) = sess.turn.as_ref() else { return };
         let (turn, line, ts) = (t.id.clone(), t.last_line, t.last_ts);
-        close(sess, SessionState::Interrupted, line, ts, None, None);
         let guess = format!("{WRITER_GONE}{turn}:{line}");
-        // A guess, like quiet: if the writer was only slow, its next record takes this
-        // back (`turn_resumed`) and the turn goes on.
-        if let Some(t) = sess.turn.as_mut() {
-            t.quiet = Some(guess.clone());
-        }
         let mut d = draft(
             EventKind::TurnInterrupted,
             Some(turn.clone()),
@@ -68,6 +62,12 @@ impl Reducer {
             now.wall,
         );
         d.reason = Some("writer_gone".to_owned());
+        let d = close(sess, SessionState::Interrupted, d);
+        // A guess, like quiet: if the writer was only slow, its next record takes this
+        // back (`turn_resumed`) and the turn goes on.
+        if let Some(t) = sess.turn.as_mut() {
+            t.quiet = Some(guess);
+        }
         let path = sess.path.clone();
         mark(&mut self.changed, key);
         out.extend(self.finish(key, &path, d));

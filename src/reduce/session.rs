@@ -199,6 +199,8 @@ pub(super) fn step(
     settle: u64,
 ) -> Vec<Draft> {
     let mut out = Vec::new();
+    // An event this record decides, about `turn`.
+    let drafted = |kind, turn| draft(kind, turn, line, ts, key, now.wall);
     out.extend(retract::contradicted(sess, &kind, line, ts, key, now.wall));
     // The turn that waits for the person, if one does: activity in it ends the wait.
     let waiting = (sess.state == SessionState::NeedsInput)
@@ -229,7 +231,7 @@ pub(super) fn step(
             t.origin = origin;
             sess.turn = Some(t);
             set_state(sess, SessionState::Working, line, ts, None, None);
-            let mut d = draft(EventKind::TurnStarted, Some(turn), line, ts, key, now.wall);
+            let mut d = drafted(EventKind::TurnStarted, Some(turn));
             d.initiator = Some(initiator.as_str());
             d.origin = origin.map(Origin::as_str);
             out.push(d);
@@ -253,18 +255,10 @@ pub(super) fn step(
                 sess.heard.wait = false;
                 set_state(sess, SessionState::NeedsInput, line, ts, message, None);
             } else if needs_input.is_some() {
-                set_state(
-                    sess,
-                    SessionState::NeedsInput,
-                    line,
-                    ts,
-                    message.clone(),
-                    None,
-                );
-                let mut d = draft(EventKind::NeedsInput, Some(turn), line, ts, key, now.wall);
+                let mut d = drafted(EventKind::NeedsInput, Some(turn));
                 d.message = message;
                 d.reason = needs_input;
-                out.push(d);
+                out.push(wait(sess, d));
             } else {
                 set_state(sess, SessionState::Working, line, ts, None, None);
             }
@@ -305,25 +299,10 @@ pub(super) fn step(
                 }
                 let message = message.or_else(|| t.cand.take().and_then(|c| c.message));
                 let turn = t.id.clone();
-                close(
-                    sess,
-                    SessionState::Completed,
-                    line,
-                    ts,
-                    message.clone(),
-                    Some(evidence),
-                );
-                let mut d = draft(
-                    EventKind::TurnCompleted,
-                    Some(turn),
-                    line,
-                    ts,
-                    key,
-                    now.wall,
-                );
+                let mut d = drafted(EventKind::TurnCompleted, Some(turn));
                 d.message = message;
                 d.evidence = Some(evidence);
-                out.push(d);
+                out.push(close(sess, SessionState::Completed, d));
             }
         }
         ObsKind::Failed {
@@ -337,12 +316,11 @@ pub(super) fn step(
                     return out;
                 }
                 let turn = t.id.clone();
-                close(sess, SessionState::Failed, line, ts, message.clone(), None);
-                let mut d = draft(EventKind::TurnFailed, Some(turn), line, ts, key, now.wall);
+                let mut d = drafted(EventKind::TurnFailed, Some(turn));
                 d.message = message;
                 d.reason = Some(reason);
                 d.resets_at = resets_at;
-                out.push(d);
+                out.push(close(sess, SessionState::Failed, d));
             }
         }
         ObsKind::Interrupted {
@@ -356,30 +334,15 @@ pub(super) fn step(
                 .filter(|t| t.open && turn.as_deref().is_none_or(|id| id == t.id));
             if let Some(t) = open {
                 let turn = t.id.clone();
-                close(
-                    sess,
-                    SessionState::Interrupted,
-                    line,
-                    ts,
-                    message.clone(),
-                    None,
-                );
-                let mut d = draft(
-                    EventKind::TurnInterrupted,
-                    Some(turn),
-                    line,
-                    ts,
-                    key,
-                    now.wall,
-                );
+                let mut d = drafted(EventKind::TurnInterrupted, Some(turn));
                 d.message = message;
                 d.reason = Some(reason);
-                out.push(d);
+                out.push(close(sess, SessionState::Interrupted, d));
             }
         }
         ObsKind::Compacted { pre_tokens } => {
             let turn = sess.turn.as_ref().map(|t| t.id.clone());
-            let mut d = draft(EventKind::ContextCompacted, turn, line, ts, key, now.wall);
+            let mut d = drafted(EventKind::ContextCompacted, turn);
             d.pre_tokens = pre_tokens;
             out.push(d);
         }
@@ -401,17 +364,7 @@ pub(super) fn step(
         && sess.turn.as_ref().is_some_and(|t| t.open && t.id == turn)
     {
         // Said after the events the record itself decided (none, or a new wait's).
-        out.insert(
-            0,
-            draft(
-                EventKind::NeedsInputResolved,
-                Some(turn),
-                line,
-                ts,
-                key,
-                now.wall,
-            ),
-        );
+        out.insert(0, drafted(EventKind::NeedsInputResolved, Some(turn)));
     }
     out
 }
@@ -436,20 +389,39 @@ pub(super) fn set_state(
     sess.evidence = evidence;
 }
 
-pub(super) fn close(
-    sess: &mut Session,
-    state: SessionState,
-    line: u64,
-    ts: Option<i64>,
-    message: Option<String>,
-    evidence: Option<Evidence>,
-) {
+/// The session waits for the person inside its turn, as the `needs_input` draft `d`
+/// says (its record, message and evidence); returns `d`.
+pub(super) fn wait(sess: &mut Session, d: Draft) -> Draft {
+    let message = d.message.clone();
+    set_state(
+        sess,
+        SessionState::NeedsInput,
+        d.line,
+        d.record_ts,
+        message,
+        d.evidence,
+    );
+    d
+}
+
+/// Closes the session's turn as `state`, decided by the record that the draft `d` is
+/// about (its line and time), with `d`'s message and evidence; returns `d`, the event
+/// that says so.
+pub(super) fn close(sess: &mut Session, state: SessionState, d: Draft) -> Draft {
     if let Some(t) = sess.turn.as_mut() {
         t.open = false;
         t.outcome = Some(state);
         t.cand = None;
     }
-    set_state(sess, state, line, ts, message, evidence);
+    set_state(
+        sess,
+        state,
+        d.line,
+        d.record_ts,
+        d.message.clone(),
+        d.evidence,
+    );
+    d
 }
 
 /// The open turn, or an implicit one: when the file began mid-turn (no start to key it
@@ -525,14 +497,6 @@ pub(super) fn confirm(sess: &mut Session, ev: Evidence, at: i64) -> Option<Draft
     let c = t.cand.take()?;
     let turn = t.id.clone();
     retract::note_quiet(sess, ev, &c.key);
-    close(
-        sess,
-        SessionState::Completed,
-        c.line,
-        c.record_ts,
-        c.message.clone(),
-        Some(ev),
-    );
     let mut d = draft(
         EventKind::TurnCompleted,
         Some(turn),
@@ -543,7 +507,7 @@ pub(super) fn confirm(sess: &mut Session, ev: Evidence, at: i64) -> Option<Draft
     );
     d.message = c.message;
     d.evidence = Some(ev);
-    Some(d)
+    Some(close(sess, SessionState::Completed, d))
 }
 
 /// A new prompt arrived while a turn was open: a pending candidate was the answer (the
@@ -554,7 +518,6 @@ pub(super) fn close_previous(sess: &mut Session, at: i64) -> Option<Draft> {
     }
     let t = sess.turn.as_ref()?;
     let (turn, line, ts) = (t.id.clone(), t.last_line, t.last_ts);
-    close(sess, SessionState::Interrupted, line, ts, None, None);
     let mut d = draft(
         EventKind::TurnInterrupted,
         Some(turn.clone()),
@@ -564,5 +527,5 @@ pub(super) fn close_previous(sess: &mut Session, at: i64) -> Option<Draft> {
         at,
     );
     d.reason = Some("abandoned".to_owned());
-    Some(d)
+    Some(close(sess, SessionState::Interrupted, d))
 }

@@ -15,7 +15,7 @@
 //!   (an end marker), followed by `Idle` with no new prompt in between, is a
 //!   disagreement: counted, nothing else.
 
-use super::session::{Session, confirm, draft, set_state, with_tasks};
+use super::session::{Session, confirm, draft, set_state, wait, with_tasks};
 use super::{Reducer, views::mark};
 use crate::clock::Now;
 use crate::model::{Event, EventKind, SessionKey, SessionState};
@@ -159,22 +159,13 @@ fn heard(
             if !open || sess.state == SessionState::NeedsInput {
                 return out;
             }
-            let message = message.as_deref().and_then(crate::model::clip_message);
-            set_state(
-                sess,
-                SessionState::NeedsInput,
-                line,
-                ts,
-                message.clone(),
-                None,
-            );
-            sess.heard.wait = true;
-            sess.heard.idle = None;
             let key = format!("signal-wait:{turn}:{line}");
             let mut d = draft(EventKind::NeedsInput, Some(turn), line, ts, &key, now.wall);
             d.reason = Some(crate::text::cut(&crate::text::one_line(reason), 60));
-            d.message = message;
-            out.push(d);
+            d.message = message.as_deref().and_then(crate::model::clip_message);
+            out.push(wait(sess, d));
+            sess.heard.wait = true;
+            sess.heard.idle = None;
         }
         SignalKind::Busy => {
             sess.heard.idle = None;

@@ -191,6 +191,23 @@ impl Health {
 
 /// Opens one of our append-only files (0600, created if missing), refusing one that is
 /// a symlink or not ours.
+/// The JSON file at `path` read as a `T`; a missing file is the default, and so is one
+/// that cannot be read or parsed, said in the log as the `what` that is passed over and
+/// what is done instead (`then`).
+fn load_json<T: serde::de::DeserializeOwned + Default>(path: &Path, what: &str, then: &str) -> T {
+    match fs::read(path) {
+        Ok(bytes) => serde_json::from_slice(&bytes).unwrap_or_else(|e| {
+            tracing::warn!(path = %path.display(), error = %e, "Unreadable {what}; {then}.");
+            T::default()
+        }),
+        Err(e) if e.kind() == io::ErrorKind::NotFound => T::default(),
+        Err(e) => {
+            tracing::warn!(path = %path.display(), error = %e, "Cannot read the {what}; {then}.");
+            T::default()
+        }
+    }
+}
+
 fn open_append(path: &Path) -> io::Result<File> {
     lock::check_owned(path).map_err(io::Error::other)?;
     std::fs::OpenOptions::new()

@@ -5,7 +5,6 @@
 //! A mute's type and the reading of a `baton mute` target are here, below both.
 
 use serde::{Deserialize, Serialize};
-use std::fs;
 use std::io;
 use std::path::{Path, PathBuf};
 use std::sync::{Mutex, MutexGuard};
@@ -152,18 +151,7 @@ impl Mutes {
     /// Loads `dir`'s mutes; a missing file is none, an unreadable one is logged and none.
     pub fn load(dir: &Path) -> Self {
         let path = dir.join(FILE);
-        let list = match fs::read(&path) {
-            Ok(bytes) => serde_json::from_slice::<Vec<Mute>>(&bytes).unwrap_or_else(|e| {
-                tracing::warn!(path = %path.display(), error = %e, "Unreadable mutes file; starting with none.");
-                Vec::new()
-            }),
-            Err(e) if e.kind() == io::ErrorKind::NotFound => Vec::new(),
-            Err(e) => {
-                tracing::warn!(path = %path.display(), error = %e, "Cannot read the mutes file; starting with none.");
-                Vec::new()
-            }
-        };
-        let mut list = list;
+        let mut list: Vec<Mute> = super::load_json(&path, "mutes file", "starting with none");
         list.retain(|m| !m.target.is_empty() && m.target.len() <= MAX_TARGET);
         list.truncate(MAX_MUTES);
         for m in &mut list {
@@ -280,6 +268,7 @@ impl Mutes {
 mod tests {
     #![allow(clippy::unwrap_used)]
     use super::*;
+    use std::fs;
 
     #[test]
     fn mutes_survive_a_reload_and_expire() {

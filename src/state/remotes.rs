@@ -3,7 +3,6 @@
 //! rename) after each batch was handed on.
 
 use serde::{Deserialize, Serialize};
-use std::fs;
 use std::io;
 use std::path::{Path, PathBuf};
 
@@ -24,18 +23,11 @@ fn path(dir: &Path, name: &str) -> PathBuf {
 /// The saved mark; none when there is no file, or an unreadable one (said in the log:
 /// the remote then sends what it holds, and nothing already handed on is known).
 pub fn load(dir: &Path, name: &str) -> RemoteMark {
-    let p = path(dir, name);
-    match fs::read(&p) {
-        Ok(bytes) => serde_json::from_slice(&bytes).unwrap_or_else(|e| {
-            tracing::warn!(path = %p.display(), error = %e, "Unreadable remote mark; starting that remote afresh.");
-            RemoteMark::default()
-        }),
-        Err(e) if e.kind() == io::ErrorKind::NotFound => RemoteMark::default(),
-        Err(e) => {
-            tracing::warn!(path = %p.display(), error = %e, "Cannot read the remote mark; starting that remote afresh.");
-            RemoteMark::default()
-        }
-    }
+    super::load_json(
+        &path(dir, name),
+        "remote mark",
+        "starting that remote afresh",
+    )
 }
 
 pub fn save(dir: &Path, name: &str, mark: &RemoteMark) -> io::Result<()> {
@@ -48,6 +40,7 @@ pub fn save(dir: &Path, name: &str, mark: &RemoteMark) -> io::Result<()> {
 mod tests {
     #![allow(clippy::unwrap_used)]
     use super::*;
+    use std::fs;
 
     #[test]
     fn a_mark_round_trips_and_a_torn_one_reads_as_none() {

@@ -436,19 +436,7 @@ enum Newer {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::state::Checkpoint;
-
-    fn cp(path: &str, offset: u64) -> Checkpoint {
-        Checkpoint {
-            path: path.to_owned(),
-            dev: 1,
-            ino: 2,
-            offset,
-            line: 1,
-            marker: 0,
-            resume: None,
-        }
-    }
+    use crate::state::store::tests::cp;
 
     fn decision(id: &str) -> Decision {
         Decision {

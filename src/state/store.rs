@@ -451,10 +451,11 @@ impl LogWriter {
 }
 
 #[cfg(test)]
-mod tests {
+pub(super) mod tests {
     use super::*;
 
-    fn cp(path: &str, offset: u64) -> Checkpoint {
+    /// A checkpoint of `path` at `offset` (the saver's tests use it too).
+    pub(in crate::state) fn cp(path: &str, offset: u64) -> Checkpoint {
         Checkpoint {
             path: path.to_owned(),
             dev: 1,

@@ -149,44 +149,33 @@ impl LineReader {
             let piece = &rest[..nl];
             let offset = self.commit;
             let line_no = self.line_no;
-            if let Some(mut skip) = self.skip.take() {
-                skip.absorb(piece);
-                out(Item::Oversized {
-                    offset,
-                    line_no,
-                    len: skip.len,
-                    head: &skip.head,
-                    tail: skip.tail(),
-                });
-            } else if self.partial.len() + piece.len() > self.max_line {
-                let mut skip = Skip::default();
-                skip.absorb(&self.partial);
-                skip.absorb(piece);
-                self.release_partial();
-                out(Item::Oversized {
-                    offset,
-                    line_no,
-                    len: skip.len,
-                    head: &skip.head,
-                    tail: skip.tail(),
-                });
-            } else if self.partial.is_empty() {
+            if self.skip.is_none() && self.partial.is_empty() && piece.len() <= self.max_line {
+                // The whole line is in this chunk: handed on without a copy.
                 out(Item::Line {
                     offset,
                     line_no,
                     bytes: piece,
                 });
             } else {
-                self.grow(piece.len());
-                self.partial.extend_from_slice(piece);
-                out(Item::Line {
-                    offset,
-                    line_no,
-                    bytes: &self.partial,
-                });
-                self.partial.clear();
-                if self.partial.capacity() > PARTIAL_KEEP {
-                    self.release_partial();
+                self.hold(piece);
+                if let Some(skip) = self.skip.take() {
+                    out(Item::Oversized {
+                        offset,
+                        line_no,
+                        len: skip.len,
+                        head: &skip.head,
+                        tail: skip.tail(),
+                    });
+                } else {
+                    out(Item::Line {
+                        offset,
+                        line_no,
+                        bytes: &self.partial,
+                    });
+                    self.partial.clear();
+                    if self.partial.capacity() > PARTIAL_KEEP {
+                        self.release_partial();
+                    }
                 }
             }
             self.pos += nl as u64 + 1;
@@ -196,6 +185,8 @@ impl LineReader {
         }
     }
 
+    /// Takes in bytes of the line now next: into the skip once the line is too long (with
+    /// the bytes held so far), else onto the bytes held.
     fn hold(&mut self, bytes: &[u8]) {
         if let Some(skip) = &mut self.skip {
             skip.absorb(bytes);
