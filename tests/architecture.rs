@@ -412,6 +412,18 @@ fn no_module_imports_one_above_it_and_none_import_each_other() {
         }
     }
     let edges = imports(&root.join("src"), &modules);
+    // The graph itself, for a reader (`--no-capture`): one line per module, what it imports.
+    let mut from_each: BTreeMap<&str, Vec<&str>> = BTreeMap::new();
+    for (from, to) in edges.keys() {
+        from_each.entry(from).or_default().push(to);
+    }
+    for (from, to) in &from_each {
+        eprintln!(
+            "{from} (layer {}) → {}",
+            layer.get(*from).copied().unwrap_or(0),
+            to.join(" ")
+        );
+    }
     for ((from, to), at) in &edges {
         if let (Some(&lf), Some(&lt)) = (layer.get(from), layer.get(to))
             && lt > lf
