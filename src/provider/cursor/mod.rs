@@ -199,18 +199,11 @@ fn is_abort(text: &str) -> bool {
 
 /// Text blocks joined, and the blocks.
 fn content<'m, 'a>(msg: Option<&'m Msg<'a>>) -> (&'m [Block<'a>], String) {
-    match msg.and_then(|m| m.content.as_ref()) {
-        Some(StrOrList::List(b)) => (
-            b,
-            b.iter()
-                .filter(|b| b.ty.as_deref() == Some("text"))
-                .filter_map(|b| b.text.as_deref())
-                .collect::<Vec<_>>()
-                .join("\n"),
-        ),
-        Some(StrOrList::Str(s)) => (&[], s.to_string()),
-        _ => (&[], String::new()),
-    }
+    super::content::blocks_and_text(msg.and_then(|m| m.content.as_ref()), |b| {
+        b.text
+            .as_deref()
+            .filter(|_| b.ty.as_deref() == Some("text"))
+    })
 }
 
 impl Projector for CursorProjector {

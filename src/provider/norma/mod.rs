@@ -285,18 +285,12 @@ impl Projector for NormaProjector {
                 });
             }
             (Some("message") | None, Some(msg)) => {
-                let (blocks, text): (&[Block<'_>], String) = match &msg.content {
-                    Some(StrOrList::List(b)) => (
-                        b,
-                        b.iter()
-                            .filter(|b| b.ty.as_deref() == Some("text"))
-                            .filter_map(|b| b.text.as_deref())
-                            .collect::<Vec<_>>()
-                            .join("\n"),
-                    ),
-                    Some(StrOrList::Str(s)) => (&[], s.to_string()),
-                    _ => (&[], String::new()),
-                };
+                let (blocks, text) =
+                    super::content::blocks_and_text(msg.content.as_ref(), |b: &Block<'_>| {
+                        b.text
+                            .as_deref()
+                            .filter(|_| b.ty.as_deref() == Some("text"))
+                    });
                 if let Some(pre_tokens) = compact_tokens(blocks) {
                     self.after_compaction = true;
                     if !was_boundary {
