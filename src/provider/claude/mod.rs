@@ -272,6 +272,10 @@ impl ClaudeProjector {
 }
 
 impl Projector for ClaudeProjector {
+    fn scope(&self) -> (&str, Option<&str>) {
+        (&self.session, self.file_agent.as_deref())
+    }
+
     fn project(&mut self, line: &[u8], out: &mut Vec<Obs>) -> Result<(), Malformed> {
         let buf: Vec<u8>;
         let (rec, repaired) = parse_line!(line, buf, Rec<'_>);
@@ -386,16 +390,6 @@ impl Projector for ClaudeProjector {
             ObsKind::Work
         };
         out.push(self.obs(key, record_ts, kind));
-    }
-
-    fn obs(&self, key: String, record_ts: Option<i64>, kind: ObsKind) -> Obs {
-        Obs::new(
-            &self.session,
-            self.file_agent.as_deref(),
-            record_ts,
-            key,
-            kind,
-        )
     }
 
     fn is_conversation(&self) -> bool {

@@ -297,6 +297,10 @@ impl CopilotProjector {
 }
 
 impl Projector for CopilotProjector {
+    fn scope(&self) -> (&str, Option<&str>) {
+        (&self.session, None)
+    }
+
     fn project(&mut self, line: &[u8], out: &mut Vec<Obs>) -> Result<(), Malformed> {
         let buf: Vec<u8>;
         let (rec, repaired) = parse_line!(line, buf, Rec<'_>);
@@ -306,10 +310,7 @@ impl Projector for CopilotProjector {
             str::to_owned,
         );
         let scope = rec.agent_id.as_deref().unwrap_or_default().to_owned();
-        let mut kinds = Vec::new();
-        if let Some(reason) = repaired {
-            kinds.push(super::repaired(reason));
-        }
+        let mut kinds = super::first_kinds(repaired);
         let empty = Data::default();
         let d = rec.data.as_ref().unwrap_or(&empty);
         if !scope.is_empty()
@@ -411,10 +412,6 @@ impl Projector for CopilotProjector {
             key,
             kind: ObsKind::Work,
         });
-    }
-
-    fn obs(&self, key: String, record_ts: Option<i64>, kind: ObsKind) -> Obs {
-        Obs::new(&self.session, None, record_ts, key, kind)
     }
 
     super::saved_whole!();

@@ -207,13 +207,14 @@ fn content<'m, 'a>(msg: Option<&'m Msg<'a>>) -> (&'m [Block<'a>], String) {
 }
 
 impl Projector for CursorProjector {
+    fn scope(&self) -> (&str, Option<&str>) {
+        (&self.session, self.agent.as_deref())
+    }
+
     fn project(&mut self, line: &[u8], out: &mut Vec<Obs>) -> Result<(), Malformed> {
         let buf: Vec<u8>;
         let (rec, repaired) = parse_line!(line, buf, Rec<'_>);
-        let mut kinds = Vec::new();
-        if let Some(reason) = repaired {
-            kinds.push(super::repaired(reason));
-        }
+        let mut kinds = super::first_kinds(repaired);
         let (blocks, text) = content(rec.message.as_ref());
         match (rec.ty.as_deref(), rec.role.as_deref()) {
             (Some("turn_ended"), _) => {
@@ -249,10 +250,6 @@ impl Projector for CursorProjector {
             out.push(self.obs(key.clone(), None, kind));
         }
         Ok(())
-    }
-
-    fn obs(&self, key: String, record_ts: Option<i64>, kind: ObsKind) -> Obs {
-        Obs::new(&self.session, self.agent.as_deref(), record_ts, key, kind)
     }
 
     super::saved_whole!();

@@ -259,16 +259,17 @@ fn compact_tokens(blocks: &[Block<'_>]) -> Option<Option<u64>> {
 }
 
 impl Projector for NormaProjector {
+    fn scope(&self) -> (&str, Option<&str>) {
+        (&self.session, self.file_agent.as_deref())
+    }
+
     fn project(&mut self, line: &[u8], out: &mut Vec<Obs>) -> Result<(), Malformed> {
         let buf: Vec<u8>;
         let (rec, repaired) = parse_line!(line, buf, Rec<'_>);
         let key = super::key_or_hash(rec.uuid.as_deref(), line);
         let record_ts = rec.timestamp.as_deref().and_then(parse_rfc3339);
         let agent = self.agent_for(&rec);
-        let mut kinds = Vec::new();
-        if let Some(reason) = repaired {
-            kinds.push(super::repaired(reason));
-        }
+        let mut kinds = super::first_kinds(repaired);
         if let Some(message) = self.mismatch(&rec) {
             kinds.push(ObsKind::Anomaly {
                 reason: "session_mismatch".to_owned(),
@@ -323,16 +324,6 @@ impl Projector for NormaProjector {
             });
         }
         Ok(())
-    }
-
-    fn obs(&self, key: String, record_ts: Option<i64>, kind: ObsKind) -> Obs {
-        Obs::new(
-            &self.session,
-            self.file_agent.as_deref(),
-            record_ts,
-            key,
-            kind,
-        )
     }
 
     super::saved_whole!();

@@ -252,14 +252,15 @@ impl PiProjector {
 }
 
 impl Projector for PiProjector {
+    fn scope(&self) -> (&str, Option<&str>) {
+        (&self.session, None)
+    }
+
     fn project(&mut self, line: &[u8], out: &mut Vec<Obs>) -> Result<(), Malformed> {
         let buf: Vec<u8>;
         let (rec, repaired) = parse_line!(line, buf, Rec<'_>);
         let record_ts = rec.timestamp.as_deref().and_then(parse_rfc3339);
-        let mut kinds = Vec::new();
-        if let Some(reason) = repaired {
-            kinds.push(super::repaired(reason));
-        }
+        let mut kinds = super::first_kinds(repaired);
         // Entry ids are 8 hex digits, unique within a session only.
         let rec_id = rec.id.as_deref().unwrap_or_default().to_owned();
         let key = if rec_id.is_empty() {
@@ -301,12 +302,7 @@ impl Projector for PiProjector {
 
     fn oversized(&mut self, head: &[u8], _tail: &[u8], key: String, out: &mut Vec<Obs>) {
         // `timestamp` is the fourth key of a message entry: the head keeps the clock.
-        let record_ts = super::raw_str_field(head, "timestamp", false).and_then(parse_rfc3339);
-        out.push(self.obs(key, record_ts, ObsKind::Work));
-    }
-
-    fn obs(&self, key: String, record_ts: Option<i64>, kind: ObsKind) -> Obs {
-        Obs::new(&self.session, None, record_ts, key, kind)
+        out.push(self.obs(key, super::head_time(head), ObsKind::Work));
     }
 
     super::saved_whole!();
