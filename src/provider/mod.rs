@@ -494,6 +494,18 @@ macro_rules! parse_line {
 }
 pub(crate) use parse_line;
 
+/// The start of most projectors' `project`: parses `$line` as `$ty` into `$rec` (with
+/// [`parse_line!`], repairing it if needed) and starts `$kinds`, the record's
+/// observations, with the repair anomaly when the line was mended ([`first_kinds`]).
+macro_rules! parse_record {
+    ($rec:ident, $kinds:ident, $line:expr, $ty:ty) => {
+        let buf: Vec<u8>;
+        let ($rec, repaired) = $crate::provider::parse_line!($line, buf, $ty);
+        let mut $kinds = $crate::provider::first_kinds(repaired);
+    };
+}
+pub(crate) use parse_record;
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -13,7 +13,6 @@ mod descriptor;
 use super::content::StrOrList;
 use super::{
     Evidence, Initiator, Malformed, Obs, ObsKind, Origin, Projector, content_hash, file_stem,
-    parse_line,
 };
 use crate::model::clip_message;
 pub use descriptor::Cursor;
@@ -212,9 +211,7 @@ impl Projector for CursorProjector {
     }
 
     fn project(&mut self, line: &[u8], out: &mut Vec<Obs>) -> Result<(), Malformed> {
-        let buf: Vec<u8>;
-        let (rec, repaired) = parse_line!(line, buf, Rec<'_>);
-        let mut kinds = super::first_kinds(repaired);
+        super::parse_record!(rec, kinds, line, Rec<'_>);
         let (blocks, text) = content(rec.message.as_ref());
         match (rec.ty.as_deref(), rec.role.as_deref()) {
             (Some("turn_ended"), _) => {

@@ -10,7 +10,6 @@ mod facts;
 use super::content::StrOrList;
 use super::{
     Evidence, Initiator, Malformed, Obs, ObsKind, Origin, Projector, content_hash, file_stem,
-    parse_line,
 };
 use crate::clock::parse_rfc3339;
 use crate::model::clip_message;
@@ -264,12 +263,10 @@ impl Projector for NormaProjector {
     }
 
     fn project(&mut self, line: &[u8], out: &mut Vec<Obs>) -> Result<(), Malformed> {
-        let buf: Vec<u8>;
-        let (rec, repaired) = parse_line!(line, buf, Rec<'_>);
+        super::parse_record!(rec, kinds, line, Rec<'_>);
         let key = super::key_or_hash(rec.uuid.as_deref(), line);
         let record_ts = rec.timestamp.as_deref().and_then(parse_rfc3339);
         let agent = self.agent_for(&rec);
-        let mut kinds = super::first_kinds(repaired);
         if let Some(message) = self.mismatch(&rec) {
             kinds.push(ObsKind::Anomaly {
                 reason: "session_mismatch".to_owned(),

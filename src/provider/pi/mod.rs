@@ -18,7 +18,6 @@ use super::content::StrOrList;
 use super::omp::{self, YieldDetails, YieldEnd};
 use super::{
     Evidence, Initiator, Malformed, Obs, ObsKind, Origin, Projector, content_hash, file_stem,
-    parse_line,
 };
 use crate::clock::parse_rfc3339;
 use crate::model::clip_message;
@@ -257,10 +256,8 @@ impl Projector for PiProjector {
     }
 
     fn project(&mut self, line: &[u8], out: &mut Vec<Obs>) -> Result<(), Malformed> {
-        let buf: Vec<u8>;
-        let (rec, repaired) = parse_line!(line, buf, Rec<'_>);
+        super::parse_record!(rec, kinds, line, Rec<'_>);
         let record_ts = rec.timestamp.as_deref().and_then(parse_rfc3339);
-        let mut kinds = super::first_kinds(repaired);
         // Entry ids are 8 hex digits, unique within a session only.
         let rec_id = rec.id.as_deref().unwrap_or_default().to_owned();
         let key = if rec_id.is_empty() {

@@ -16,7 +16,6 @@ mod descriptor;
 mod records;
 use super::{
     Evidence, Initiator, Malformed, Obs, ObsKind, Origin, Projector, content_hash, file_stem,
-    parse_line,
 };
 use crate::clock::parse_rfc3339;
 use crate::model::clip_message;
@@ -204,10 +203,8 @@ impl Projector for QwenProjector {
     }
 
     fn project(&mut self, line: &[u8], out: &mut Vec<Obs>) -> Result<(), Malformed> {
-        let buf: Vec<u8>;
-        let (rec, repaired) = parse_line!(line, buf, Rec<'_>);
+        super::parse_record!(rec, kinds, line, Rec<'_>);
         let record_ts = rec.timestamp.as_deref().and_then(parse_rfc3339);
-        let mut kinds = super::first_kinds(repaired);
         if self.agent.is_none()
             && let Some(s) = rec.session_id.as_deref().filter(|s| !s.is_empty())
             && s != self.session
