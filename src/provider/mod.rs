@@ -360,6 +360,16 @@ pub fn file_stem(path: &Path) -> String {
         .unwrap_or_default()
 }
 
+/// The session folder a subagent's file sits in: `<session>` for
+/// `<session>/subagents/<file>`, `None` for a file elsewhere.
+pub(crate) fn subagents_session(path: &Path) -> Option<String> {
+    path.parent()
+        .filter(|p| p.file_name().is_some_and(|n| n == "subagents"))
+        .and_then(Path::parent)
+        .and_then(Path::file_name)
+        .map(|n| n.to_string_lossy().into_owned())
+}
+
 /// A stable 128-bit FNV-1a hash, hex-encoded: content keys and event ids.
 pub fn content_hash(parts: &[&[u8]]) -> String {
     parts.iter().fold(Fnv::new(), |h, p| h.part(p)).hex()

@@ -89,11 +89,7 @@ impl ClaudeProjector {
         // Main files are named `<sessionId>.jsonl`; `<session>/subagents/agent-x.jsonl`
         // names its session two levels up. Otherwise the first `sessionId` decides.
         let named = if file_agent.is_some() {
-            path.parent()
-                .filter(|p| p.file_name().is_some_and(|n| n == "subagents"))
-                .and_then(Path::parent)
-                .and_then(Path::file_name)
-                .map(|n| n.to_string_lossy().into_owned())
+            super::subagents_session(path)
         } else {
             Some(stem.clone())
         };

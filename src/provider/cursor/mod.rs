@@ -72,13 +72,7 @@ pub struct CursorProjector {
 impl CursorProjector {
     pub fn new(path: &Path) -> Self {
         let stem = file_stem(path);
-        let sub_of = path
-            .parent()
-            .filter(|p| p.file_name().is_some_and(|n| n == "subagents"))
-            .and_then(Path::parent)
-            .and_then(Path::file_name)
-            .map(|n| n.to_string_lossy().into_owned());
-        let (session, agent) = match sub_of {
+        let (session, agent) = match super::subagents_session(path) {
             Some(parent) => (parent, Some(stem)),
             None => (stem, None),
         };

@@ -236,16 +236,10 @@ impl NormaProjector {
 /// Session and agent from the path alone.
 fn identity(path: &Path) -> (String, Option<String>) {
     let stem = file_stem(path);
-    if let Some(agent) = stem.strip_prefix("agent-") {
-        let session = path
-            .parent()
-            .filter(|p| p.file_name().is_some_and(|n| n == "subagents"))
-            .and_then(Path::parent)
-            .and_then(Path::file_name)
-            .map(|n| n.to_string_lossy().into_owned());
-        if let Some(session) = session {
-            return (session, Some(agent.to_owned()));
-        }
+    if let Some(agent) = stem.strip_prefix("agent-")
+        && let Some(session) = super::subagents_session(path)
+    {
+        return (session, Some(agent.to_owned()));
     }
     (stem, None)
 }
