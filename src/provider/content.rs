@@ -62,6 +62,22 @@ impl<'de: 'a, 'a, B: Deserialize<'de>> Deserialize<'de> for StrOrList<'a, B> {
     }
 }
 
+/// A content field's blocks, and the text it holds: the texts `text_of` finds in its
+/// blocks joined by newlines, or the whole of a plain string (which has no blocks).
+pub fn blocks_and_text<'m, B>(
+    content: Option<&'m StrOrList<'_, B>>,
+    text_of: impl Fn(&B) -> Option<&str>,
+) -> (&'m [B], String) {
+    match content {
+        Some(StrOrList::List(b)) => (
+            b,
+            b.iter().filter_map(text_of).collect::<Vec<_>>().join("\n"),
+        ),
+        Some(StrOrList::Str(s)) => (&[], s.to_string()),
+        _ => (&[], String::new()),
+    }
+}
+
 /// A field read as text where it is a string, and ignored (`None`) where it is any other
 /// value, so a record with an odd value there still parses.
 pub type AnyText<'a> = StrOrList<'a, IgnoredAny>;

@@ -192,6 +192,26 @@ pub trait Agent: Sync {
     }
 }
 
+/// An agent's [`Agent::kind`], [`Agent::id`] and [`Agent::display_name`], inside its
+/// `impl Agent`: `agent_names!(Claude, "claude", "Claude Code");` (the `ProviderKind`
+/// variant, the id, the name people know).
+macro_rules! agent_names {
+    ($kind:ident, $id:literal, $name:literal) => {
+        fn kind(&self) -> $crate::model::ProviderKind {
+            $crate::model::ProviderKind::$kind
+        }
+
+        fn id(&self) -> &'static str {
+            $id
+        }
+
+        fn display_name(&self) -> &'static str {
+            $name
+        }
+    };
+}
+pub(crate) use agent_names;
+
 /// The agent's side of a row source: the query that hands over what changed. The row
 /// source (`crate::rows`) owns the connection, the position and the retries; only the
 /// agent knows its tables and columns.

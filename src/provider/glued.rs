@@ -15,33 +15,26 @@ pub fn split_glued(line: &[u8]) -> Option<Vec<&[u8]>> {
     static GLUE: std::sync::LazyLock<memchr::memmem::Finder<'static>> =
         std::sync::LazyLock::new(|| memchr::memmem::Finder::new(b"}{"));
     GLUE.find(line)?;
-    let mut values =
-        serde_json::Deserializer::from_slice(line).into_iter::<serde::de::IgnoredAny>();
-    let mut parts = Vec::new();
-    let mut start = 0;
-    loop {
-        match values.next() {
-            Some(Ok(_)) => {
-                let end = values.byte_offset();
-                parts.push(line[start..end].trim_ascii());
-                start = end;
-            }
-            Some(Err(_)) => {
-                // Only after a first good record: a line that is bad from the start is
-                // left whole to the projector's repair.
-                if !parts.is_empty() {
-                    parts.push(line[start..].trim_ascii());
-                }
-                break;
-            }
-            None => break,
-        }
+    let (mut parts, bad) = leading_records(line);
+    // Only after a first good record: a line that is bad from the start is left whole to
+    // the projector's repair.
+    if let Some(at) = bad
+        && !parts.is_empty()
+    {
+        parts.push(line[at..].trim_ascii());
     }
     (parts.len() > 1).then_some(parts)
 }
 
 /// `bytes` as one or more whole JSON values to its end, or `None`.
 fn whole_records(bytes: &[u8]) -> Option<Vec<&[u8]>> {
+    let (parts, bad) = leading_records(bytes);
+    (bad.is_none() && !parts.is_empty()).then_some(parts)
+}
+
+/// The whole JSON values `bytes` starts with, in order, and where the first one that
+/// does not parse begins (`None` when all of `bytes` was read).
+fn leading_records(bytes: &[u8]) -> (Vec<&[u8]>, Option<usize>) {
     let mut values =
         serde_json::Deserializer::from_slice(bytes).into_iter::<serde::de::IgnoredAny>();
     let mut parts = Vec::new();
@@ -53,8 +46,8 @@ fn whole_records(bytes: &[u8]) -> Option<Vec<&[u8]>> {
                 parts.push(bytes[start..end].trim_ascii());
                 start = end;
             }
-            Some(Err(_)) => return None,
-            None => return (!parts.is_empty()).then_some(parts),
+            Some(Err(_)) => return (parts, Some(start)),
+            None => return (parts, None),
         }
     }
 }

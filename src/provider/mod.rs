@@ -193,6 +193,18 @@ pub(crate) fn repaired(reason: &str) -> ObsKind {
     }
 }
 
+/// The observations a record starts with: the anomaly of a line that [`parse_line!`]
+/// parsed only after mending it (`repaired`: how), or none.
+pub(crate) fn first_kinds(repaired: Option<&str>) -> Vec<ObsKind> {
+    repaired.map(self::repaired).into_iter().collect()
+}
+
+/// The time of an oversized record whose `timestamp` comes before its content, in the
+/// head the reader kept.
+pub(crate) fn head_time(head: &[u8]) -> Option<i64> {
+    raw_str_field(head, "timestamp", false).and_then(crate::clock::parse_rfc3339)
+}
+
 /// A record's key: its own id, or where it has none, a hash of the line.
 pub(crate) fn key_or_hash(id: Option<&str>, line: &[u8]) -> String {
     id.map_or_else(|| content_hash(&[line]), str::to_owned)
@@ -281,8 +293,15 @@ pub trait Projector: Send {
         out.push(self.obs(key, None, ObsKind::Work));
     }
 
+    /// This file's current session scope: the session, and the agent (`None` for the
+    /// main conversation).
+    fn scope(&self) -> (&str, Option<&str>);
+
     /// An observation in this file's current session scope.
-    fn obs(&self, key: String, record_ts: Option<i64>, kind: ObsKind) -> Obs;
+    fn obs(&self, key: String, record_ts: Option<i64>, kind: ObsKind) -> Obs {
+        let (session, agent) = self.scope();
+        Obs::new(session, agent, record_ts, key, kind)
+    }
 
     /// False for files that hold no user-facing conversation (compaction helpers).
     fn is_conversation(&self) -> bool {
@@ -339,6 +358,16 @@ pub fn file_stem(path: &Path) -> String {
     path.file_stem()
         .map(|s| s.to_string_lossy().into_owned())
         .unwrap_or_default()
+}
+
+/// The session folder a subagent's file sits in: `<session>` for
+/// `<session>/subagents/<file>`, `None` for a file elsewhere.
+pub(crate) fn subagents_session(path: &Path) -> Option<String> {
+    path.parent()
+        .filter(|p| p.file_name().is_some_and(|n| n == "subagents"))
+        .and_then(Path::parent)
+        .and_then(Path::file_name)
+        .map(|n| n.to_string_lossy().into_owned())
 }
 
 /// A stable 128-bit FNV-1a hash, hex-encoded: content keys and event ids.
@@ -474,6 +503,18 @@ macro_rules! parse_line {
     };
 }
 pub(crate) use parse_line;
+
+/// The start of most projectors' `project`: parses `$line` as `$ty` into `$rec` (with
+/// [`parse_line!`], repairing it if needed) and starts `$kinds`, the record's
+/// observations, with the repair anomaly when the line was mended ([`first_kinds`]).
+macro_rules! parse_record {
+    ($rec:ident, $kinds:ident, $line:expr, $ty:ty) => {
+        let buf: Vec<u8>;
+        let ($rec, repaired) = $crate::provider::parse_line!($line, buf, $ty);
+        let mut $kinds = $crate::provider::first_kinds(repaired);
+    };
+}
+pub(crate) use parse_record;
 
 #[cfg(test)]
 mod tests {

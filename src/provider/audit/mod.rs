@@ -11,7 +11,7 @@ mod noa;
 mod sgme;
 
 pub(crate) use jsonl::{
-    Block, Facts, FileSession, JsonRecords, Resp, block_fields, blocks, has_text, ids_of,
+    Block, Facts, FileSession, JsonRecords, Resp, block_fields, blocks, message_facts,
 };
 pub use noa::{NoaBlock, NoaState, noa_state};
 

@@ -2,10 +2,11 @@
 //! restart points, and who writes a live session.
 
 use super::{ClaudeProjector, looks_like_uuid, may_defer};
-use crate::model::ProviderKind;
 use crate::provider::audit::{self, Audit};
 use crate::provider::background::LAUNCH_NEEDLES;
-use crate::provider::descriptor::{Agent, EnvDir, WRITER_ARGS, Writer, env_or_home, uuid_of};
+use crate::provider::descriptor::{
+    Agent, EnvDir, WRITER_ARGS, Writer, agent_names, env_or_home, uuid_of,
+};
 use crate::provider::restart::{Restart, Restarts, finders};
 use crate::provider::{ObsKind, Projector, file_stem};
 use memchr::memmem::Finder;
@@ -16,17 +17,7 @@ use std::sync::LazyLock;
 pub struct Claude;
 
 impl Agent for Claude {
-    fn kind(&self) -> ProviderKind {
-        ProviderKind::Claude
-    }
-
-    fn id(&self) -> &'static str {
-        "claude"
-    }
-
-    fn display_name(&self) -> &'static str {
-        "Claude Code"
-    }
+    agent_names!(Claude, "claude", "Claude Code");
 
     /// `$CLAUDE_CONFIG_DIR/projects` or `~/.claude/projects`.
     fn default_roots(&self, env: EnvDir<'_>) -> Vec<PathBuf> {

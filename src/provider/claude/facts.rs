@@ -2,7 +2,7 @@
 //! projector's own types.
 
 use super::{Block, KNOWN_TYPES, Rec};
-use crate::provider::audit::{self, Facts, JsonRecords, Resp, blocks, has_text, ids_of};
+use crate::provider::audit::{self, Facts, JsonRecords, message_facts};
 
 pub(super) struct ClaudeRecords;
 
@@ -13,7 +13,10 @@ impl JsonRecords for ClaudeRecords {
     fn facts(&self, line: &[u8]) -> Result<Facts, serde_json::Error> {
         let r: Rec<'_> = serde_json::from_slice(line)?;
         let content = r.message.as_ref().and_then(|m| m.content.as_ref());
-        let bs = blocks(content);
+        let response = || {
+            let key = r.message.as_ref().and_then(|m| m.id.as_deref());
+            key.or(r.uuid.as_deref()).unwrap_or_default().to_owned()
+        };
         let mut f = Facts {
             id: r.uuid.as_deref().map(str::to_owned),
             parent: r.parent.as_deref().map(str::to_owned),
@@ -29,29 +32,14 @@ impl JsonRecords for ClaudeRecords {
                 .as_deref()
                 .filter(|t| !KNOWN_TYPES.contains(t))
                 .map(str::to_owned),
-            ..Facts::default()
+            ..message_facts(r.ty.as_deref(), content, response)
         };
-        match r.ty.as_deref() {
-            Some("assistant") => {
-                f.calls = ids_of(bs, "tool_use", audit::Block::id);
-                let key = r
-                    .message
-                    .as_ref()
-                    .and_then(|m| m.id.as_deref())
-                    .or(r.uuid.as_deref())
-                    .unwrap_or_default();
-                f.response = Some(Resp::Key(key.to_owned()));
-            }
-            Some("user") => {
-                f.results = ids_of(bs, "tool_result", audit::Block::answers);
-                f.prompt = f.results.is_empty()
-                    && r.tool_use_result.is_none()
-                    && r.meta != Some(true)
-                    && r.compact_summary != Some(true)
-                    && has_text(content);
-            }
-            _ => {}
-        }
+        // A tool result, or a record the agent wrote itself (meta, a compaction summary),
+        // is no prompt.
+        f.prompt &= f.results.is_empty()
+            && r.tool_use_result.is_none()
+            && r.meta != Some(true)
+            && r.compact_summary != Some(true);
         Ok(f)
     }
 }

@@ -89,11 +89,7 @@ impl ClaudeProjector {
         // Main files are named `<sessionId>.jsonl`; `<session>/subagents/agent-x.jsonl`
         // names its session two levels up. Otherwise the first `sessionId` decides.
         let named = if file_agent.is_some() {
-            path.parent()
-                .filter(|p| p.file_name().is_some_and(|n| n == "subagents"))
-                .and_then(Path::parent)
-                .and_then(Path::file_name)
-                .map(|n| n.to_string_lossy().into_owned())
+            super::subagents_session(path)
         } else {
             Some(stem.clone())
         };
@@ -272,6 +268,10 @@ impl ClaudeProjector {
 }
 
 impl Projector for ClaudeProjector {
+    fn scope(&self) -> (&str, Option<&str>) {
+        (&self.session, self.file_agent.as_deref())
+    }
+
     fn project(&mut self, line: &[u8], out: &mut Vec<Obs>) -> Result<(), Malformed> {
         let buf: Vec<u8>;
         let (rec, repaired) = parse_line!(line, buf, Rec<'_>);
@@ -386,16 +386,6 @@ impl Projector for ClaudeProjector {
             ObsKind::Work
         };
         out.push(self.obs(key, record_ts, kind));
-    }
-
-    fn obs(&self, key: String, record_ts: Option<i64>, kind: ObsKind) -> Obs {
-        Obs::new(
-            &self.session,
-            self.file_agent.as_deref(),
-            record_ts,
-            key,
-            kind,
-        )
     }
 
     fn is_conversation(&self) -> bool {

@@ -2,10 +2,9 @@
 //! points, and who writes a live session.
 
 use super::CodexProjector;
-use crate::model::ProviderKind;
 use crate::provider::Projector;
 use crate::provider::audit::{self, Audit};
-use crate::provider::descriptor::{Agent, EnvDir, Writer, env_or_home, has_ext};
+use crate::provider::descriptor::{Agent, EnvDir, Writer, agent_names, env_or_home, has_ext};
 use crate::provider::restart::{Restart, Restarts, finders};
 use memchr::memmem::Finder;
 use std::path::{Path, PathBuf};
@@ -14,17 +13,7 @@ use std::sync::LazyLock;
 pub struct Codex;
 
 impl Agent for Codex {
-    fn kind(&self) -> ProviderKind {
-        ProviderKind::Codex
-    }
-
-    fn id(&self) -> &'static str {
-        "codex"
-    }
-
-    fn display_name(&self) -> &'static str {
-        "Codex"
-    }
+    agent_names!(Codex, "codex", "Codex");
 
     /// `$CODEX_HOME/sessions` or `~/.codex/sessions`.
     fn default_roots(&self, env: EnvDir<'_>) -> Vec<PathBuf> {

@@ -438,10 +438,7 @@ impl CodexProjector {
         // The key takes the session as it was before this record: a repaired
         // `session_meta` changes it below, after its anomaly is recorded.
         let early_key = repaired.map(|_| self.key(line));
-        let mut kinds = Vec::new();
-        if let Some(reason) = repaired {
-            kinds.push(super::repaired(reason));
-        }
+        let mut kinds = super::first_kinds(repaired);
         match (rec.ty.as_deref(), &rec.payload) {
             (Some("session_meta"), Some(p)) => {
                 if self.own_id.is_none() {
@@ -485,13 +482,17 @@ impl CodexProjector {
 }
 
 impl Projector for CodexProjector {
+    fn scope(&self) -> (&str, Option<&str>) {
+        (&self.session, self.agent.as_deref())
+    }
+
     fn project(&mut self, line: &[u8], out: &mut Vec<Obs>) -> Result<(), Malformed> {
         self.project_with(line, out, Some(plain::looks_plain))
     }
 
     fn oversized(&mut self, head: &[u8], _tail: &[u8], key: String, out: &mut Vec<Obs>) {
         // Codex puts `timestamp` first: the head keeps the clock right.
-        let record_ts = super::raw_str_field(head, "timestamp", false).and_then(parse_rfc3339);
+        let record_ts = super::head_time(head);
         // A `task_complete` whose last message is too large to read still ends its turn;
         // the turn id comes before the message, in the head.
         let has = |needle: &[u8]| memchr::memmem::find(head, needle).is_some();
@@ -505,10 +506,6 @@ impl Projector for CodexProjector {
             ObsKind::Work
         };
         out.push(self.obs(key, record_ts, kind));
-    }
-
-    fn obs(&self, key: String, record_ts: Option<i64>, kind: ObsKind) -> Obs {
-        Obs::new(&self.session, self.agent.as_deref(), record_ts, key, kind)
     }
 
     super::saved_whole!();

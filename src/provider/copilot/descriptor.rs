@@ -1,26 +1,15 @@
 //! GitHub Copilot CLI's descriptor: where its sessions live and how they are told.
 
 use super::CopilotProjector;
-use crate::model::ProviderKind;
 use crate::provider::Projector;
 use crate::provider::audit::{self, Audit};
-use crate::provider::descriptor::{Agent, EnvDir, FirstRecord, env_or_home, has_ext};
+use crate::provider::descriptor::{Agent, EnvDir, FirstRecord, agent_names, env_or_home, has_ext};
 use std::path::{Path, PathBuf};
 
 pub struct Copilot;
 
 impl Agent for Copilot {
-    fn kind(&self) -> ProviderKind {
-        ProviderKind::Copilot
-    }
-
-    fn id(&self) -> &'static str {
-        "copilot"
-    }
-
-    fn display_name(&self) -> &'static str {
-        "Copilot CLI"
-    }
+    agent_names!(Copilot, "copilot", "Copilot CLI");
 
     /// `$COPILOT_HOME/session-state` or `~/.copilot/session-state`.
     fn default_roots(&self, env: EnvDir<'_>) -> Vec<PathBuf> {

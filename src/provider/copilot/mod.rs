@@ -22,7 +22,6 @@ mod facts;
 use super::background::Background;
 use super::{
     Evidence, Initiator, Malformed, Obs, ObsKind, Origin, Projector, content_hash, file_stem,
-    parse_line,
 };
 use crate::clock::parse_rfc3339;
 use crate::model::clip_message;
@@ -297,19 +296,18 @@ impl CopilotProjector {
 }
 
 impl Projector for CopilotProjector {
+    fn scope(&self) -> (&str, Option<&str>) {
+        (&self.session, None)
+    }
+
     fn project(&mut self, line: &[u8], out: &mut Vec<Obs>) -> Result<(), Malformed> {
-        let buf: Vec<u8>;
-        let (rec, repaired) = parse_line!(line, buf, Rec<'_>);
+        super::parse_record!(rec, kinds, line, Rec<'_>);
         let record_ts = rec.timestamp.as_deref().and_then(parse_rfc3339);
         let key = rec.id.as_deref().map_or_else(
             || content_hash(&[self.session.as_bytes(), line]),
             str::to_owned,
         );
         let scope = rec.agent_id.as_deref().unwrap_or_default().to_owned();
-        let mut kinds = Vec::new();
-        if let Some(reason) = repaired {
-            kinds.push(super::repaired(reason));
-        }
         let empty = Data::default();
         let d = rec.data.as_ref().unwrap_or(&empty);
         if !scope.is_empty()
@@ -411,10 +409,6 @@ impl Projector for CopilotProjector {
             key,
             kind: ObsKind::Work,
         });
-    }
-
-    fn obs(&self, key: String, record_ts: Option<i64>, kind: ObsKind) -> Obs {
-        Obs::new(&self.session, None, record_ts, key, kind)
     }
 
     super::saved_whole!();

@@ -1,26 +1,15 @@
 //! Cursor's descriptor: where its agent transcripts live and how they are told.
 
 use super::{CursorProjector, Rec, is_transcript};
-use crate::model::ProviderKind;
 use crate::provider::Projector;
 use crate::provider::audit::{self, Audit, Facts, JsonRecords};
-use crate::provider::descriptor::{Agent, EnvDir, FirstRecord, has_ext};
+use crate::provider::descriptor::{Agent, EnvDir, FirstRecord, agent_names, has_ext};
 use std::path::{Path, PathBuf};
 
 pub struct Cursor;
 
 impl Agent for Cursor {
-    fn kind(&self) -> ProviderKind {
-        ProviderKind::Cursor
-    }
-
-    fn id(&self) -> &'static str {
-        "cursor"
-    }
-
-    fn display_name(&self) -> &'static str {
-        "Cursor"
-    }
+    agent_names!(Cursor, "cursor", "Cursor");
 
     /// `~/.cursor/projects` (only its `agent-transcripts` folders are read).
     fn default_roots(&self, env: EnvDir<'_>) -> Vec<PathBuf> {

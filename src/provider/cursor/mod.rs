@@ -13,7 +13,6 @@ mod descriptor;
 use super::content::StrOrList;
 use super::{
     Evidence, Initiator, Malformed, Obs, ObsKind, Origin, Projector, content_hash, file_stem,
-    parse_line,
 };
 use crate::model::clip_message;
 pub use descriptor::Cursor;
@@ -73,13 +72,7 @@ pub struct CursorProjector {
 impl CursorProjector {
     pub fn new(path: &Path) -> Self {
         let stem = file_stem(path);
-        let sub_of = path
-            .parent()
-            .filter(|p| p.file_name().is_some_and(|n| n == "subagents"))
-            .and_then(Path::parent)
-            .and_then(Path::file_name)
-            .map(|n| n.to_string_lossy().into_owned());
-        let (session, agent) = match sub_of {
+        let (session, agent) = match super::subagents_session(path) {
             Some(parent) => (parent, Some(stem)),
             None => (stem, None),
         };
@@ -199,28 +192,20 @@ fn is_abort(text: &str) -> bool {
 
 /// Text blocks joined, and the blocks.
 fn content<'m, 'a>(msg: Option<&'m Msg<'a>>) -> (&'m [Block<'a>], String) {
-    match msg.and_then(|m| m.content.as_ref()) {
-        Some(StrOrList::List(b)) => (
-            b,
-            b.iter()
-                .filter(|b| b.ty.as_deref() == Some("text"))
-                .filter_map(|b| b.text.as_deref())
-                .collect::<Vec<_>>()
-                .join("\n"),
-        ),
-        Some(StrOrList::Str(s)) => (&[], s.to_string()),
-        _ => (&[], String::new()),
-    }
+    super::content::blocks_and_text(msg.and_then(|m| m.content.as_ref()), |b| {
+        b.text
+            .as_deref()
+            .filter(|_| b.ty.as_deref() == Some("text"))
+    })
 }
 
 impl Projector for CursorProjector {
+    fn scope(&self) -> (&str, Option<&str>) {
+        (&self.session, self.agent.as_deref())
+    }
+
     fn project(&mut self, line: &[u8], out: &mut Vec<Obs>) -> Result<(), Malformed> {
-        let buf: Vec<u8>;
-        let (rec, repaired) = parse_line!(line, buf, Rec<'_>);
-        let mut kinds = Vec::new();
-        if let Some(reason) = repaired {
-            kinds.push(super::repaired(reason));
-        }
+        super::parse_record!(rec, kinds, line, Rec<'_>);
         let (blocks, text) = content(rec.message.as_ref());
         match (rec.ty.as_deref(), rec.role.as_deref()) {
             (Some("turn_ended"), _) => {
@@ -256,10 +241,6 @@ impl Projector for CursorProjector {
             out.push(self.obs(key.clone(), None, kind));
         }
         Ok(())
-    }
-
-    fn obs(&self, key: String, record_ts: Option<i64>, kind: ObsKind) -> Obs {
-        Obs::new(&self.session, self.agent.as_deref(), record_ts, key, kind)
     }
 
     super::saved_whole!();

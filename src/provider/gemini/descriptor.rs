@@ -1,10 +1,11 @@
 //! Gemini CLI's descriptor: where its sessions live and how they are told.
 
 use super::GeminiProjector;
-use crate::model::ProviderKind;
 use crate::provider::Projector;
 use crate::provider::audit::{self, Audit, Facts, JsonRecords};
-use crate::provider::descriptor::{Agent, EnvDir, FirstRecord, WRITER_ARGS, Writer, has_ext};
+use crate::provider::descriptor::{
+    Agent, EnvDir, FirstRecord, WRITER_ARGS, Writer, agent_names, has_ext,
+};
 use std::ffi::OsString;
 use std::io::Read;
 use std::path::{Path, PathBuf};
@@ -15,17 +16,7 @@ const ROOT_FILE_MAX: u64 = 1 << 20;
 pub struct Gemini;
 
 impl Agent for Gemini {
-    fn kind(&self) -> ProviderKind {
-        ProviderKind::Gemini
-    }
-
-    fn id(&self) -> &'static str {
-        "gemini"
-    }
-
-    fn display_name(&self) -> &'static str {
-        "Gemini CLI"
-    }
+    agent_names!(Gemini, "gemini", "Gemini CLI");
 
     /// `$GEMINI_CLI_HOME/.gemini/tmp` or `~/.gemini/tmp` (`GEMINI_CLI_HOME` stands in
     /// for the home directory).

@@ -299,6 +299,10 @@ fn is_cancel(text: &str) -> bool {
 }
 
 impl Projector for GeminiProjector {
+    fn scope(&self) -> (&str, Option<&str>) {
+        (&self.session, self.agent.as_deref())
+    }
+
     fn project(&mut self, line: &[u8], out: &mut Vec<Obs>) -> Result<(), Malformed> {
         let buf: Vec<u8>;
         let (rec, repaired) = parse_line!(line, buf, Rec<'_>);
@@ -332,12 +336,7 @@ impl Projector for GeminiProjector {
     }
 
     fn oversized(&mut self, head: &[u8], _tail: &[u8], key: String, out: &mut Vec<Obs>) {
-        let record_ts = super::raw_str_field(head, "timestamp", false).and_then(parse_rfc3339);
-        out.push(self.obs(key, record_ts, ObsKind::Work));
-    }
-
-    fn obs(&self, key: String, record_ts: Option<i64>, kind: ObsKind) -> Obs {
-        Obs::new(&self.session, self.agent.as_deref(), record_ts, key, kind)
+        out.push(self.obs(key, super::head_time(head), ObsKind::Work));
     }
 
     super::saved_whole!();

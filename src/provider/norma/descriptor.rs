@@ -1,26 +1,15 @@
 //! Norma's descriptor: how its transcripts are told (it has no default root).
 
 use super::NormaProjector;
-use crate::model::ProviderKind;
 use crate::provider::Projector;
 use crate::provider::audit::{self, Audit};
-use crate::provider::descriptor::{Agent, uuid_of};
+use crate::provider::descriptor::{Agent, agent_names, uuid_of};
 use std::path::Path;
 
 pub struct Norma;
 
 impl Agent for Norma {
-    fn kind(&self) -> ProviderKind {
-        ProviderKind::Norma
-    }
-
-    fn id(&self) -> &'static str {
-        "norma"
-    }
-
-    fn display_name(&self) -> &'static str {
-        "Norma"
-    }
+    agent_names!(Norma, "norma", "Norma");
 
     fn first_record_raw(&self, line: &[u8]) -> bool {
         let has = |needle: &[u8]| memchr::memmem::find(line, needle).is_some();

@@ -7,7 +7,7 @@ use crate::model::ProviderKind;
 // The block trait's methods, beside the block type of the same name.
 use crate::provider::audit::Block as _;
 use crate::provider::audit::{
-    self, Facts, FileSession, JsonRecords, Resp, blocks, has_text, ids_of, main_file_of,
+    self, Facts, FileSession, JsonRecords, blocks, main_file_of, message_facts,
 };
 use crate::provider::file_stem;
 use std::path::Path;
@@ -22,6 +22,8 @@ impl JsonRecords for NormaRecords {
         let r: Rec<'_> = serde_json::from_slice(line)?;
         let content = r.message.as_ref().and_then(|m| m.content.as_ref());
         let bs = blocks(content);
+        let role = r.message.as_ref().and_then(|m| m.role.as_deref());
+        let response = || r.uuid.as_deref().unwrap_or_default().to_owned();
         let mut f = Facts {
             id: r.uuid.as_deref().map(str::to_owned),
             parent: r.parent_uuid.as_deref().map(str::to_owned),
@@ -30,20 +32,10 @@ impl JsonRecords for NormaRecords {
             scope: (r.is_sidechain == Some(true) || r.agent_id.is_some())
                 .then(|| r.agent_id.as_deref().unwrap_or("sidechain").to_owned()),
             session: r.session_id.as_deref().map(str::to_owned),
-            ..Facts::default()
+            ..message_facts(role, content, response)
         };
-        match r.message.as_ref().and_then(|m| m.role.as_deref()) {
-            Some("assistant") => {
-                f.calls = ids_of(bs, "tool_use", audit::Block::id);
-                f.response = Some(Resp::Key(f.id.clone().unwrap_or_default()));
-            }
-            Some("user") => {
-                f.results = ids_of(bs, "tool_result", audit::Block::answers);
-                let skill = bs.iter().any(|b| b.ty() == Some("skill"));
-                f.prompt = !skill && has_text(content);
-            }
-            _ => {}
-        }
+        // A skill's text is the skill's, not the person's.
+        f.prompt &= !bs.iter().any(|b| b.ty() == Some("skill"));
         Ok(f)
     }
 

@@ -10,7 +10,6 @@ mod facts;
 use super::content::StrOrList;
 use super::{
     Evidence, Initiator, Malformed, Obs, ObsKind, Origin, Projector, content_hash, file_stem,
-    parse_line,
 };
 use crate::clock::parse_rfc3339;
 use crate::model::clip_message;
@@ -237,16 +236,10 @@ impl NormaProjector {
 /// Session and agent from the path alone.
 fn identity(path: &Path) -> (String, Option<String>) {
     let stem = file_stem(path);
-    if let Some(agent) = stem.strip_prefix("agent-") {
-        let session = path
-            .parent()
-            .filter(|p| p.file_name().is_some_and(|n| n == "subagents"))
-            .and_then(Path::parent)
-            .and_then(Path::file_name)
-            .map(|n| n.to_string_lossy().into_owned());
-        if let Some(session) = session {
-            return (session, Some(agent.to_owned()));
-        }
+    if let Some(agent) = stem.strip_prefix("agent-")
+        && let Some(session) = super::subagents_session(path)
+    {
+        return (session, Some(agent.to_owned()));
     }
     (stem, None)
 }
@@ -259,16 +252,15 @@ fn compact_tokens(blocks: &[Block<'_>]) -> Option<Option<u64>> {
 }
 
 impl Projector for NormaProjector {
+    fn scope(&self) -> (&str, Option<&str>) {
+        (&self.session, self.file_agent.as_deref())
+    }
+
     fn project(&mut self, line: &[u8], out: &mut Vec<Obs>) -> Result<(), Malformed> {
-        let buf: Vec<u8>;
-        let (rec, repaired) = parse_line!(line, buf, Rec<'_>);
+        super::parse_record!(rec, kinds, line, Rec<'_>);
         let key = super::key_or_hash(rec.uuid.as_deref(), line);
         let record_ts = rec.timestamp.as_deref().and_then(parse_rfc3339);
         let agent = self.agent_for(&rec);
-        let mut kinds = Vec::new();
-        if let Some(reason) = repaired {
-            kinds.push(super::repaired(reason));
-        }
         if let Some(message) = self.mismatch(&rec) {
             kinds.push(ObsKind::Anomaly {
                 reason: "session_mismatch".to_owned(),
@@ -285,18 +277,12 @@ impl Projector for NormaProjector {
                 });
             }
             (Some("message") | None, Some(msg)) => {
-                let (blocks, text): (&[Block<'_>], String) = match &msg.content {
-                    Some(StrOrList::List(b)) => (
-                        b,
-                        b.iter()
-                            .filter(|b| b.ty.as_deref() == Some("text"))
-                            .filter_map(|b| b.text.as_deref())
-                            .collect::<Vec<_>>()
-                            .join("\n"),
-                    ),
-                    Some(StrOrList::Str(s)) => (&[], s.to_string()),
-                    _ => (&[], String::new()),
-                };
+                let (blocks, text) =
+                    super::content::blocks_and_text(msg.content.as_ref(), |b: &Block<'_>| {
+                        b.text
+                            .as_deref()
+                            .filter(|_| b.ty.as_deref() == Some("text"))
+                    });
                 if let Some(pre_tokens) = compact_tokens(blocks) {
                     self.after_compaction = true;
                     if !was_boundary {
@@ -329,16 +315,6 @@ impl Projector for NormaProjector {
             });
         }
         Ok(())
-    }
-
-    fn obs(&self, key: String, record_ts: Option<i64>, kind: ObsKind) -> Obs {
-        Obs::new(
-            &self.session,
-            self.file_agent.as_deref(),
-            record_ts,
-            key,
-            kind,
-        )
     }
 
     super::saved_whole!();

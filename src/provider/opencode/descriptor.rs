@@ -1,27 +1,16 @@
 //! OpenCode's descriptor: where its database lives, how it is told, and its rows.
 
 use super::{OpenCodeProjector, rows::OpenCodeRows};
-use crate::model::ProviderKind;
 use crate::provider::Projector;
 use crate::provider::audit::{Audit, Problem, Unresolved};
-use crate::provider::descriptor::{Agent, EnvDir, RowSchema, Writer};
+use crate::provider::descriptor::{Agent, EnvDir, RowSchema, Writer, agent_names};
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};
 
 pub struct OpenCode;
 
 impl Agent for OpenCode {
-    fn kind(&self) -> ProviderKind {
-        ProviderKind::OpenCode
-    }
-
-    fn id(&self) -> &'static str {
-        "opencode"
-    }
-
-    fn display_name(&self) -> &'static str {
-        "OpenCode"
-    }
+    agent_names!(OpenCode, "opencode", "OpenCode");
 
     /// `$OPENCODE_DB`, else the databases in `$XDG_DATA_HOME/opencode` or
     /// `~/.local/share/opencode` (`packages/core/src/global.ts`): `opencode.db` and the

@@ -327,6 +327,11 @@ impl OpenCodeProjector {
 }
 
 impl Projector for OpenCodeProjector {
+    fn scope(&self) -> (&str, Option<&str>) {
+        // Anomalies about the database itself: no session of OpenCode's.
+        ("opencode", None)
+    }
+
     fn project(&mut self, line: &[u8], out: &mut Vec<Obs>) -> Result<(), Malformed> {
         let row: Row<'_> =
             serde_json::from_slice(line).map_err(|e| Malformed(format!("row: {e}")))?;
@@ -383,11 +388,6 @@ impl Projector for OpenCodeProjector {
             out.push(Obs::new(session, agent, record_ts, key, kind));
         }
         Ok(())
-    }
-
-    fn obs(&self, key: String, record_ts: Option<i64>, kind: ObsKind) -> Obs {
-        // Anomalies about the database itself: no session of OpenCode's.
-        Obs::new("opencode", None, record_ts, key, kind)
     }
 
     super::saved_whole!();

@@ -2,26 +2,15 @@
 //! they are told.
 
 use super::PiProjector;
-use crate::model::ProviderKind;
 use crate::provider::Projector;
 use crate::provider::audit::{self, Audit};
-use crate::provider::descriptor::{Agent, EnvDir, FirstRecord, has_ext};
+use crate::provider::descriptor::{Agent, EnvDir, FirstRecord, agent_names, has_ext};
 use std::path::{Path, PathBuf};
 
 pub struct Pi;
 
 impl Agent for Pi {
-    fn kind(&self) -> ProviderKind {
-        ProviderKind::Pi
-    }
-
-    fn id(&self) -> &'static str {
-        "pi"
-    }
-
-    fn display_name(&self) -> &'static str {
-        "Pi"
-    }
+    agent_names!(Pi, "pi", "Pi");
 
     /// `$PI_CODING_AGENT_SESSION_DIR`, `$PI_CODING_AGENT_DIR/sessions` or
     /// `~/.pi/agent/sessions`, and Oh My Pi's `~/.omp/agent/sessions`.

@@ -18,7 +18,6 @@ use super::content::StrOrList;
 use super::omp::{self, YieldDetails, YieldEnd};
 use super::{
     Evidence, Initiator, Malformed, Obs, ObsKind, Origin, Projector, content_hash, file_stem,
-    parse_line,
 };
 use crate::clock::parse_rfc3339;
 use crate::model::clip_message;
@@ -252,14 +251,13 @@ impl PiProjector {
 }
 
 impl Projector for PiProjector {
+    fn scope(&self) -> (&str, Option<&str>) {
+        (&self.session, None)
+    }
+
     fn project(&mut self, line: &[u8], out: &mut Vec<Obs>) -> Result<(), Malformed> {
-        let buf: Vec<u8>;
-        let (rec, repaired) = parse_line!(line, buf, Rec<'_>);
+        super::parse_record!(rec, kinds, line, Rec<'_>);
         let record_ts = rec.timestamp.as_deref().and_then(parse_rfc3339);
-        let mut kinds = Vec::new();
-        if let Some(reason) = repaired {
-            kinds.push(super::repaired(reason));
-        }
         // Entry ids are 8 hex digits, unique within a session only.
         let rec_id = rec.id.as_deref().unwrap_or_default().to_owned();
         let key = if rec_id.is_empty() {
@@ -301,12 +299,7 @@ impl Projector for PiProjector {
 
     fn oversized(&mut self, head: &[u8], _tail: &[u8], key: String, out: &mut Vec<Obs>) {
         // `timestamp` is the fourth key of a message entry: the head keeps the clock.
-        let record_ts = super::raw_str_field(head, "timestamp", false).and_then(parse_rfc3339);
-        out.push(self.obs(key, record_ts, ObsKind::Work));
-    }
-
-    fn obs(&self, key: String, record_ts: Option<i64>, kind: ObsKind) -> Obs {
-        Obs::new(&self.session, None, record_ts, key, kind)
+        out.push(self.obs(key, super::head_time(head), ObsKind::Work));
     }
 
     super::saved_whole!();

@@ -1,27 +1,16 @@
 //! Qwen Code's descriptor: where its sessions live and how they are told.
 
 use super::QwenProjector;
-use crate::model::ProviderKind;
 use crate::provider::Projector;
 use crate::provider::audit::{self, Audit, Facts, JsonRecords};
-use crate::provider::descriptor::{Agent, EnvDir, WRITER_ARGS, Writer, has_ext};
+use crate::provider::descriptor::{Agent, EnvDir, WRITER_ARGS, Writer, agent_names, has_ext};
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};
 
 pub struct Qwen;
 
 impl Agent for Qwen {
-    fn kind(&self) -> ProviderKind {
-        ProviderKind::Qwen
-    }
-
-    fn id(&self) -> &'static str {
-        "qwen"
-    }
-
-    fn display_name(&self) -> &'static str {
-        "Qwen Code"
-    }
+    agent_names!(Qwen, "qwen", "Qwen Code");
 
     /// `$QWEN_RUNTIME_DIR/projects`, `$QWEN_HOME/projects` or `~/.qwen/projects`.
     fn default_roots(&self, env: EnvDir<'_>) -> Vec<PathBuf> {

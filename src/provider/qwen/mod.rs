@@ -16,7 +16,6 @@ mod descriptor;
 mod records;
 use super::{
     Evidence, Initiator, Malformed, Obs, ObsKind, Origin, Projector, content_hash, file_stem,
-    parse_line,
 };
 use crate::clock::parse_rfc3339;
 use crate::model::clip_message;
@@ -199,14 +198,13 @@ impl QwenProjector {
 }
 
 impl Projector for QwenProjector {
+    fn scope(&self) -> (&str, Option<&str>) {
+        (&self.session, self.agent.as_deref())
+    }
+
     fn project(&mut self, line: &[u8], out: &mut Vec<Obs>) -> Result<(), Malformed> {
-        let buf: Vec<u8>;
-        let (rec, repaired) = parse_line!(line, buf, Rec<'_>);
+        super::parse_record!(rec, kinds, line, Rec<'_>);
         let record_ts = rec.timestamp.as_deref().and_then(parse_rfc3339);
-        let mut kinds = Vec::new();
-        if let Some(reason) = repaired {
-            kinds.push(super::repaired(reason));
-        }
         if self.agent.is_none()
             && let Some(s) = rec.session_id.as_deref().filter(|s| !s.is_empty())
             && s != self.session
@@ -267,12 +265,7 @@ impl Projector for QwenProjector {
     }
 
     fn oversized(&mut self, head: &[u8], _tail: &[u8], key: String, out: &mut Vec<Obs>) {
-        let record_ts = super::raw_str_field(head, "timestamp", false).and_then(parse_rfc3339);
-        out.push(self.obs(key, record_ts, ObsKind::Work));
-    }
-
-    fn obs(&self, key: String, record_ts: Option<i64>, kind: ObsKind) -> Obs {
-        Obs::new(&self.session, self.agent.as_deref(), record_ts, key, kind)
+        out.push(self.obs(key, super::head_time(head), ObsKind::Work));
     }
 
     super::saved_whole!();

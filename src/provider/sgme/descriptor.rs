@@ -1,26 +1,16 @@
 //! SGME's descriptor: its L0 Markdown files are told by their path alone.
 
 use super::{SgmeProjector, is_l0_file};
-use crate::model::ProviderKind;
 use crate::provider::Projector;
 use crate::provider::audit::{self, Audit};
 use crate::provider::descriptor::Agent;
+use crate::provider::descriptor::agent_names;
 use std::path::Path;
 
 pub struct Sgme;
 
 impl Agent for Sgme {
-    fn kind(&self) -> ProviderKind {
-        ProviderKind::Sgme
-    }
-
-    fn id(&self) -> &'static str {
-        "sgme"
-    }
-
-    fn display_name(&self) -> &'static str {
-        "SGME"
-    }
+    agent_names!(Sgme, "sgme", "SGME");
 
     /// `raw/{sessions,uploads,external}/*.md`; `archive/**/*.md.zst` never matches.
     fn is_candidate(&self, path: &Path) -> bool {

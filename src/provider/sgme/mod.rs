@@ -368,6 +368,10 @@ impl SgmeProjector {
 }
 
 impl Projector for SgmeProjector {
+    fn scope(&self) -> (&str, Option<&str>) {
+        (&self.session, None)
+    }
+
     fn project(&mut self, line: &[u8], out: &mut Vec<Obs>) -> Result<(), Malformed> {
         let line = text(line);
         let line = line.as_ref();
@@ -404,10 +408,6 @@ impl Projector for SgmeProjector {
         if self.conversation && self.prompted && !answering && self.phase == Phase::Body {
             out.push(self.obs(key, None, ObsKind::Work));
         }
-    }
-
-    fn obs(&self, key: String, record_ts: Option<i64>, kind: ObsKind) -> Obs {
-        Obs::new(&self.session, None, record_ts, key, kind)
     }
 
     super::saved_whole!();

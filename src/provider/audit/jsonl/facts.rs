@@ -98,3 +98,27 @@ pub(crate) fn ids_of<B: Block>(bs: &[B], ty: &str, f: impl Fn(&B) -> Option<&str
         .filter_map(|b| f(b).map(str::to_owned))
         .collect()
 }
+
+/// What a record of Claude-style content blocks (Claude's, Norma's) says as `role`: an
+/// assistant's tool calls and the response they belong to (`response`), a user's tool
+/// results, and whether it holds text (a prompt, where the agent's own rules agree).
+pub(crate) fn message_facts<B: Block>(
+    role: Option<&str>,
+    content: Option<&StrOrList<'_, B>>,
+    response: impl FnOnce() -> String,
+) -> Facts {
+    let bs = blocks(content);
+    let mut f = Facts::default();
+    match role {
+        Some("assistant") => {
+            f.calls = ids_of(bs, "tool_use", B::id);
+            f.response = Some(Resp::Key(response()));
+        }
+        Some("user") => {
+            f.results = ids_of(bs, "tool_result", B::answers);
+            f.prompt = has_text(content);
+        }
+        _ => {}
+    }
+    f
+}

@@ -12,7 +12,7 @@
 
 mod facts;
 
-pub(crate) use facts::{Block, Facts, Resp, block_fields, blocks, has_text, ids_of};
+pub(crate) use facts::{Block, Facts, Resp, block_fields, blocks, message_facts};
 
 use super::{Audit, Problem, Unresolved, glimpse_ids, shown, string_values};
 use crate::provider::{Malformed, repair, strip_nul};
