@@ -239,6 +239,26 @@ macro_rules! failure_events {
     )*};
 }
 
+/// Events that count and log, at their level, what (`who`) and one fact (`what`):
+/// `Event { who, what: Type } => Set.field, TARGET, LEVEL, "message";`.
+macro_rules! fact_events {
+    ($($(#[$m:meta])* $event:ident { $who:ident, $what:ident: $ty:ty } => $set:ident . $field:ident, $target:ident, $level:ident, $msg:literal;)*) => {$(
+        $(#[$m])*
+        pub struct $event<'a> {
+            pub $who: &'a str,
+            pub $what: $ty,
+        }
+
+        impl $event<'_> {
+            pub fn emit(self, c: &$set) {
+                c.$field.add();
+                let ($who, $what) = (self.$who, self.$what);
+                tracing::event!(target: $target, tracing::Level::$level, $who = %$who, $what, $msg);
+            }
+        }
+    )*};
+}
+
 /// Logs at warn on the 1st, 2nd, 4th, 8th ... time (`n`), at debug otherwise: a flood of
 /// drops must not become a flood of log lines.
 macro_rules! at_doublings {
@@ -284,6 +304,18 @@ failure_events! {
     WebhookRefused { endpoint, error } => WebhookCounters, WEBHOOK, "Webhook refused the event; not retrying.";
 }
 
+fact_events! {
+    /// A run passed its timeout and was ended with its process group.
+    ExecTimedOut { program, timeout_ms: u64 } => ExecCounters.timed_out, EXEC, WARN,
+        "Exec hook timed out; ended it and its process group.";
+    /// Out of attempts (or the sink is closing): the event is given up.
+    WebhookGaveUp { endpoint, attempt: u32 } => WebhookCounters.failed, WEBHOOK, DEBUG,
+        "Webhook event given up.";
+    /// A notification was held back by a mute or quiet hours (`reason`).
+    NotificationHeld { session, reason: &'static str } => DesktopCounters.muted, DESKTOP, DEBUG,
+        "Notification not shown.";
+}
+
 // ---- exec hook ----
 
 /// The queue was full: the event is dropped (logged [`at_doublings`]).
@@ -307,25 +339,6 @@ impl ExecEndedAtShutdown<'_> {
         c.failed.add();
         let program = self.program;
         tracing::warn!(target: EXEC, program = %program, "Exec hook still running at shutdown; ended it and its process group.");
-    }
-}
-
-/// A run passed its timeout and was ended with its process group.
-pub struct ExecTimedOut<'a> {
-    pub program: &'a str,
-    pub timeout_ms: u64,
-}
-
-impl ExecTimedOut<'_> {
-    pub fn emit(self, c: &ExecCounters) {
-        c.timed_out.add();
-        let program = self.program;
-        tracing::warn!(
-            target: EXEC,
-            program = %program,
-            timeout_ms = self.timeout_ms,
-            "Exec hook timed out; ended it and its process group."
-        );
     }
 }
 
@@ -381,35 +394,7 @@ impl<E: Display> WebhookTryFailed<'_, E> {
     }
 }
 
-/// Out of attempts (or the sink is closing): the event is given up.
-pub struct WebhookGaveUp<'a> {
-    pub endpoint: &'a str,
-    pub attempt: u32,
-}
-
-impl WebhookGaveUp<'_> {
-    pub fn emit(self, c: &WebhookCounters) {
-        c.failed.add();
-        let (label, attempt) = (self.endpoint, self.attempt);
-        tracing::debug!(target: WEBHOOK, endpoint = %label, attempt, "Webhook event given up.");
-    }
-}
-
 // ---- desktop ----
-
-/// A notification was held back by a mute or quiet hours (`reason`).
-pub struct NotificationHeld<'a> {
-    pub session: &'a str,
-    pub reason: &'static str,
-}
-
-impl NotificationHeld<'_> {
-    pub fn emit(self, c: &DesktopCounters) {
-        c.muted.add();
-        let (session, reason) = (self.session, self.reason);
-        tracing::debug!(target: DESKTOP, session = %session, reason, "Notification not shown.");
-    }
-}
 
 /// A notification was dropped by the session's cooldown.
 pub struct NotificationSuppressed<'a> {
@@ -625,6 +610,30 @@ mod tests {
             ],
             [1, 2, 1, 1]
         );
+        NotificationHeld {
+            session: "k",
+            reason: "muted",
+        }
+        .emit(&d);
+        NotificationSuppressed { session: "k" }.emit(&d);
+        NotificationDropped { queue_full: true }.emit(&d);
+        NotificationDropped { queue_full: false }.emit(&d);
+        NotificationSkippedNoBus.emit(&d);
+        assert_eq!(
+            [
+                d.muted.get(),
+                d.suppressed.get(),
+                d.dropped.get(),
+                d.skipped_no_bus.get()
+            ],
+            [1, 1, 2, 1]
+        );
+        assert_eq!(
+            (d.delivered(), d.failed()),
+            (1, 2 + 2 + 1),
+            "failed, dropped and skipped without a bus are failures; muted and \
+             suppressed are not"
+        );
 
         let w = WatchCounters::default();
         Rescan::QueueOverflowed.emit(&w);
@@ -635,5 +644,27 @@ mod tests {
             [w.overflow.get(), w.rescans.get(), w.dropped_by_hook.get()],
             [2, 1, 1]
         );
+    }
+
+    #[test]
+    fn the_readout_adds_up_sinks_of_one_name_in_the_order_first_added() {
+        let r = Readout::default();
+        let (a, b, x) = (
+            Arc::new(WebhookCounters::default()),
+            Arc::new(WebhookCounters::default()),
+            Arc::new(ExecCounters::default()),
+        );
+        r.add_sink("webhook", a.clone());
+        r.add_sink("on_event", x.clone());
+        r.add_sink("webhook", b.clone());
+        WebhookRetried.emit(&a);
+        WebhookDropped { endpoint: "h" }.emit(&a);
+        WebhookGaveUp {
+            endpoint: "h",
+            attempt: 3,
+        }
+        .emit(&b);
+        ExecSucceeded.emit(&x);
+        assert_eq!(r.deliveries(), [("webhook", 0, 2), ("on_event", 1, 0)]);
     }
 }

@@ -210,6 +210,10 @@ mod tests {
     use super::*;
     use crate::diag::{self, ExecCounters, WebhookCounters};
 
+    fn has(text: &str, sample: &str) {
+        assert!(text.contains(sample), "no `{sample}` in:\n{text}");
+    }
+
     #[test]
     fn deliveries_follow_the_sinks_counters_at_each_scrape() {
         let readout = Arc::new(Readout::default());
@@ -217,35 +221,20 @@ mod tests {
         readout.add_sink("exec", exec.clone());
         let m = Metrics::new(Arc::clone(&readout));
         let text = m.encode();
-        assert!(
-            text.contains("baton_deliveries_total{sink=\"exec\"} 0"),
-            "{text}"
-        );
+        has(&text, "baton_deliveries_total{sink=\"exec\"} 0");
         diag::ExecSucceeded.emit(&exec);
         diag::ExecSucceeded.emit(&exec);
         diag::ExecDropped.emit(&exec);
         let text = m.encode();
-        assert!(
-            text.contains("baton_deliveries_total{sink=\"exec\"} 2"),
-            "{text}"
-        );
-        assert!(
-            text.contains("baton_delivery_failures_total{sink=\"exec\"} 1"),
-            "{text}"
-        );
+        has(&text, "baton_deliveries_total{sink=\"exec\"} 2");
+        has(&text, "baton_delivery_failures_total{sink=\"exec\"} 1");
         diag::ExecSucceeded.emit(&exec);
         readout.files_tracked.set(7);
         let text = m.encode();
-        assert!(
-            text.contains("baton_deliveries_total{sink=\"exec\"} 3"),
-            "{text}"
-        );
-        assert!(
-            text.contains("baton_delivery_failures_total{sink=\"exec\"} 1"),
-            "{text}"
-        );
-        assert!(text.contains("baton_files_tracked 7"), "{text}");
-        assert!(text.contains("baton_remotes_connected 0"), "{text}");
+        has(&text, "baton_deliveries_total{sink=\"exec\"} 3");
+        has(&text, "baton_delivery_failures_total{sink=\"exec\"} 1");
+        has(&text, "baton_files_tracked 7");
+        has(&text, "baton_remotes_connected 0");
     }
 
     /// Two `[[webhook]]` sections are one `sink="webhook"` series: their counts add up.
@@ -270,9 +259,6 @@ mod tests {
         delivered(&b);
         delivered(&b);
         let text = m.encode();
-        assert!(
-            text.contains("baton_deliveries_total{sink=\"webhook\"} 3"),
-            "{text}"
-        );
+        has(&text, "baton_deliveries_total{sink=\"webhook\"} 3");
     }
 }
