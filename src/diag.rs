@@ -1,5 +1,6 @@
-//! Diagnostics in one place: the counters of the delivery sinks and the watcher, and the
-//! log line each internal event writes (Vector's `internal_events` style).
+//! Diagnostics in one place: the counters of the delivery sinks and the watcher, the
+//! gauges the metrics endpoint reads, and the log line each internal event writes
+//! (Vector's `internal_events` style).
 //!
 //! A reader or sink owns one counter set per instance ([`ExecCounters`],
 //! [`WebhookCounters`], [`DesktopCounters`], [`WatchCounters`]), because several sinks
@@ -7,19 +8,21 @@
 //! diagnostic itself: it calls `emit` on one of the event types here, which adds to the
 //! right counter and writes the log line at its level. [`Counter::add`] is private to
 //! this module, so an event is the only way to count. The sinks' stats, and through
-//! them `status`, the stop summary and the metrics endpoint, read the sets with
-//! [`Counter::get`].
+//! them `status` and the stop summary, read the sets with [`Counter::get`]; the metrics
+//! endpoint reads them, and the daemon's gauges, through one [`Readout`] at each scrape.
 //!
 //! Each log line keeps the target of the module that used to write it (`target:`), so
 //! `BATON_LOG` filters and the log text are what they were.
 //!
 //! This module sits low in the layers: it imports nothing from the crate.
 
-use std::fmt::Display;
+use std::fmt::{Debug, Display};
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, PoisonError};
 
 const EXEC: &str = "baton::sink::exec";
 const WEBHOOK: &str = "baton::sink::webhook";
+const DESKTOP: &str = "baton::sink::desktop";
 const NOTIFIER: &str = "baton::sink::notifier";
 const NATIVE: &str = "baton::watch::native";
 
@@ -39,116 +42,290 @@ impl Counter {
     }
 }
 
-/// One exec hook's counts (`[on_event]`).
+/// A level its one owner sets (files tracked, remotes connected), read by metrics.
 #[derive(Debug, Default)]
-pub struct ExecCounters {
-    /// Runs that exited 0.
-    pub ok: Counter,
-    /// Runs that could not start, exited non-zero or were ended at shutdown.
-    pub failed: Counter,
-    /// Runs killed at the timeout.
-    pub timed_out: Counter,
-    /// Runs skipped: the session was in front of the person.
-    pub focused: Counter,
-    /// Events dropped because the queue was full.
-    pub dropped: Counter,
+pub struct Gauge(AtomicU64);
+
+impl Gauge {
+    pub fn set(&self, n: usize) {
+        self.0
+            .store(u64::try_from(n).unwrap_or(u64::MAX), Ordering::Relaxed);
+    }
+
+    pub fn get(&self) -> u64 {
+        self.0.load(Ordering::Relaxed)
+    }
 }
 
-/// One `[[webhook]]` section's counts (all its endpoints).
-#[derive(Debug, Default)]
-pub struct WebhookCounters {
-    pub delivered: Counter,
-    pub retried: Counter,
-    pub failed: Counter,
-    pub focused: Counter,
-    /// Events dropped from a full queue (the oldest first).
-    pub dropped: Counter,
+/// Declares a counter set: a struct of [`Counter`]s, one per field.
+macro_rules! counter_set {
+    ($(#[$m:meta])* $name:ident { $($(#[$fm:meta])* $field:ident,)* }) => {
+        $(#[$m])*
+        #[derive(Debug, Default)]
+        pub struct $name {
+            $($(#[$fm])* pub $field: Counter,)*
+        }
+    };
 }
 
-/// The desktop notifier's counts.
-#[derive(Debug, Default)]
-pub struct DesktopCounters {
-    pub shown: Counter,
-    pub failed: Counter,
-    /// Not shown: the session was in front of the person.
-    pub focused: Counter,
-    pub clicked: Counter,
-    /// `ActivationToken`s dropped for not being a token (`notifier::valid_token`).
-    pub tokens_dropped: Counter,
+counter_set! {
+    /// One exec hook's counts (`[on_event]`).
+    ExecCounters {
+        /// Runs that exited 0.
+        ok,
+        /// Runs that could not start, exited non-zero or were ended at shutdown.
+        failed,
+        /// Runs killed at the timeout.
+        timed_out,
+        /// Runs skipped: the session was in front of the person.
+        focused,
+        /// Events dropped because the queue was full.
+        dropped,
+    }
 }
 
-/// The hint channel's counts, shared by the hint senders and the core.
+counter_set! {
+    /// One `[[webhook]]` section's counts (all its endpoints).
+    WebhookCounters {
+        delivered,
+        retried,
+        failed,
+        focused,
+        /// Events dropped from a full queue (the oldest first).
+        dropped,
+    }
+}
+
+counter_set! {
+    /// The desktop sink's counts: the sink's own decisions and its D-Bus thread's.
+    DesktopCounters {
+        /// Notifications the server accepted.
+        shown,
+        /// Notify calls that failed (no bus, no server, an error reply).
+        failed,
+        /// Not shown: the session was in front of the person.
+        focused,
+        /// Clicks acted on.
+        clicked,
+        /// `ActivationToken`s dropped for not being a token (`notifier::valid_token`).
+        tokens_dropped,
+        /// Dropped by the per-session cooldown.
+        suppressed,
+        /// Dropped because the D-Bus thread's queue was full (or gone).
+        dropped,
+        /// Dropped while the bus was known to be unreachable.
+        skipped_no_bus,
+        /// Not shown: muted (config or `baton mute`) or in quiet hours.
+        muted,
+    }
+}
+
+counter_set! {
+    /// The hint channel's counts, shared by the hint senders and the core.
+    WatchCounters {
+        /// Hints that did not fit in the channel (each turned into a full rescan).
+        overflow,
+        /// Rescans requested by the watcher (queue overflow, errors).
+        rescans,
+        /// Native events dropped on purpose by the test hook.
+        dropped_by_hook,
+    }
+}
+
+/// What a delivery sink's counters say in the two numbers `baton_deliveries_total` and
+/// `baton_delivery_failures_total` count, read at scrape time from any thread.
+pub trait Deliveries: Debug + Send + Sync {
+    /// Pages that reached their target.
+    fn delivered(&self) -> u64;
+    /// Pages given up on: failed, timed out, or dropped from a full queue. (Skipped on
+    /// purpose, as by a cooldown or a mute, is neither.)
+    fn failed(&self) -> u64;
+}
+
+impl Deliveries for ExecCounters {
+    fn delivered(&self) -> u64 {
+        self.ok.get()
+    }
+    fn failed(&self) -> u64 {
+        self.failed.get() + self.timed_out.get() + self.dropped.get()
+    }
+}
+
+impl Deliveries for WebhookCounters {
+    fn delivered(&self) -> u64 {
+        self.delivered.get()
+    }
+    fn failed(&self) -> u64 {
+        self.failed.get() + self.dropped.get()
+    }
+}
+
+impl Deliveries for DesktopCounters {
+    fn delivered(&self) -> u64 {
+        self.shown.get()
+    }
+    fn failed(&self) -> u64 {
+        self.failed.get() + self.dropped.get() + self.skipped_no_bus.get()
+    }
+}
+
+/// What the metrics endpoint reads at each scrape: every delivery sink's counters, by
+/// the sink's name, and the daemon's gauges. One per daemon; each owner updates its own
+/// part (the sinks count through events, the core sets `files_tracked`, the remotes'
+/// links `remotes_connected`).
 #[derive(Debug, Default)]
-pub struct WatchCounters {
-    /// Hints that did not fit in the channel (each turned into a full rescan).
-    pub overflow: Counter,
-    /// Rescans requested by the watcher (queue overflow, errors).
-    pub rescans: Counter,
-    /// Native events dropped on purpose by the test hook.
-    pub dropped_by_hook: Counter,
+pub struct Readout {
+    sinks: Mutex<Vec<(&'static str, Arc<dyn Deliveries>)>>,
+    /// Transcript files the daemon follows (the core's file table).
+    pub files_tracked: Gauge,
+    /// Remote machines whose event stream is connected.
+    pub remotes_connected: Gauge,
+}
+
+impl Readout {
+    /// Adds a sink's counters under `name` (several sinks may share one, as webhooks do).
+    pub fn add_sink(&self, name: &'static str, counters: Arc<dyn Deliveries>) {
+        let mut sinks = self.sinks.lock().unwrap_or_else(PoisonError::into_inner);
+        sinks.push((name, counters));
+    }
+
+    /// Each sink name's (delivered, failed), summed over the sinks of that name, in the
+    /// order the names were first added.
+    pub fn deliveries(&self) -> Vec<(&'static str, u64, u64)> {
+        let sinks = self.sinks.lock().unwrap_or_else(PoisonError::into_inner);
+        let mut out: Vec<(&'static str, u64, u64)> = Vec::new();
+        for (name, c) in sinks.iter() {
+            let (d, f) = (c.delivered(), c.failed());
+            match out.iter_mut().find(|(n, _, _)| n == name) {
+                Some(row) => (row.1, row.2) = (row.1 + d, row.2 + f),
+                None => out.push((name, d, f)),
+            }
+        }
+        out
+    }
+}
+
+/// Events that only count: `Event => Set.field`.
+macro_rules! count_events {
+    ($($(#[$m:meta])* $event:ident => $set:ident . $field:ident;)*) => {$(
+        $(#[$m])*
+        pub struct $event;
+
+        impl $event {
+            pub fn emit(self, c: &$set) {
+                c.$field.add();
+            }
+        }
+    )*};
+}
+
+/// Events that count a failure and warn with what failed (`who`) and why (`what`):
+/// `Event { who, what } => Set, TARGET, "message";`.
+macro_rules! failure_events {
+    ($($(#[$m:meta])* $event:ident { $who:ident, $what:ident } => $set:ident, $target:ident, $msg:literal;)*) => {$(
+        $(#[$m])*
+        pub struct $event<'a, E> {
+            pub $who: &'a str,
+            pub $what: &'a E,
+        }
+
+        impl<E: Display> $event<'_, E> {
+            pub fn emit(self, c: &$set) {
+                c.failed.add();
+                let ($who, $what) = (self.$who, self.$what);
+                tracing::warn!(target: $target, $who = %$who, $what = %$what, $msg);
+            }
+        }
+    )*};
+}
+
+/// Events that count and log, at their level, what (`who`) and one fact (`what`):
+/// `Event { who, what: Type } => Set.field, TARGET, LEVEL, "message";`.
+macro_rules! fact_events {
+    ($($(#[$m:meta])* $event:ident { $who:ident, $what:ident: $ty:ty } => $set:ident . $field:ident, $target:ident, $level:ident, $msg:literal;)*) => {$(
+        $(#[$m])*
+        pub struct $event<'a> {
+            pub $who: &'a str,
+            pub $what: $ty,
+        }
+
+        impl $event<'_> {
+            pub fn emit(self, c: &$set) {
+                c.$field.add();
+                let ($who, $what) = (self.$who, self.$what);
+                tracing::event!(target: $target, tracing::Level::$level, $who = %$who, $what, $msg);
+            }
+        }
+    )*};
+}
+
+/// Logs at warn on the 1st, 2nd, 4th, 8th ... time (`n`), at debug otherwise: a flood of
+/// drops must not become a flood of log lines.
+macro_rules! at_doublings {
+    ($n:expr, $($arg:tt)+) => {
+        if $n.is_power_of_two() {
+            tracing::warn!($($arg)+);
+        } else {
+            tracing::debug!($($arg)+);
+        }
+    };
+}
+
+count_events! {
+    /// A run was skipped: the session was in front of the person.
+    ExecFocused => ExecCounters.focused;
+    /// A run exited 0.
+    ExecSucceeded => ExecCounters.ok;
+    /// A post was skipped: the session was in front of the person.
+    WebhookFocused => WebhookCounters.focused;
+    /// A failed try is tried again after the backoff.
+    WebhookRetried => WebhookCounters.retried;
+    /// A notification was not shown: the session was in front of the person.
+    DesktopFocused => DesktopCounters.focused;
+    /// A notification was clicked (counted; the notifier logs the click with what it did).
+    NotificationClicked => DesktopCounters.clicked;
+    /// A notification was not sent: the bus is known to be down and the next try is not
+    /// due yet.
+    NotificationSkippedNoBus => DesktopCounters.skipped_no_bus;
+    /// A hint did not fit in the channel; a full rescan replaces it.
+    HintOverflowed => WatchCounters.overflow;
+    /// A native event was dropped by the test hook (`drop_events`).
+    NativeEventDropped => WatchCounters.dropped_by_hook;
+}
+
+failure_events! {
+    /// The program could not be started.
+    ExecCannotStart { program, error } => ExecCounters, EXEC, "Cannot start the exec hook.";
+    /// The program exited non-zero.
+    ExecFailed { program, status } => ExecCounters, EXEC, "Exec hook failed.";
+    /// Waiting for the program failed; the run was ended.
+    ExecWaitFailed { program, error } => ExecCounters, EXEC, "Cannot wait for the exec hook.";
+    /// The endpoint answered with a final status: the event is given up at once.
+    WebhookRefused { endpoint, error } => WebhookCounters, WEBHOOK, "Webhook refused the event; not retrying.";
+}
+
+fact_events! {
+    /// A run passed its timeout and was ended with its process group.
+    ExecTimedOut { program, timeout_ms: u64 } => ExecCounters.timed_out, EXEC, WARN,
+        "Exec hook timed out; ended it and its process group.";
+    /// Out of attempts (or the sink is closing): the event is given up.
+    WebhookGaveUp { endpoint, attempt: u32 } => WebhookCounters.failed, WEBHOOK, DEBUG,
+        "Webhook event given up.";
+    /// A notification was held back by a mute or quiet hours (`reason`).
+    NotificationHeld { session, reason: &'static str } => DesktopCounters.muted, DESKTOP, DEBUG,
+        "Notification not shown.";
 }
 
 // ---- exec hook ----
 
-/// A run was skipped: the session was in front of the person.
-pub struct ExecFocused;
-
-impl ExecFocused {
-    pub fn emit(self, c: &ExecCounters) {
-        c.focused.add();
-    }
-}
-
-/// A run exited 0.
-pub struct ExecSucceeded;
-
-impl ExecSucceeded {
-    pub fn emit(self, c: &ExecCounters) {
-        c.ok.add();
-    }
-}
-
-/// The queue was full: the event is dropped. Logged at warn on the 1st, 2nd, 4th, 8th
-/// ... drop, at debug otherwise: a flood of drops must not become a flood of log lines.
+/// The queue was full: the event is dropped (logged [`at_doublings`]).
 pub struct ExecDropped;
 
 impl ExecDropped {
     pub fn emit(self, c: &ExecCounters) {
         let dropped = c.dropped.add();
         let msg = "Exec hook busy; event dropped (raise its queue or concurrency).";
-        if dropped.is_power_of_two() {
-            tracing::warn!(target: EXEC, dropped, "{msg}");
-        } else {
-            tracing::debug!(target: EXEC, dropped, "{msg}");
-        }
-    }
-}
-
-/// The program could not be started.
-pub struct ExecCannotStart<'a, E> {
-    pub program: &'a str,
-    pub error: &'a E,
-}
-
-impl<E: Display> ExecCannotStart<'_, E> {
-    pub fn emit(self, c: &ExecCounters) {
-        c.failed.add();
-        let (program, e) = (self.program, self.error);
-        tracing::warn!(target: EXEC, program = %program, error = %e, "Cannot start the exec hook.");
-    }
-}
-
-/// The program exited non-zero.
-pub struct ExecFailed<'a, S> {
-    pub program: &'a str,
-    pub status: &'a S,
-}
-
-impl<S: Display> ExecFailed<'_, S> {
-    pub fn emit(self, c: &ExecCounters) {
-        c.failed.add();
-        let (program, status) = (self.program, self.status);
-        tracing::warn!(target: EXEC, program = %program, %status, "Exec hook failed.");
+        at_doublings!(dropped, target: EXEC, dropped, "{msg}");
     }
 }
 
@@ -165,52 +342,10 @@ impl ExecEndedAtShutdown<'_> {
     }
 }
 
-/// A run passed its timeout and was ended with its process group.
-pub struct ExecTimedOut<'a> {
-    pub program: &'a str,
-    pub timeout_ms: u64,
-}
-
-impl ExecTimedOut<'_> {
-    pub fn emit(self, c: &ExecCounters) {
-        c.timed_out.add();
-        let program = self.program;
-        tracing::warn!(
-            target: EXEC,
-            program = %program,
-            timeout_ms = self.timeout_ms,
-            "Exec hook timed out; ended it and its process group."
-        );
-    }
-}
-
-/// Waiting for the program failed; the run was ended.
-pub struct ExecWaitFailed<'a, E> {
-    pub program: &'a str,
-    pub error: &'a E,
-}
-
-impl<E: Display> ExecWaitFailed<'_, E> {
-    pub fn emit(self, c: &ExecCounters) {
-        c.failed.add();
-        let (program, e) = (self.program, self.error);
-        tracing::warn!(target: EXEC, program = %program, error = %e, "Cannot wait for the exec hook.");
-    }
-}
-
 // ---- webhook ----
 
-/// A post was skipped: the session was in front of the person.
-pub struct WebhookFocused;
-
-impl WebhookFocused {
-    pub fn emit(self, c: &WebhookCounters) {
-        c.focused.add();
-    }
-}
-
-/// An endpoint's queue was full: its oldest event is dropped. Logarithmic, as
-/// [`ExecDropped`]: a long outage must not become a flood of log lines.
+/// An endpoint's queue was full: its oldest event is dropped (logged [`at_doublings`]:
+/// a long outage must not become a flood of log lines).
 pub struct WebhookDropped<'a> {
     pub endpoint: &'a str,
 }
@@ -219,11 +354,7 @@ impl WebhookDropped<'_> {
     pub fn emit(self, c: &WebhookCounters) {
         let dropped = c.dropped.add();
         let (label, msg) = (self.endpoint, "Webhook queue full; oldest event dropped.");
-        if dropped.is_power_of_two() {
-            tracing::warn!(target: WEBHOOK, endpoint = %label, dropped, "{msg}");
-        } else {
-            tracing::debug!(target: WEBHOOK, endpoint = %label, dropped, "{msg}");
-        }
+        at_doublings!(dropped, target: WEBHOOK, endpoint = %label, dropped, "{msg}");
     }
 }
 
@@ -240,20 +371,6 @@ impl WebhookDelivered<'_> {
             let label = self.endpoint;
             tracing::info!(target: WEBHOOK, endpoint = %label, "Webhook delivers again.");
         }
-    }
-}
-
-/// The endpoint answered with a final status: the event is given up at once.
-pub struct WebhookRefused<'a, E> {
-    pub endpoint: &'a str,
-    pub error: &'a E,
-}
-
-impl<E: Display> WebhookRefused<'_, E> {
-    pub fn emit(self, c: &WebhookCounters) {
-        c.failed.add();
-        let (label, why) = (self.endpoint, self.error);
-        tracing::warn!(target: WEBHOOK, endpoint = %label, error = %why, "Webhook refused the event; not retrying.");
     }
 }
 
@@ -277,37 +394,42 @@ impl<E: Display> WebhookTryFailed<'_, E> {
     }
 }
 
-/// Out of attempts (or the sink is closing): the event is given up.
-pub struct WebhookGaveUp<'a> {
-    pub endpoint: &'a str,
-    pub attempt: u32,
+// ---- desktop ----
+
+/// A notification was dropped by the session's cooldown.
+pub struct NotificationSuppressed<'a> {
+    pub session: &'a str,
 }
 
-impl WebhookGaveUp<'_> {
-    pub fn emit(self, c: &WebhookCounters) {
-        c.failed.add();
-        let (label, attempt) = (self.endpoint, self.attempt);
-        tracing::debug!(target: WEBHOOK, endpoint = %label, attempt, "Webhook event given up.");
-    }
-}
-
-/// A failed try is tried again after the backoff.
-pub struct WebhookRetried;
-
-impl WebhookRetried {
-    pub fn emit(self, c: &WebhookCounters) {
-        c.retried.add();
-    }
-}
-
-// ---- desktop notifier ----
-
-/// A notification was not shown: the session was in front of the person.
-pub struct DesktopFocused;
-
-impl DesktopFocused {
+impl NotificationSuppressed<'_> {
     pub fn emit(self, c: &DesktopCounters) {
-        c.focused.add();
+        let suppressed = c.suppressed.add();
+        let session = self.session;
+        tracing::debug!(
+            target: DESKTOP,
+            session = %session,
+            suppressed,
+            "Notification suppressed by the per-session cooldown."
+        );
+    }
+}
+
+/// A job did not reach the D-Bus thread: its queue was full (`queue_full`, logged at
+/// debug), or gone.
+pub struct NotificationDropped {
+    pub queue_full: bool,
+}
+
+impl NotificationDropped {
+    pub fn emit(self, c: &DesktopCounters) {
+        let dropped = c.dropped.add();
+        if self.queue_full {
+            tracing::debug!(
+                target: DESKTOP,
+                dropped,
+                "Desktop notification queue full; notification dropped."
+            );
+        }
     }
 }
 
@@ -348,15 +470,6 @@ impl<E: Display> NotificationFailed<'_, E> {
     }
 }
 
-/// A notification was clicked (counted; the notifier logs the click with what it did).
-pub struct NotificationClicked;
-
-impl NotificationClicked {
-    pub fn emit(self, c: &DesktopCounters) {
-        c.clicked.add();
-    }
-}
-
 /// A notification server's `ActivationToken` was not fit to pass on; the click goes on
 /// without it.
 pub struct TokenDropped {
@@ -368,7 +481,7 @@ impl TokenDropped {
     pub fn emit(self, c: &DesktopCounters) {
         let n = c.tokens_dropped.add();
         tracing::warn!(
-            target: "baton::sink::notifier",
+            target: NOTIFIER,
             id = self.id,
             bytes = self.bytes,
             dropped_total = n,
@@ -378,24 +491,6 @@ impl TokenDropped {
 }
 
 // ---- watcher ----
-
-/// A hint did not fit in the channel; a full rescan replaces it.
-pub struct HintOverflowed;
-
-impl HintOverflowed {
-    pub fn emit(self, c: &WatchCounters) {
-        c.overflow.add();
-    }
-}
-
-/// A native event was dropped by the test hook (`drop_events`).
-pub struct NativeEventDropped;
-
-impl NativeEventDropped {
-    pub fn emit(self, c: &WatchCounters) {
-        c.dropped_by_hook.add();
-    }
-}
 
 /// Why the watcher asks for a full rescan.
 pub enum Rescan<'a> {
@@ -515,6 +610,30 @@ mod tests {
             ],
             [1, 2, 1, 1]
         );
+        NotificationHeld {
+            session: "k",
+            reason: "muted",
+        }
+        .emit(&d);
+        NotificationSuppressed { session: "k" }.emit(&d);
+        NotificationDropped { queue_full: true }.emit(&d);
+        NotificationDropped { queue_full: false }.emit(&d);
+        NotificationSkippedNoBus.emit(&d);
+        assert_eq!(
+            [
+                d.muted.get(),
+                d.suppressed.get(),
+                d.dropped.get(),
+                d.skipped_no_bus.get()
+            ],
+            [1, 1, 2, 1]
+        );
+        assert_eq!(
+            (d.delivered(), d.failed()),
+            (1, 2 + 2 + 1),
+            "failed, dropped and skipped without a bus are failures; muted and \
+             suppressed are not"
+        );
 
         let w = WatchCounters::default();
         Rescan::QueueOverflowed.emit(&w);
@@ -525,5 +644,27 @@ mod tests {
             [w.overflow.get(), w.rescans.get(), w.dropped_by_hook.get()],
             [2, 1, 1]
         );
+    }
+
+    #[test]
+    fn the_readout_adds_up_sinks_of_one_name_in_the_order_first_added() {
+        let r = Readout::default();
+        let (a, b, x) = (
+            Arc::new(WebhookCounters::default()),
+            Arc::new(WebhookCounters::default()),
+            Arc::new(ExecCounters::default()),
+        );
+        r.add_sink("webhook", a.clone());
+        r.add_sink("on_event", x.clone());
+        r.add_sink("webhook", b.clone());
+        WebhookRetried.emit(&a);
+        WebhookDropped { endpoint: "h" }.emit(&a);
+        WebhookGaveUp {
+            endpoint: "h",
+            attempt: 3,
+        }
+        .emit(&b);
+        ExecSucceeded.emit(&x);
+        assert_eq!(r.deliveries(), [("webhook", 0, 2), ("on_event", 1, 0)]);
     }
 }

@@ -589,3 +589,78 @@ fn the_code_map_rule_for_each_kind_of_file() {
         ["`provider/audit/jsonl/`"]
     );
 }
+
+/// The atomics outside `diag.rs` that are added to, and why none of them is a
+/// diagnostic counter (ARCHITECTURE.md, "Counters live in `diag.rs`").
+const NOT_COUNTERS: &[(&str, &str)] = &[
+    (
+        "src/pool.rs",
+        "the next item's index, handed to the worker threads; no one reads it as a count",
+    ),
+    (
+        "src/daemon/files.rs",
+        "the core's heartbeat: the watchdog only asks whether it moved",
+    ),
+    (
+        "src/daemon/outbox.rs",
+        "the core's heartbeat, as in files.rs",
+    ),
+    (
+        "src/socket/server.rs",
+        "the request and follower slots: they bound concurrency and are given back",
+    ),
+];
+
+#[test]
+fn counters_live_in_diag_and_nothing_else_keeps_a_counting_atomic() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let src = root.join("src");
+    let mut files = Vec::new();
+    rust_files(&src, &mut files);
+    let (mut code, mut test_files) = (BTreeMap::new(), BTreeSet::new());
+    for f in &files {
+        let (c, tests) = without_tests(&code_of(&fs::read_to_string(f).unwrap()));
+        let dir = match f.file_stem().and_then(|s| s.to_str()) {
+            Some("mod" | "lib" | "main") => f.parent().unwrap().to_path_buf(),
+            _ => f.with_extension(""),
+        };
+        for t in tests {
+            test_files.insert(dir.join(format!("{t}.rs")));
+            test_files.insert(dir.join(&t));
+        }
+        code.insert(f.clone(), c);
+    }
+    let mut report = String::new();
+    let mut seen = BTreeSet::new();
+    for (f, c) in &code {
+        if test_files.iter().any(|t| f.starts_with(t)) {
+            continue;
+        }
+        let rel = format!("src/{}", f.strip_prefix(&src).unwrap().display());
+        for (n, line) in c.lines().enumerate() {
+            if !line.contains("fetch_add") || rel == "src/diag.rs" {
+                continue;
+            }
+            seen.insert(rel.clone());
+            if !NOT_COUNTERS.iter().any(|(p, _)| *p == rel) {
+                writeln!(
+                    report,
+                    "{rel}:{}: an atomic counted outside diag.rs (add a counter set and \
+                     an event there, or say in NOT_COUNTERS why it is no counter)",
+                    n + 1
+                )
+                .unwrap();
+            }
+        }
+    }
+    for (p, _) in NOT_COUNTERS {
+        if !seen.contains(*p) {
+            writeln!(
+                report,
+                "{p} adds to no atomic any more: take it off NOT_COUNTERS"
+            )
+            .unwrap();
+        }
+    }
+    assert!(report.is_empty(), "\n{report}");
+}

@@ -66,6 +66,8 @@ pub struct Core {
     /// The longest the core sleeps, idle or not, between two beats.
     beat_every: Duration,
     metrics: Option<Arc<crate::metrics::Metrics>>,
+    /// Where the core sets its gauges (`files_tracked`), which `/metrics` reads.
+    readout: Arc<crate::diag::Readout>,
 }
 
 impl Core {
@@ -129,10 +131,17 @@ impl Core {
             views_at: None,
             beat_every: super::service::HEARTBEAT_EVERY,
             metrics: None,
+            readout: Arc::default(),
         })
     }
 
-    /// Observes `baton_append_to_event_seconds` and sets `baton_files_tracked`.
+    /// Sets the gauges of `readout` (the daemon's, which `/metrics` reads).
+    pub fn with_readout(mut self, readout: Arc<crate::diag::Readout>) -> Self {
+        self.readout = readout;
+        self
+    }
+
+    /// Observes `baton_append_to_event_seconds`.
     pub fn with_metrics(mut self, m: Arc<crate::metrics::Metrics>) -> Self {
         self.reduce.read_at = Some(Vec::new());
         self.metrics = Some(m);
@@ -375,6 +384,7 @@ impl Core {
 
     fn flush(&mut self) {
         self.reduce.record_decided(&self.files);
+        self.readout.files_tracked.set(self.files.len());
         if let (Some(m), Some(at)) = (&self.metrics, &mut self.reduce.read_at) {
             // The span from the read to here: the bytes' reading, framing, projecting and
             // reducing, and the wait for the batch to end; not the sinks' own time.
@@ -382,7 +392,6 @@ impl Core {
             for t in at.drain(..) {
                 m.observe_latency_ms(now.saturating_sub(t));
             }
-            m.set_files_tracked(self.files.len());
         }
         if self.reduce.out.is_empty() {
             return;

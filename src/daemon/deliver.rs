@@ -12,7 +12,6 @@ use super::outbox::Out;
 use super::stage::Stage;
 use crate::error::Error;
 use crate::metrics::Metrics;
-use crate::metrics::serve::SyncRx;
 use crate::model::{Event, EventKind};
 use crate::shutdown::Shutdown;
 use crate::sink::Sink;
@@ -42,6 +41,11 @@ impl Delivery {
         self.0.as_mut()
     }
 
+    /// The sink's name and its counters, for the metrics' [`crate::diag::Readout`].
+    pub fn counters(&self) -> (&'static str, Arc<dyn crate::diag::Deliveries>) {
+        (self.0.name(), self.0.deliveries())
+    }
+
     /// Lets the sink finish its queue for up to `grace`, and logs what it did.
     pub fn close(self, grace: Duration) {
         let name = self.0.name();
@@ -62,7 +66,7 @@ pub struct Fanout {
     pub hub: Option<Arc<Hub>>,
     /// Fired once, when `daemon_ready` goes out.
     pub ready: Option<oneshot::Sender<()>>,
-    /// Counts turns and anomalies; at each scrape's request, the sinks' deliveries.
+    /// Counts turns and anomalies (`/metrics` reads the sinks' deliveries from `diag`).
     pub metrics: Option<Arc<Metrics>>,
 }
 
@@ -86,16 +90,6 @@ impl Fanout {
         }
         for s in &mut self.sinks {
             s.sink().flush();
-        }
-    }
-
-    /// Brings `baton_deliveries_total` up to the sinks' own counts (kept on their threads).
-    fn sync_metrics(&self) {
-        if let Some(m) = &self.metrics {
-            for s in &self.sinks {
-                let (delivered, failed) = s.0.counts();
-                m.set_deliveries(s.0.name(), delivered, failed);
-            }
         }
     }
 
@@ -126,7 +120,6 @@ pub async fn run(
     replay: Vec<Event>,
     mut fan: Fanout,
     writer: Writer,
-    mut scrapes: Option<SyncRx>,
 ) -> Result<Fanout, Error> {
     // After the last run's outage: what comes out again says `replay` to every sink.
     let mut suspect = persist.take_suspect();
@@ -139,10 +132,6 @@ pub async fn run(
     loop {
         tokio::select! {
             () = sleep_until(held_due) => held_due = fan.tick(),
-            Some(done) = recv_some(&mut scrapes) => {
-                fan.sync_metrics();
-                let _ = done.send(());
-            }
             msg = rx.recv() => {
                 let Some(mut msg) = msg else { break };
                 if let Out::Batch(batch) = &mut msg {
@@ -247,20 +236,6 @@ async fn stage(
     Ok(())
 }
 
-/// The next scrape's request; never, without a listener (or once it is gone).
-async fn recv_some(rx: &mut Option<SyncRx>) -> Option<oneshot::Sender<()>> {
-    match rx {
-        Some(r) => match r.recv().await {
-            Some(m) => Some(m),
-            None => {
-                *rx = None;
-                std::future::pending().await
-            }
-        },
-        None => std::future::pending().await,
-    }
-}
-
 async fn sleep_until(at: Option<std::time::Instant>) {
     match at {
         Some(at) => tokio::time::sleep_until(at.into()).await,
@@ -341,7 +316,7 @@ mod tests {
             shutdown: Shutdown::new().unwrap(),
         };
         let task = std::thread::spawn(move || {
-            rt.block_on(run(rx, stream, persist, Vec::new(), fan, writer, None))
+            rt.block_on(run(rx, stream, persist, Vec::new(), fan, writer))
         });
         // The sender gets stuck: both queues fill and nothing is thrown away.
         let deadline = std::time::Instant::now() + Duration::from_secs(30);

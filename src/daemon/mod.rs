@@ -175,21 +175,30 @@ pub async fn run(settings: Settings, shutdown: impl Future<Output = ()>) -> Resu
     let replay = std::mem::take(&mut loaded.journal.undone);
     let out = open_events(settings.events.as_ref())?;
     let token = Shutdown::new().map_err(|e| Error::Start(format!("the shutdown signal: {e}")))?;
+    // What `/metrics` reads at each scrape: the sinks' counters and the gauges.
+    let readout = Arc::new(crate::diag::Readout::default());
+    for s in &sinks {
+        let (name, counters) = s.counters();
+        readout.add_sink(name, counters);
+    }
     let metrics = match settings.metrics {
         Some(addr) => Some(
             crate::metrics::serve::Listener::bind(addr).map_err(|e| Error::Usage(e.to_string()))?,
         ),
         None => None,
     }
-    .map(|l| (l, Arc::new(crate::metrics::Metrics::new())));
+    .map(|l| {
+        (
+            l,
+            Arc::new(crate::metrics::Metrics::new(Arc::clone(&readout))),
+        )
+    });
     let (counts_tx, counts_rx) = tokio::sync::watch::channel(crate::views::Counts::default());
     let (views_tx, views) =
         crate::views::spawn(counts_tx, metrics.as_ref().map(|(_, m)| Arc::clone(m)))
             .map_err(|e| Error::Start(format!("the status thread: {e}")))?;
     let hub = crate::socket::Hub::new(views, crate::socket::CLIENT_QUEUE, board);
-    if let Some((_, m)) = &metrics {
-        hub.remote_links().count_into(Arc::clone(m));
-    }
+    hub.remote_links().count_into(Arc::clone(&readout));
     // The roots the person named (the defaults appear as their agents are installed, and
     // are never "waiting").
     let defaults = crate::config::default_roots();
@@ -235,7 +244,8 @@ pub async fn run(settings: Settings, shutdown: impl Future<Output = ()>) -> Resu
     let core = core::Core::new(&settings, hint_tx.clone(), hint_rx, event_tx, loaded)?
         .with_views(views_tx)
         .with_poll_gate(poll_tx)
-        .with_heartbeat(Arc::clone(&heartbeat), service::heartbeat_every(watchdog));
+        .with_heartbeat(Arc::clone(&heartbeat), service::heartbeat_every(watchdog))
+        .with_readout(readout);
     let core = match &metrics {
         Some((_, m)) => core.with_metrics(Arc::clone(m)),
         None => core,
@@ -271,23 +281,14 @@ pub async fn run(settings: Settings, shutdown: impl Future<Output = ()>) -> Resu
         health: hub.stream_health(),
         shutdown: token.clone(),
     };
-    let (scrape_tx, scrapes) = tokio::sync::mpsc::channel(4);
     let fan = deliver::Fanout {
         sinks,
         hub: Some(hub),
         ready: Some(ready_tx),
         metrics: metrics.as_ref().map(|(_, m)| Arc::clone(m)),
     };
-    let serving = metrics.map(|(l, m)| tokio::spawn(l.run(m, Some(scrape_tx), token.clone())));
-    let mut sink = tokio::spawn(deliver::run(
-        event_rx,
-        out,
-        persist,
-        replay,
-        fan,
-        writer,
-        Some(scrapes),
-    ));
+    let serving = metrics.map(|(l, m)| tokio::spawn(l.run(m, token.clone())));
+    let mut sink = tokio::spawn(deliver::run(event_rx, out, persist, replay, fan, writer));
     tokio::pin!(shutdown);
     let sink_result = tokio::select! {
         () = &mut shutdown => {

@@ -1,23 +1,26 @@
 //! Metrics for Prometheus: one [`Metrics`] of prometheus-client families behind an
 //! `Arc`, and the loopback HTTP listener that serves it ([`serve`]).
 //!
-//! The state lives here alone. The core, the sink task and the `status` keeper only
-//! `inc`, `set` or `observe` (atomics; the histogram's uncontended lock); the text is
-//! made at scrape time on the runtime thread.
+//! The turns, sessions, anomalies and latency live here: the sink task, the `status`
+//! keeper and the core only `inc` or `observe` them (atomics; the histogram's
+//! uncontended lock). The delivery counts and the two gauges are not fed in: they live
+//! in `diag`, and each scrape reads them from the daemon's [`Readout`] before the text
+//! is made, on the runtime thread.
 //!
 //! | series | type | labels | from |
 //! |---|---|---|---|
 //! | `baton_turns_total` | counter | `agent`, `outcome` | hand-back events of main conversations (sink task) |
 //! | `baton_sessions` | gauge | `agent`, `state` | the `status` keeper's table, main conversations |
 //! | `baton_anomalies_total` | counter | `reason` | `anomaly` events (sink task) |
-//! | `baton_deliveries_total` | counter | `sink` | the delivery sinks' stats, read at each scrape |
+//! | `baton_deliveries_total` | counter | `sink` | the delivery sinks' `diag` counters, read at each scrape |
 //! | `baton_delivery_failures_total` | counter | `sink` | the same |
 //! | `baton_append_to_event_seconds` | histogram | | the core: its read of the bytes to the event's flush |
-//! | `baton_files_tracked` | gauge | | the core's file table |
-//! | `baton_remotes_connected` | gauge | | [`Metrics::set_remotes_connected`] |
+//! | `baton_files_tracked` | gauge | | [`Readout::files_tracked`], set by the core |
+//! | `baton_remotes_connected` | gauge | | [`Readout::remotes_connected`], set by the remotes' links |
 
 pub mod serve;
 
+use crate::diag::Readout;
 use crate::model::{Event, EventKind, SessionState};
 use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::counter::Counter;
@@ -25,6 +28,7 @@ use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
 use prometheus_client::registry::Registry;
+use std::sync::{Arc, Mutex, PoisonError};
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct TurnLabels {
@@ -59,6 +63,8 @@ pub struct Metrics {
     latency: Histogram,
     files_tracked: Gauge,
     remotes_connected: Gauge,
+    /// What a scrape reads; the lock keeps two scrapes from raising a counter twice.
+    diag: Mutex<Arc<Readout>>,
 }
 
 impl std::fmt::Debug for Metrics {
@@ -69,12 +75,13 @@ impl std::fmt::Debug for Metrics {
 
 impl Default for Metrics {
     fn default() -> Self {
-        Self::new()
+        Self::new(Arc::default())
     }
 }
 
 impl Metrics {
-    pub fn new() -> Self {
+    /// The families, reading the delivery counts and the gauges from `diag`.
+    pub fn new(diag: Arc<Readout>) -> Self {
         let mut registry = Registry::with_prefix("baton");
         let turns = Family::<TurnLabels, Counter>::default();
         let sessions = Family::<SessionLabels, Gauge>::default();
@@ -135,6 +142,7 @@ impl Metrics {
             latency,
             files_tracked,
             remotes_connected,
+            diag: Mutex::new(diag),
         }
     }
 
@@ -170,37 +178,26 @@ impl Metrics {
         self.sessions.get_or_create(&labels).inc_by(delta);
     }
 
-    /// A delivery sink's totals so far (its stats count on its own threads).
-    pub fn set_deliveries(&self, sink: &'static str, delivered: u64, failed: u64) {
-        let raise = |c: &Counter, to: u64| {
-            let now = c.get();
-            if to > now {
-                c.inc_by(to - now);
-            }
-        };
-        let labels = SinkLabels { sink };
-        raise(&self.deliveries.get_or_create(&labels), delivered);
-        raise(&self.delivery_failures.get_or_create(&labels), failed);
-    }
-
     /// One event made from appended bytes left the core `ms` after they were read.
     pub fn observe_latency_ms(&self, ms: u64) {
         #[allow(clippy::cast_precision_loss)]
         self.latency.observe(ms as f64 / 1000.0);
     }
 
-    pub fn set_files_tracked(&self, n: usize) {
-        self.files_tracked.set(i64::try_from(n).unwrap_or(i64::MAX));
-    }
-
-    /// For the remotes' task: how many remote streams are connected now.
-    pub fn set_remotes_connected(&self, n: usize) {
-        self.remotes_connected
-            .set(i64::try_from(n).unwrap_or(i64::MAX));
-    }
-
-    /// The whole registry in the text format Prometheus scrapes (OpenMetrics 1.0).
+    /// The whole registry in the text format Prometheus scrapes (OpenMetrics 1.0), with
+    /// what `diag` holds now.
     pub fn encode(&self) -> String {
+        let diag = self.diag.lock().unwrap_or_else(PoisonError::into_inner);
+        // `diag`'s counters only go up; a family's counter is raised to meet them.
+        let raise = |c: &Counter, to: u64| c.inc_by(to.saturating_sub(c.get()));
+        for (sink, delivered, failed) in diag.deliveries() {
+            let labels = SinkLabels { sink };
+            raise(&self.deliveries.get_or_create(&labels), delivered);
+            raise(&self.delivery_failures.get_or_create(&labels), failed);
+        }
+        let level = |g: &Gauge, n: u64| g.set(i64::try_from(n).unwrap_or(i64::MAX));
+        level(&self.files_tracked, diag.files_tracked.get());
+        level(&self.remotes_connected, diag.remotes_connected.get());
         let mut out = String::new();
         // Writing to a String cannot fail.
         let _ = prometheus_client::encoding::text::encode(&mut out, &self.registry);
@@ -211,20 +208,57 @@ impl Metrics {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::diag::{self, ExecCounters, WebhookCounters};
+
+    fn has(text: &str, sample: &str) {
+        assert!(text.contains(sample), "no `{sample}` in:\n{text}");
+    }
 
     #[test]
-    fn deliveries_follow_the_sinks_totals_and_never_go_down() {
-        let m = Metrics::new();
-        m.set_deliveries("exec", 2, 1);
-        m.set_deliveries("exec", 3, 0);
+    fn deliveries_follow_the_sinks_counters_at_each_scrape() {
+        let readout = Arc::new(Readout::default());
+        let exec = Arc::new(ExecCounters::default());
+        readout.add_sink("exec", exec.clone());
+        let m = Metrics::new(Arc::clone(&readout));
         let text = m.encode();
-        assert!(
-            text.contains("baton_deliveries_total{sink=\"exec\"} 3"),
-            "{text}"
+        has(&text, "baton_deliveries_total{sink=\"exec\"} 0");
+        diag::ExecSucceeded.emit(&exec);
+        diag::ExecSucceeded.emit(&exec);
+        diag::ExecDropped.emit(&exec);
+        let text = m.encode();
+        has(&text, "baton_deliveries_total{sink=\"exec\"} 2");
+        has(&text, "baton_delivery_failures_total{sink=\"exec\"} 1");
+        diag::ExecSucceeded.emit(&exec);
+        readout.files_tracked.set(7);
+        let text = m.encode();
+        has(&text, "baton_deliveries_total{sink=\"exec\"} 3");
+        has(&text, "baton_delivery_failures_total{sink=\"exec\"} 1");
+        has(&text, "baton_files_tracked 7");
+        has(&text, "baton_remotes_connected 0");
+    }
+
+    /// Two `[[webhook]]` sections are one `sink="webhook"` series: their counts add up.
+    #[test]
+    fn sinks_of_one_kind_add_up() {
+        let readout = Arc::new(Readout::default());
+        let (a, b) = (
+            Arc::new(WebhookCounters::default()),
+            Arc::new(WebhookCounters::default()),
         );
-        assert!(
-            text.contains("baton_delivery_failures_total{sink=\"exec\"} 1"),
-            "{text}"
-        );
+        readout.add_sink("webhook", a.clone());
+        readout.add_sink("webhook", b.clone());
+        let m = Metrics::new(readout);
+        let delivered = |c: &WebhookCounters| {
+            diag::WebhookDelivered {
+                endpoint: "h",
+                recovered: false,
+            }
+            .emit(c)
+        };
+        delivered(&a);
+        delivered(&b);
+        delivered(&b);
+        let text = m.encode();
+        has(&text, "baton_deliveries_total{sink=\"webhook\"} 3");
     }
 }

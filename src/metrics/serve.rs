@@ -13,15 +13,6 @@ use std::convert::Infallible;
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
-use tokio::sync::{mpsc, oneshot};
-
-/// Asks the sink task to bring the delivery counters up to date; it answers when done.
-pub type SyncTx = mpsc::Sender<oneshot::Sender<()>>;
-pub type SyncRx = mpsc::Receiver<oneshot::Sender<()>>;
-
-/// How long a scrape waits for the sink task (busy on a stalled stream) before it
-/// serves the delivery counters as they were.
-const SYNC_WAIT: Duration = Duration::from_secs(1);
 
 const CONTENT_TYPE: &str = "application/openmetrics-text; version=1.0.0; charset=utf-8";
 
@@ -54,7 +45,7 @@ impl Listener {
     }
 
     /// Serves until the token fires; open connections are dropped with it.
-    pub async fn run(self, metrics: Arc<Metrics>, sync: Option<SyncTx>, token: Shutdown) {
+    pub async fn run(self, metrics: Arc<Metrics>, token: Shutdown) {
         if let Some(addr) = self.local_addr() {
             tracing::info!(%addr, "Serving metrics at http://{addr}/metrics.");
         }
@@ -74,11 +65,10 @@ impl Listener {
                     continue;
                 }
             };
-            let (metrics, sync) = (Arc::clone(&metrics), sync.clone());
+            let metrics = Arc::clone(&metrics);
             conns.spawn(async move {
-                let service = hyper::service::service_fn(move |req| {
-                    answer(req, Arc::clone(&metrics), sync.clone())
-                });
+                let service =
+                    hyper::service::service_fn(move |req| answer(req, Arc::clone(&metrics)));
                 if let Err(e) = hyper::server::conn::http1::Builder::new()
                     .serve_connection(TokioIo::new(stream), service)
                     .await
@@ -94,7 +84,6 @@ impl Listener {
 async fn answer(
     req: Request<Incoming>,
     metrics: Arc<Metrics>,
-    sync: Option<SyncTx>,
 ) -> Result<Response<Full<Bytes>>, Infallible> {
     let reply = |status: StatusCode, ctype: &'static str, body: String| {
         let mut r = Response::new(Full::new(Bytes::from(body)));
@@ -118,12 +107,6 @@ async fn answer(
             "text/plain",
             "only GET\n".into(),
         );
-    }
-    if let Some(tx) = sync {
-        let (done_tx, done) = oneshot::channel();
-        if tx.send(done_tx).await.is_ok() {
-            let _ = tokio::time::timeout(SYNC_WAIT, done).await;
-        }
     }
     reply(StatusCode::OK, CONTENT_TYPE, metrics.encode())
 }

@@ -14,25 +14,28 @@ pub enum Link {
     },
 }
 
-/// Every remote's link, by name; and, once metrics are on, the gauge of those connected.
+/// Every remote's link, by name; and, once the daemon gives it one, the gauge of those
+/// connected.
 #[derive(Debug, Default)]
 pub struct Links(
     Mutex<BTreeMap<String, Link>>,
-    std::sync::OnceLock<std::sync::Arc<crate::metrics::Metrics>>,
+    std::sync::OnceLock<std::sync::Arc<crate::diag::Readout>>,
 );
 
 impl Links {
     pub fn set(&self, name: &str, link: Link) {
         let mut g = self.0.lock().unwrap_or_else(PoisonError::into_inner);
         g.insert(name.to_owned(), link);
-        if let Some(m) = self.1.get() {
-            m.set_remotes_connected(g.values().filter(|l| matches!(l, Link::Connected)).count());
+        if let Some(d) = self.1.get() {
+            let connected = g.values().filter(|l| matches!(l, Link::Connected)).count();
+            d.remotes_connected.set(connected);
         }
     }
 
-    /// Keeps `baton_remotes_connected` up to date from now on.
-    pub fn count_into(&self, metrics: std::sync::Arc<crate::metrics::Metrics>) {
-        let _ = self.1.set(metrics);
+    /// Keeps `readout`'s `remotes_connected` (`baton_remotes_connected`) up to date from
+    /// now on.
+    pub fn count_into(&self, readout: std::sync::Arc<crate::diag::Readout>) {
+        let _ = self.1.set(readout);
     }
 
     /// One JSON object per remote, as of `now`.

@@ -17,6 +17,7 @@
 
 use super::hold::{Hold, Pages};
 use super::{Closed, Sink, SinkError};
+use crate::diag::Deliveries;
 use crate::model::Event;
 use crossbeam_channel::{Receiver, RecvTimeoutError, Sender, TrySendError};
 use std::fmt;
@@ -39,35 +40,31 @@ pub trait Courier: Send + 'static {
 
     fn stats(&self) -> Self::Stats;
 
+    /// Its counter set in `diag`, which `/metrics` reads at each scrape (from another
+    /// thread) as `baton_deliveries_total` and `baton_delivery_failures_total`.
+    fn counters(&self) -> Arc<dyn Deliveries>;
+
     /// Stops taking work and waits for the workers up to `deadline`. Returns the final
     /// counts and whether every worker finished in time.
     fn finish(self, deadline: Instant) -> (Self::Stats, bool);
 }
 
-/// What a courier's stats say in the two numbers `baton_deliveries_total` and
-/// `baton_delivery_failures_total` count.
-pub trait Counted {
-    /// Pages that reached their target.
-    fn delivered(&self) -> u64;
-    /// Pages given up on: failed, timed out, or dropped from a full queue. (Skipped on
-    /// purpose, as by a cooldown, is neither.)
-    fn failed(&self) -> u64;
-}
-
 /// A delivery sink as the daemon holds it: a [`Sink`] whose deliveries and failures
 /// `baton_deliveries_total` counts.
 pub trait Counting: Sink {
-    /// (delivered, failed) so far; see [`Counted`].
-    fn counts(&self) -> (u64, u64);
+    /// The courier's counters, for the metrics' [`crate::diag::Readout`].
+    fn deliveries(&self) -> Arc<dyn Deliveries>;
+
+    /// (delivered, failed) so far; see [`Deliveries`].
+    fn counts(&self) -> (u64, u64) {
+        let c = self.deliveries();
+        (c.delivered(), c.failed())
+    }
 }
 
-impl<C: Courier> Counting for Delivered<C>
-where
-    C::Stats: Counted,
-{
-    fn counts(&self) -> (u64, u64) {
-        let s = self.stats();
-        (s.delivered(), s.failed())
+impl<C: Courier> Counting for Delivered<C> {
+    fn deliveries(&self) -> Arc<dyn Deliveries> {
+        self.courier.counters()
     }
 }
 
@@ -436,6 +433,10 @@ mod tests {
 
         fn stats(&self) -> u32 {
             self.paged
+        }
+
+        fn counters(&self) -> Arc<dyn Deliveries> {
+            Arc::new(crate::diag::ExecCounters::default())
         }
 
         fn finish(self, deadline: Instant) -> (u32, bool) {

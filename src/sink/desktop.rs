@@ -22,6 +22,7 @@ use super::delivery::{Courier, Delivered, Drain, Workers};
 use super::kinds::{Style, Styles};
 use super::notifier::{self, Setup, Shared};
 use super::quiet::{HeldLog, HeldPage, Rules, local_minute};
+use crate::diag::{self, Deliveries};
 use crate::focus::click;
 use crate::model::{Event, EventKind};
 use crate::naming::{HANDBACK_KINDS, escape_markup, plain_message, project_name, title};
@@ -213,15 +214,6 @@ pub struct DesktopStats {
     pub tokens_dropped: u64,
 }
 
-impl super::delivery::Counted for DesktopStats {
-    fn delivered(&self) -> u64 {
-        self.shown
-    }
-    fn failed(&self) -> u64 {
-        self.failed + self.dropped + self.skipped_no_bus
-    }
-}
-
 /// Where the sink reads the time: the wall clock, or a test's.
 pub type WallClock = Arc<dyn Fn() -> i64 + Send + Sync>;
 
@@ -242,10 +234,6 @@ pub struct Desktop {
     next_probe: Option<Instant>,
     workers: Workers<Job>,
     shared: Arc<Shared>,
-    suppressed: u64,
-    dropped: u64,
-    skipped_no_bus: u64,
-    muted: u64,
     /// The `needs_input` page each session last had queued (session key → event id),
     /// so that the wait's end closes it (see [`ends_wait`]).
     waits: LruCache<String, String>,
@@ -338,10 +326,6 @@ impl Desktop {
             next_probe: None,
             workers,
             shared,
-            suppressed: 0,
-            dropped: 0,
-            skipped_no_bus: 0,
-            muted: 0,
             waits: LruCache::new(
                 NonZeroUsize::new(SESSIONS_REMEMBERED).unwrap_or(NonZeroUsize::MIN),
             ),
@@ -362,10 +346,10 @@ impl Desktop {
         };
         match held {
             Some(why) => {
-                self.muted += 1;
                 let page = HeldPage::new("desktop", why, &c.session, &c.project, &note.event, now);
                 self.held.record(page);
-                tracing::debug!(session = %note.key, reason = why.as_str(), "Notification not shown.");
+                let (session, reason) = (&note.key, why.as_str());
+                diag::NotificationHeld { session, reason }.emit(&self.shared.counts);
                 true
             }
             None => false,
@@ -377,7 +361,7 @@ impl Desktop {
         if !self.shared.down.load(Ordering::Acquire)
             && self.workers.offer(0, Job::Close { key, event }).is_err()
         {
-            self.dropped += 1;
+            diag::NotificationDropped { queue_full: false }.emit(&self.shared.counts);
         }
     }
 
@@ -394,19 +378,15 @@ impl Desktop {
         if self.shared.down.load(Ordering::Acquire) {
             match self.next_probe {
                 Some(t) if now < t => {
-                    self.skipped_no_bus += 1;
+                    diag::NotificationSkippedNoBus.emit(&self.shared.counts);
                     return None;
                 }
                 _ => self.next_probe = Some(now + self.retry_after),
             }
         }
         if !self.cooldown.admit(&note.key, now) {
-            self.suppressed += 1;
-            tracing::debug!(
-                session = %note.key,
-                suppressed = self.suppressed,
-                "Notification suppressed by the per-session cooldown."
-            );
+            let session = &note.key;
+            diag::NotificationSuppressed { session }.emit(&self.shared.counts);
             return None;
         }
         let key = note.key.clone();
@@ -418,15 +398,11 @@ impl Desktop {
                 self.held.shown(&session);
                 return Some(key);
             }
-            Err(TrySendError::Full(_)) => {
-                self.dropped += 1;
-                tracing::debug!(
-                    dropped = self.dropped,
-                    "Desktop notification queue full; notification dropped."
-                );
+            Err(e) => {
+                // The worker only ends when the queue is gone.
+                let queue_full = matches!(e, TrySendError::Full(_));
+                diag::NotificationDropped { queue_full }.emit(&self.shared.counts);
             }
-            // The worker only ends when the queue is gone.
-            Err(TrySendError::Disconnected(_)) => self.dropped += 1,
         }
         None
     }
@@ -457,17 +433,22 @@ impl Courier for Desktop {
     }
 
     fn stats(&self) -> DesktopStats {
+        let c = &self.shared.counts;
         DesktopStats {
-            shown: self.shared.counts.shown.get(),
-            failed: self.shared.counts.failed.get(),
-            suppressed: self.suppressed,
-            dropped: self.dropped,
-            skipped_no_bus: self.skipped_no_bus,
-            muted: self.muted,
-            focused: self.shared.counts.focused.get(),
-            clicked: self.shared.counts.clicked.get(),
-            tokens_dropped: self.shared.counts.tokens_dropped.get(),
+            shown: c.shown.get(),
+            failed: c.failed.get(),
+            suppressed: c.suppressed.get(),
+            dropped: c.dropped.get(),
+            skipped_no_bus: c.skipped_no_bus.get(),
+            muted: c.muted.get(),
+            focused: c.focused.get(),
+            clicked: c.clicked.get(),
+            tokens_dropped: c.tokens_dropped.get(),
         }
+    }
+
+    fn counters(&self) -> Arc<dyn Deliveries> {
+        self.shared.counts.clone()
     }
 
     /// Lets the D-Bus thread finish the queue until `deadline`.

@@ -23,7 +23,7 @@
 //! that is how a hook starts something on purpose.)
 
 use super::SinkError;
-use super::delivery::{Counted, Courier, Delivered, Drain, Stop, Workers};
+use super::delivery::{Courier, Delivered, Drain, Stop, Workers};
 use super::desktop::Board;
 use super::focused::Check;
 use super::quiet::HeldLog;
@@ -199,6 +199,10 @@ impl Courier for Exec {
 
     fn stats(&self) -> ExecStats {
         stats(&self.counters)
+    }
+
+    fn counters(&self) -> Arc<dyn diag::Deliveries> {
+        self.counters.clone()
     }
 
     /// Lets the workers run what is queued until `deadline`, then ends the runs still
@@ -380,15 +384,6 @@ impl<'de> Deserialize<'de> for RawExec {
             }
         }
         d.deserialize_any(V)
-    }
-}
-
-impl Counted for ExecStats {
-    fn delivered(&self) -> u64 {
-        self.ok
-    }
-    fn failed(&self) -> u64 {
-        self.failed + self.timed_out + self.dropped
     }
 }
 

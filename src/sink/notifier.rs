@@ -37,7 +37,7 @@ pub const TOKEN_MAX: usize = 256;
 #[derive(Debug, Default)]
 pub struct Shared {
     pub down: AtomicBool,
-    pub counts: DesktopCounters,
+    pub counts: Arc<DesktopCounters>,
 }
 
 /// The server's activation token, if it is fit to pass on in an environment variable:

@@ -14,7 +14,7 @@
 //! endpoint's scheme, host and port.
 
 use super::SinkError;
-use super::delivery::{Counted, Courier, Delivered, Drain, Stop, Workers};
+use super::delivery::{Courier, Delivered, Drain, Stop, Workers};
 use super::desktop::Board;
 use super::focused::Check;
 use super::quiet::HeldLog;
@@ -267,6 +267,10 @@ impl Courier for Webhook {
         stats(&self.counters)
     }
 
+    fn counters(&self) -> Arc<dyn diag::Deliveries> {
+        self.counters.clone()
+    }
+
     /// Stops retrying: the workers try each queued event once more until `deadline`.
     fn finish(self, deadline: Instant) -> (WebhookStats, bool) {
         let done = self.workers.close(deadline, None) == Drain::InTime;
@@ -471,15 +475,6 @@ pub struct RawWebhook {
     pub headers: Option<BTreeMap<String, String>>,
     pub events: Option<Vec<String>>,
     pub suppress_when_focused: Option<bool>,
-}
-
-impl Counted for WebhookStats {
-    fn delivered(&self) -> u64 {
-        self.delivered
-    }
-    fn failed(&self) -> u64 {
-        self.failed + self.dropped
-    }
 }
 
 /// The `[[webhook]]` tables: one sink each, with its own filter.
