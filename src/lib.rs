@@ -11,6 +11,7 @@
 //! polling there); a transcript rewritten in place is re-derived from its content.
 
 pub mod check;
+pub mod child;
 pub mod cli;
 pub mod client;
 pub mod clock;

@@ -94,9 +94,8 @@ impl EventKind {
 /// One line of the event stream (schema v1). Every listed field is always present
 /// (null when it does not apply) so consumers never need `has_key` checks; fields added
 /// later are omitted when empty.
-/// Deserializable (through [`EventWire`]) so the state journal can deliver an event
-/// again after a crash.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+/// Deserializable so the state journal can deliver an event again after a crash.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Event {
     pub v: u8,
     pub event: EventKind,
@@ -116,12 +115,20 @@ pub struct Event {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub resets_at: Option<String>,
     /// Additive: who began the turn (`human` or `system`), on `turn_started`.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub initiator: Option<&'static str>,
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        deserialize_with = "known_initiator"
+    )]
+    pub initiator: Option<Known>,
     /// Additive: where the turn came from (`human`, `sdk`, `peer`, `task_notification`,
     /// `scheduled`, `bash`), on every event of a turn whose start said.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub origin: Option<&'static str>,
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        deserialize_with = "known_origin"
+    )]
+    pub origin: Option<Known>,
     /// Additive: tokens before a compaction, on `context_compacted`.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub pre_tokens: Option<u64>,
@@ -156,95 +163,29 @@ pub struct Event {
     pub replay: bool,
 }
 
-/// [`Event`] as read back: the same fields, owned.
-#[derive(Deserialize)]
-struct EventWire {
-    v: u8,
-    event: EventKind,
-    provider: Option<ProviderKind>,
-    session: Option<String>,
-    agent: Option<String>,
-    turn: Option<String>,
-    path: Option<String>,
-    line: Option<u64>,
-    ts: String,
-    record_ts: Option<String>,
-    reason: Option<String>,
-    message: Option<String>,
-    evidence: Option<String>,
-    id: String,
-    #[serde(default)]
-    resets_at: Option<String>,
-    #[serde(default)]
-    initiator: Option<String>,
-    #[serde(default)]
-    origin: Option<String>,
-    #[serde(default)]
-    pre_tokens: Option<u64>,
-    #[serde(default)]
-    supersedes: Option<String>,
-    background_tasks: Option<u32>,
-    #[serde(default)]
-    background_finished: Option<u32>,
-    #[serde(default)]
-    project: Option<String>,
-    #[serde(default)]
-    remote: Option<String>,
-    #[serde(default)]
-    branch: Option<String>,
-    #[serde(default)]
-    job: Option<String>,
-    #[serde(default)]
-    replay: bool,
+/// One of a fixed set of names. Written as an alias because serde would take a field
+/// spelled `Option<&'static str>` as borrowed from the input (and ask the input to live
+/// for ever); [`known_initiator`] and [`known_origin`] read these fields back instead.
+pub type Known = &'static str;
+
+/// The initiators the reducer writes, read back; anything else reads back as unknown.
+fn known_initiator<'de, D: serde::Deserializer<'de>>(
+    d: D,
+) -> Result<Option<&'static str>, D::Error> {
+    Ok(Option::<String>::deserialize(d)?.map(|s| match s.as_str() {
+        "human" => "human",
+        "system" => "system",
+        "agent" => "agent",
+        _ => "unknown",
+    }))
 }
 
-impl<'de> Deserialize<'de> for Event {
-    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        EventWire::deserialize(d).map(Event::from)
-    }
-}
-
-impl From<EventWire> for Event {
-    fn from(w: EventWire) -> Self {
-        Event {
-            v: w.v,
-            event: w.event,
-            provider: w.provider,
-            session: w.session,
-            agent: w.agent,
-            turn: w.turn,
-            path: w.path,
-            line: w.line,
-            ts: w.ts,
-            record_ts: w.record_ts,
-            reason: w.reason,
-            message: w.message,
-            evidence: w.evidence,
-            id: w.id,
-            resets_at: w.resets_at,
-            // The initiators the reducer writes; anything else reads back as unknown.
-            initiator: w.initiator.map(|s| match s.as_str() {
-                "human" => "human",
-                "system" => "system",
-                "agent" => "agent",
-                _ => "unknown",
-            }),
-            origin: w
-                .origin
-                .as_deref()
-                .and_then(Origin::parse)
-                .map(Origin::as_str),
-            pre_tokens: w.pre_tokens,
-            supersedes: w.supersedes,
-            background_tasks: w.background_tasks,
-            background_finished: w.background_finished,
-            project: w.project,
-            remote: w.remote,
-            branch: w.branch,
-            job: w.job,
-            replay: w.replay,
-        }
-    }
+/// An origin read back: one the reducer writes, or none.
+fn known_origin<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<&'static str>, D::Error> {
+    Ok(Option::<String>::deserialize(d)?
+        .as_deref()
+        .and_then(Origin::parse)
+        .map(Origin::as_str))
 }
 
 impl Event {
@@ -418,6 +359,31 @@ mod tests {
         assert!(c.ends_with('…'));
         let exact = "y".repeat(MESSAGE_MAX_CHARS);
         assert_eq!(clip_message(&exact).unwrap(), exact);
+    }
+
+    #[test]
+    fn an_event_reads_back_as_it_was_written() {
+        let mut ev = Event::lifecycle(EventKind::TurnStarted, "t".to_owned(), "i".to_owned());
+        ev.initiator = Some("system");
+        ev.origin = Some("scheduled");
+        ev.replay = true;
+        let back: Event = serde_json::from_str(&ev.to_json()).unwrap();
+        assert_eq!(back, ev);
+        // An initiator baton does not write reads back as unknown, an origin as none;
+        // the additive fields may be missing or null.
+        let mut json: serde_json::Value = serde_json::from_str(&ev.to_json()).unwrap();
+        json["initiator"] = "robot".into();
+        json["origin"] = "elsewhere".into();
+        json.as_object_mut().unwrap().remove("replay");
+        let back: Event = serde_json::from_value(json.clone()).unwrap();
+        assert_eq!(
+            (back.initiator, back.origin, back.replay),
+            (Some("unknown"), None, false)
+        );
+        json["initiator"] = serde_json::Value::Null;
+        json.as_object_mut().unwrap().remove("origin");
+        let back: Event = serde_json::from_value(json).unwrap();
+        assert_eq!((back.initiator, back.origin), (None, None));
     }
 
     #[test]

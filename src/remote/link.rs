@@ -3,17 +3,16 @@
 
 use super::RemoteConfig;
 use super::health::{Link, Links};
+use crate::child::{Rest, Wiring, end_group, kill_group, wait_for};
 use crate::model::Event;
 use crate::recent::Recent;
 use crate::shutdown::Shutdown;
 use crate::state::remotes::{self, RemoteMark};
 use crate::tail::reader::{Item, LineReader};
 use rustix::event::{PollFd, PollFlags, poll};
-use rustix::process::{Pid, Signal, kill_process_group};
 use std::io::{self, Read};
-use std::os::unix::process::CommandExt;
 use std::path::PathBuf;
-use std::process::{Child, Command, Stdio};
+use std::process::{Child, Stdio};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -125,14 +124,13 @@ impl Remote {
     /// One run of the child, to its end or the stop.
     fn connect(&mut self) -> End {
         let argv = self.cfg.argv(self.last.as_deref());
-        let spawned = Command::new(&argv[0])
-            .args(&argv[1..])
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            // A group of its own: ending it ends what it started (ssh's helpers).
-            .process_group(0)
-            .spawn();
+        let wiring = Wiring {
+            stdin: Stdio::null(),
+            stdout: Stdio::piped(),
+            stderr: Stdio::piped(),
+        };
+        // A group of its own: ending it ends what it started (ssh's helpers).
+        let spawned = crate::child::start(&argv, &[], wiring);
         let mut child = match spawned {
             Ok(c) => c,
             Err(e) => {
@@ -340,38 +338,16 @@ enum Pumped {
 /// A child whose output ended (`eof`) is first given the grace to exit by itself, so its
 /// own exit status is what `status` shows.
 fn end_child(child: &mut Child, eof: bool) -> String {
-    let pgid = Pid::from_raw(i32::try_from(child.id()).unwrap_or(0));
-    let deadline = Instant::now() + if eof { KILL_GRACE } else { Duration::ZERO };
-    loop {
-        if let Ok(Some(status)) = child.try_wait() {
+    let by_itself = if eof { KILL_GRACE } else { Duration::ZERO };
+    let ended = match wait_for(child, Instant::now() + by_itself, None) {
+        Ok(Some(status)) => {
             // What it left behind in its group goes too.
-            if let Some(p) = pgid {
-                let _ = kill_process_group(p, Signal::KILL);
-            }
-            return status.to_string();
+            kill_group(child);
+            Ok(status)
         }
-        if Instant::now() >= deadline {
-            break;
-        }
-        std::thread::sleep(Duration::from_millis(10));
-    }
-    if let Some(p) = pgid {
-        let _ = kill_process_group(p, Signal::TERM);
-    }
-    let deadline = Instant::now() + KILL_GRACE;
-    while Instant::now() < deadline {
-        if let Ok(Some(status)) = child.try_wait() {
-            if let Some(p) = pgid {
-                let _ = kill_process_group(p, Signal::KILL);
-            }
-            return status.to_string();
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    if let Some(p) = pgid {
-        let _ = kill_process_group(p, Signal::KILL);
-    }
-    match child.wait() {
+        _ => end_group(child, KILL_GRACE, Rest::Kill),
+    };
+    match ended {
         Ok(s) => s.to_string(),
         Err(e) => e.to_string(),
     }

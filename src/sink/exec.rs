@@ -25,22 +25,21 @@
 use super::SinkError;
 use super::delivery::{Courier, Delivered, Drain, Stop, Workers};
 use super::desktop::Board;
-use super::focused::Check;
+use super::focused::{Check, Gate};
 use super::quiet::HeldLog;
 use super::registry::{SinkKind, Sinks};
 use super::section::{
     Bad, check_argv, duration, fmt_duration, ms_of, parse_kinds, toml_kinds, toml_list, toml_str,
 };
+use crate::child::{Rest, Wiring, end_group, wait_for};
 use crate::diag::{self, ExecCounters};
 use crate::model::Event;
 use crate::naming::EventFilter;
 use crossbeam_channel::TrySendError;
-use rustix::process::{Pid, Signal, kill_process_group, test_kill_process_group};
 use serde::Deserialize;
 use std::fmt::Write as _;
 use std::io::Write;
-use std::os::unix::process::CommandExt;
-use std::process::{Child, Command, ExitStatus, Stdio};
+use std::process::{Child, Stdio};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::thread;
@@ -120,8 +119,7 @@ pub type ExecSink = Delivered<Exec>;
 
 /// The exec hook's formatting and IO (see [`Courier`]).
 pub struct Exec {
-    filter: EventFilter,
-    suppress_when_focused: bool,
+    gate: Gate,
     workers: Workers<Job>,
     counters: Arc<ExecCounters>,
 }
@@ -160,8 +158,7 @@ impl ExecSink {
             },
         )?;
         Ok(Delivered::with_courier(Exec {
-            filter: cfg.filter,
-            suppress_when_focused: cfg.suppress_when_focused,
+            gate: Gate::new(cfg.filter, cfg.suppress_when_focused),
             workers,
             counters,
         }))
@@ -173,16 +170,12 @@ impl Courier for Exec {
     const NAME: &'static str = "exec";
 
     fn page(&mut self, ev: &Event, _now: Instant) {
-        if !self.filter.matches(ev) {
-            return;
-        }
         let project = crate::naming::project_name(ev);
+        let Some(check) = self.gate.admit(ev, &project) else {
+            return;
+        };
         let mut json = ev.to_json();
         json.push('\n');
-        let check = self
-            .suppress_when_focused
-            .then(|| Check::of(ev, &project))
-            .flatten();
         let job = Job {
             kind: ev.event.as_str(),
             project,
@@ -223,21 +216,19 @@ impl Courier for Exec {
 
 fn run(argv: &[String], job: &Job, timeout: Duration, counters: &ExecCounters, stop: &AtomicBool) {
     let program = &argv[0];
-    let mut cmd = Command::new(program);
+    let mut env = vec![
+        ("BATON_EVENT", job.kind),
+        ("BATON_PROJECT", job.project.as_str()),
+    ];
     if let Some(r) = &job.remote {
-        cmd.env("BATON_REMOTE", r);
+        env.push(("BATON_REMOTE", r));
     }
-    let spawned = cmd
-        .args(&argv[1..])
-        .env("BATON_EVENT", job.kind)
-        .env("BATON_PROJECT", &job.project)
-        .stdin(Stdio::piped())
-        .stdout(Stdio::null())
-        .stderr(Stdio::inherit())
-        // A group of its own, so that ending the run ends what it started.
-        .process_group(0)
-        .spawn();
-    let mut child = match spawned {
+    let wiring = Wiring {
+        stdin: Stdio::piped(),
+        stdout: Stdio::null(),
+        stderr: Stdio::inherit(),
+    };
+    let mut child = match crate::child::start(argv, &env, wiring) {
         Ok(c) => c,
         Err(e) => {
             diag::ExecCannotStart { program, error: &e }.emit(counters);
@@ -269,11 +260,11 @@ fn run(argv: &[String], job: &Job, timeout: Duration, counters: &ExecCounters, s
             .emit(counters);
         }
         Ok(None) if stop.load(Ordering::Acquire) => {
-            end_group(&mut child);
+            end(&mut child);
             diag::ExecEndedAtShutdown { program }.emit(counters);
         }
         Ok(None) => {
-            end_group(&mut child);
+            end(&mut child);
             diag::ExecTimedOut {
                 program,
                 timeout_ms: u64::try_from(timeout.as_millis()).unwrap_or(u64::MAX),
@@ -281,7 +272,7 @@ fn run(argv: &[String], job: &Job, timeout: Duration, counters: &ExecCounters, s
             .emit(counters);
         }
         Err(e) => {
-            end_group(&mut child);
+            end(&mut child);
             diag::ExecWaitFailed { program, error: &e }.emit(counters);
         }
     }
@@ -289,49 +280,8 @@ fn run(argv: &[String], job: &Job, timeout: Duration, counters: &ExecCounters, s
 
 /// Ends a run and its process group: SIGTERM to the group, SIGKILL after
 /// [`KILL_GRACE`] to whatever is left of it, and the leader reaped.
-fn end_group(child: &mut Child) {
-    let pgid = i32::try_from(child.id()).ok().and_then(Pid::from_raw);
-    let Some(pgid) = pgid else {
-        let _ = child.kill();
-        let _ = child.wait();
-        return;
-    };
-    let _ = kill_process_group(pgid, Signal::TERM);
-    let grace_end = Instant::now() + KILL_GRACE;
-    // Most hooks end on SIGTERM. While the leader is not reaped its pid, and so the
-    // group's id, cannot be taken by another process; after, the kernel keeps it while
-    // any member of the group lives.
-    let reaped = matches!(wait_for(child, grace_end, None), Ok(Some(_)));
-    // What the run started gets the rest of the grace.
-    while Instant::now() < grace_end && test_kill_process_group(pgid).is_ok() {
-        thread::sleep(Duration::from_millis(20));
-    }
-    let _ = kill_process_group(pgid, Signal::KILL);
-    if !reaped {
-        let _ = child.kill();
-        let _ = child.wait();
-    }
-}
-
-/// The child's exit status, or `None` if it is still running at `deadline` (or when
-/// `stop` is set).
-fn wait_for(
-    child: &mut Child,
-    deadline: Instant,
-    stop: Option<&AtomicBool>,
-) -> std::io::Result<Option<ExitStatus>> {
-    let mut nap = Duration::from_millis(2);
-    loop {
-        if let Some(status) = child.try_wait()? {
-            return Ok(Some(status));
-        }
-        let now = Instant::now();
-        if now >= deadline || stop.is_some_and(|s| s.load(Ordering::Acquire)) {
-            return Ok(None);
-        }
-        thread::sleep(nap.min(deadline - now));
-        nap = (nap * 2).min(Duration::from_millis(100));
-    }
+fn end(child: &mut Child) {
+    let _ = end_group(child, KILL_GRACE, Rest::Grace);
 }
 
 /// `on_event = ["program", "arg"]`, or a table with `command` and limits.

@@ -6,7 +6,39 @@
 
 use super::quiet::{Held, HeldLog, HeldPage};
 use crate::model::{Event, ProviderKind};
+use crate::naming::EventFilter;
 use std::path::Path;
+
+/// The page side of the exec hook and the webhooks: which events they take (`events`)
+/// and whether a page carries a [`Check`] for its worker (`suppress_when_focused`).
+#[derive(Debug, Clone)]
+pub struct Gate {
+    filter: EventFilter,
+    suppress_when_focused: bool,
+}
+
+impl Gate {
+    pub fn new(filter: EventFilter, suppress_when_focused: bool) -> Self {
+        Gate {
+            filter,
+            suppress_when_focused,
+        }
+    }
+
+    /// `None` when the sink does not take `ev`; else the check its worker runs before
+    /// sending (none when not asked for, or as [`Check::of`] says), for `ev`'s page of
+    /// `project`.
+    pub fn admit(&self, ev: &Event, project: &str) -> Option<Option<Check>> {
+        if !self.filter.matches(ev) {
+            return None;
+        }
+        Some(
+            self.suppress_when_focused
+                .then(|| Check::of(ev, project))
+                .flatten(),
+        )
+    }
+}
 
 /// What a worker needs to tell whether a page's session is in front of the person, and
 /// to note the page held back.

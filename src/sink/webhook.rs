@@ -16,7 +16,7 @@
 use super::SinkError;
 use super::delivery::{Courier, Delivered, Drain, Stop, Workers};
 use super::desktop::Board;
-use super::focused::Check;
+use super::focused::{Check, Gate};
 use super::quiet::HeldLog;
 use super::registry::{SinkKind, Sinks};
 use super::section::{Bad, parse_kinds, toml_kinds, toml_str};
@@ -156,9 +156,8 @@ pub type WebhookSink = Delivered<Webhook>;
 
 /// The webhook sink's formatting and IO (see [`Courier`]).
 pub struct Webhook {
-    filter: EventFilter,
+    gate: Gate,
     priorities: super::kinds::Styles,
-    suppress_when_focused: bool,
     lanes: Vec<Lane>,
     workers: Workers<Job>,
     counters: Arc<WebhookCounters>,
@@ -228,9 +227,8 @@ impl WebhookSink {
             });
         }
         Ok(Delivered::with_courier(Webhook {
-            filter: cfg.filter,
+            gate: Gate::new(cfg.filter, cfg.suppress_when_focused),
             priorities: cfg.priorities,
-            suppress_when_focused: cfg.suppress_when_focused,
             lanes,
             workers,
             counters,
@@ -243,13 +241,9 @@ impl Courier for Webhook {
     const NAME: &'static str = "webhook";
 
     fn page(&mut self, ev: &Event, _now: Instant) {
-        if !self.filter.matches(ev) {
+        let Some(check) = self.gate.admit(ev, &crate::naming::project_name(ev)) else {
             return;
-        }
-        let check = self
-            .suppress_when_focused
-            .then(|| Check::of(ev, &crate::naming::project_name(ev)))
-            .flatten();
+        };
         for (i, lane) in self.lanes.iter().enumerate() {
             let mut job = prepare(lane.format, ev, self.priorities.priority(ev.event));
             job.check.clone_from(&check);
