@@ -94,7 +94,10 @@ def start(roots, extra, home=None):
                DBUS_SESSION_BUS_ADDRESS="unix:path=" + os.path.join(home, "no-bus"))
     if fresh:
         os.makedirs(env["XDG_RUNTIME_DIR"], mode=0o700)
-    proc = subprocess.Popen(args + extra, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, env=env)
+    # BENCH_STDERR=FILE keeps the daemon's stderr (e.g. jemalloc's statistics at exit,
+    # with _RJEM_MALLOC_CONF=stats_print:true).
+    err = open(os.environ["BENCH_STDERR"], "ab") if os.environ.get("BENCH_STDERR") else subprocess.DEVNULL
+    proc = subprocess.Popen(args + extra, stdout=subprocess.PIPE, stderr=err, env=env)
     ev = Events(proc)
     t0 = time.monotonic()
     ev.until(lambda e: e["event"] == "daemon_ready", timeout=600)
@@ -206,11 +209,13 @@ def idle(a):
     c1, t1 = cpu_ns(pid), time.monotonic()
     hwm = status(pid, "VmHWM")
     rss = status(pid, "VmRSS")
+    anon, file = status(pid, "RssAnon"), status(pid, "RssFile")
     fds = len(os.listdir(f"/proc/{pid}/fd"))
     stop(proc)
     print(f"tree={tree} files={count_files(tree)} backdated={a.backdate_days}d history_read={ready:.1f}s")
     print(f"idle {t1 - t0:.0f}s: cpu={(c1 - c0) / 1e9:.4f} cpu-s  rss_end={rss / 1024:.1f} MiB "
           f"rss_max_idle={rss_max / 1024:.1f} MiB  peak(VmHWM, incl. history read)={hwm / 1024:.1f} MiB  fds={fds}")
+    print(f"at end: RssAnon={anon / 1024:.1f} MiB (heap, stacks) RssFile={file / 1024:.1f} MiB (code pages)")
 
 
 def wc_seconds(tree):
