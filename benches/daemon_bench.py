@@ -6,6 +6,7 @@
     python3 benches/daemon_bench.py idle --tree DIR [--seconds 60] [--after 1] [--backdate-days 2]
     python3 benches/daemon_bench.py firststart --tree DIR [--rounds 3]
     python3 benches/daemon_bench.py restart --tree DIR [--rounds 3] [--settle 10]
+    python3 benches/daemon_bench.py scale --tree DIR --bins OLD,NEW [--rounds 1] [--runs 5] [--settle 30]
 
 latency: starts the daemon with `--events -` on a pipe, then, over and over, writes a
     prompt, waits for its turn_started, pauses a little, and times from just before the
@@ -22,6 +23,11 @@ idle: starts the daemon on a corpus tree (from ../shared/tools/gen-corpus.py), w
 firststart: time from starting `baton run` with no saved state (a first run) to its
     daemon_ready, against `wc -l` over the same files, alternating, warm page cache;
     prints the medians and their ratio.
+
+scale: for each build of --bins (e.g. old,new) in turn, --rounds times: first start to
+    daemon_ready against `wc -l` in the same minute, RSS --settle s after daemon_ready,
+    then `baton status --json` and the `status` table, --runs each, timed from outside
+    with the client's peak RSS from GNU time.
 
 restart: a first run on the tree, stopped after --settle seconds (its first save of
     every file's state), then --rounds restarts on the same state directory: time to
@@ -80,11 +86,11 @@ class Events:
                 return e
 
 
-def start(roots, extra, home=None):
+def start(roots, extra, home=None, binary=None):
     # No desktop notifications, and private config/state/runtime dirs (the status
     # socket stays on: it is part of the daemon as shipped). A given `home` keeps the
     # state of an earlier run there (a restart).
-    args = [BIN, "run", "--no-default-roots", "--no-desktop", "--events", "-"]
+    args = [binary or BIN, "run", "--no-default-roots", "--no-desktop", "--events", "-"]
     for prov, d in roots:
         args += ["--watch", f"{prov}={d}"]
     fresh = home is None
@@ -102,6 +108,7 @@ def start(roots, extra, home=None):
     t0 = time.monotonic()
     ev.until(lambda e: e["event"] == "daemon_ready", timeout=600)
     proc.home = home
+    proc.env = env
     return proc, ev, time.monotonic() - t0
 
 
@@ -261,6 +268,69 @@ def restart(a):
           f"(min {min(readys):.2f}, max {max(readys):.2f})")
 
 
+def backdate(tree, days):
+    t = time.time() - days * 86400
+    for d, _, files in os.walk(tree):
+        for f in files:
+            os.utime(os.path.join(d, f), (t, t))
+
+
+def client(binary, env, args):
+    """Runs `baton status ARGS` against the daemon of `env`: wall seconds (from outside),
+    peak RSS in KiB (GNU time's "Maximum resident set size") and lines printed."""
+    with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
+        t0 = time.perf_counter()
+        subprocess.run(["/usr/bin/time", "-v", binary, "status"] + args, stdout=out, stderr=err,
+                       env=env, check=True)
+        wall = time.perf_counter() - t0
+        out.seek(0)
+        lines = sum(1 for _ in out)
+        err.seek(0)
+        rss = 0
+        for line in err.read().decode(errors="replace").splitlines():
+            if "Maximum resident set size" in line:
+                rss = int(line.split(":")[1])
+    return wall, rss, lines
+
+
+def scale(a):
+    """The scale figures of one tree for each build in turn, old then new (or the
+    given order), --rounds times: first start to daemon_ready against `wc -l` in the
+    same minute, RSS --settle seconds after daemon_ready, then `status --json` and the
+    `status` table (--runs each: wall, the client's peak RSS)."""
+    tree = os.path.abspath(a.tree)
+    roots = [("claude", os.path.join(tree, "claude", "projects")), ("codex", os.path.join(tree, "codex", "sessions"))]
+    builds = [os.path.abspath(b) for b in a.bins.split(",")]
+    if a.backdate_days >= 0:
+        backdate(tree, a.backdate_days)
+    wc_seconds(tree)  # warm the page cache
+    print(f"tree={tree} files={count_files(tree)} rounds={a.rounds} builds={builds}", flush=True)
+    for r in range(a.rounds):
+        for b in builds:
+            wc = wc_seconds(tree)
+            proc, _, ready = start(roots, [], binary=b)
+            time.sleep(a.settle)
+            rss = status(proc.pid, "VmRSS")
+            hwm = status(proc.pid, "VmHWM")
+            js = [client(b, proc.env, ["--json"]) for _ in range(a.runs)]
+            tb = [client(b, proc.env, ["--color", "never"]) for _ in range(a.runs)]
+            rss_after = status(proc.pid, "VmRSS")
+            stop(proc)
+            shutil.rmtree(proc.home, ignore_errors=True)
+
+            def med(xs, i):
+                return statistics.median(x[i] for x in xs)
+
+            print(f"round {r + 1} {b}: first start {ready:.2f}s, wc -l {wc:.2f}s, {ready / wc:.2f}x; "
+                  f"RSS {a.settle:.0f}s after ready {rss / 1024:.1f} MiB (peak {hwm / 1024:.1f}, "
+                  f"after the status runs {rss_after / 1024:.1f}); "
+                  f"status --json median {med(js, 0) * 1000:.0f} ms "
+                  f"(min {min(x[0] for x in js) * 1000:.0f}, max {max(x[0] for x in js) * 1000:.0f}), "
+                  f"client peak {max(x[1] for x in js) / 1024:.1f} MiB, {js[0][2]} lines; "
+                  f"status table median {med(tb, 0) * 1000:.0f} ms, client peak "
+                  f"{max(x[1] for x in tb) / 1024:.1f} MiB, {tb[0][2]} lines", flush=True)
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     sub = ap.add_subparsers(dest="cmd", required=True)
@@ -286,10 +356,19 @@ def main():
     ra.add_argument("--rounds", type=int, default=3)
     ra.add_argument("--settle", type=float, default=10,
                     help="seconds the first run keeps going before it stops (its first save)")
+    sa = sub.add_parser("scale")
+    sa.add_argument("--tree", required=True)
+    sa.add_argument("--bins", default=BIN, help="comma-separated builds, run in this order each round")
+    sa.add_argument("--rounds", type=int, default=1)
+    sa.add_argument("--runs", type=int, default=5, help="status clients of each kind per round")
+    sa.add_argument("--settle", type=float, default=30, help="seconds after daemon_ready the RSS is read")
+    sa.add_argument("--backdate-days", type=float, default=2,
+                    help="set every file's mtime this many days back first (-1: leave as is)")
     a = ap.parse_args()
     if not os.path.exists(BIN):
         sys.exit(f"{BIN} missing: run `cargo build --release` first")
-    {"latency": latency, "idle": idle, "firststart": firststart, "restart": restart}[a.cmd](a)
+    {"latency": latency, "idle": idle, "firststart": firststart, "restart": restart,
+     "scale": scale}[a.cmd](a)
 
 
 if __name__ == "__main__":

@@ -79,6 +79,11 @@ pub enum Command {
     /// Print every session the running daemon knows: agent, project, state, turn,
     /// since when, last message.
     ///
+    /// The table shows what fits, the most urgent rows first (what waits for you, then
+    /// the newest): on a terminal as many as its height leaves room for (`LINES`, else
+    /// the terminal's size), in a pipe or a file 100; then "… and N more (baton status
+    /// --all / --json)". `--all` lists every row, `--json` every row and field.
+    ///
     /// `--format waybar|i3bar|plain` prints one line for a status bar instead (e.g. "2
     /// need you · 1 working"), and with `--watch` a new line on every change; while the
     /// daemon is not running that line says so (class `down`) and `--watch` retries
@@ -187,7 +192,8 @@ pub struct ScanArgs {
     #[command(flatten)]
     pub pipeline: PipelineArgs,
     /// One JSON object per session instead of a table (every row, subagents and old
-    /// sessions too; --state, --project and --agent still filter).
+    /// sessions too; --state, --project and --agent still filter), each written as it
+    /// comes from the daemon.
     #[arg(long)]
     pub json: bool,
     /// Read every file from its first byte instead of from its last turns (the state is

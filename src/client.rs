@@ -39,56 +39,79 @@ fn ask(mut stream: std::os::unix::net::UnixStream, req: &Value) -> Result<Value,
     Ok(v)
 }
 
+/// Bytes of the daemon's answer read, and of rows written, at a time.
+const STATUS_BUF: usize = 64 * 1024;
+
 /// Prints every session the daemon knows: the person's table ([`crate::people`]), or
 /// with `json` every row as the daemon sent it (only `table.filter` applied).
+///
+/// Both read the answer as it comes, one line at a time, so the client's memory does
+/// not grow with the daemon's sessions: `--json` writes each row on as it is read, and
+/// the table keeps only the rows it has room for (`table.rows`, [`people::Fit`]). A
+/// daemon that hangs up mid-answer is an error after the rows already written.
 pub fn status(
     socket: Option<&Path>,
     json: bool,
     table: &crate::people::Table,
     out: &mut impl Write,
 ) -> Result<(), Error> {
-    use crate::people::{self, Row, Waiting};
+    use crate::people::{self, Fit, Matching, Row, StatusLine, Waiting};
     let mut stream = connect(socket)?;
     request(&mut stream, &serde_json::json!({"cmd": "status"}))?;
-    let mut rows = Vec::new();
-    // With `json`: each line as the daemon sent it, and its row if it is one.
-    let mut lines: Vec<(String, Option<Row>)> = Vec::new();
-    let mut ended = None;
-    for line in BufReader::new(stream).lines() {
-        let line = line.map_err(socket_err)?;
-        let v: Value = serde_json::from_str(&line).map_err(|e| socket_err(io::Error::other(e)))?;
-        if v["end"] == true {
-            ended = Some(v);
-            break;
+    let mut reader = BufReader::with_capacity(STATUS_BUF, stream);
+    let mut out = io::BufWriter::with_capacity(STATUS_BUF, out);
+    let mut fit = Fit::new(&table.filter, table.now, table.rows);
+    let mut keep = Matching::new(&table.filter);
+    let mut line = String::new();
+    let end = loop {
+        line.clear();
+        if reader.read_line(&mut line).map_err(socket_err)? == 0 {
+            return Err(socket_err(io::Error::other(
+                "the daemon hung up mid-answer",
+            )));
         }
-        if let Some(e) = v["error"].as_str() {
+        let text = line.trim_end_matches(['\n', '\r']);
+        // A line the typed reader cannot take (a field of another type, say) is read
+        // the slow way, as it always was.
+        let (is_end, error, row) = match serde_json::from_str::<StatusLine<'_>>(text) {
+            Ok(l) => {
+                let row = Row::from_status_line(&l);
+                (l.end, l.error.map(|e| e.into_owned()), row)
+            }
+            Err(_) => {
+                let v: Value =
+                    serde_json::from_str(text).map_err(|e| socket_err(io::Error::other(e)))?;
+                (
+                    v["end"] == true,
+                    v["error"].as_str().map(str::to_owned),
+                    Row::from_status(&v),
+                )
+            }
+        };
+        if is_end {
+            break serde_json::from_str::<Value>(text)
+                .map_err(|e| socket_err(io::Error::other(e)))?;
+        }
+        if let Some(e) = error {
             return Err(Error::Usage(format!("the daemon says: {e}")));
         }
-        let row = Row::from_status(&v);
-        if json {
-            lines.push((line, row));
-        } else {
-            rows.extend(row);
+        match (json, row) {
+            // A line that is no session row is passed on as it came.
+            (true, None) => writeln!(out, "{text}").map_err(Error::Output)?,
+            (true, Some(row)) => {
+                if keep.matches(row) {
+                    writeln!(out, "{text}").map_err(Error::Output)?;
+                }
+            }
+            (false, Some(row)) => fit.push(row),
+            (false, None) => {}
         }
-    }
-    let Some(end) = ended else {
-        return Err(socket_err(io::Error::other(
-            "the daemon hung up mid-answer",
-        )));
     };
     let blocked = blocked_line(&end["stream"]);
     let home = std::env::var("HOME").ok();
     let waiting = Waiting::from_end(&end, home.as_deref());
     let quiet = quiet_lines(&end);
     if json {
-        let found: Vec<Row> = lines.iter().filter_map(|(_, r)| r.clone()).collect();
-        let mut keep = people::matching(&found, &table.filter).into_iter();
-        for (line, row) in &lines {
-            // A line that is no session row is passed on as it came.
-            if row.is_none() || keep.next() == Some(true) {
-                writeln!(out, "{line}").map_err(Error::Output)?;
-            }
-        }
         // A fact about the desktop, not a session: a line of its own, after the rows.
         if let Some(why) = end["no_raise"].as_str() {
             let line = serde_json::json!({"no_raise": one_line(why, 300)});
@@ -109,8 +132,8 @@ pub fn status(
         (Some(b), Some(r)) => Some(format!("{r}\n\n{b}")),
         (b, r) => r.or(b),
     };
-    let none = rows.is_empty();
-    let mut view = people::view(rows, &table.filter, table.now);
+    let none = fit.rows() == 0;
+    let mut view = fit.finish();
     view.waiting = waiting;
     let text = people::render(&view, table.width, table.colour, table.now);
     let head = if none {

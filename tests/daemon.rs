@@ -367,6 +367,39 @@ fn missing_config_file_is_a_clear_usage_error() {
     );
 }
 
+/// The watch limit hit by a root that is one file says so too (it was silent), and the
+/// file is still followed, by polling.
+#[test]
+fn watch_limit_on_a_file_root_warns_and_the_file_is_polled() {
+    let d = Daemon::tree();
+    let solo = d.dir.path().join("solo");
+    fs::create_dir_all(&solo).unwrap();
+    let c = Claude::new();
+    let file = c.path_in(&solo);
+    let (p, _) = c.prompt("hi");
+    append(&file, p.as_bytes());
+    // Two watches: the tree's two folders take them, the file root finds none.
+    let root = format!("claude={}", file.display());
+    let mut d = d.start(&[
+        "--watch",
+        &root,
+        "--debug-max-watches",
+        "2",
+        "--poll-interval",
+        "200ms",
+    ]);
+    let log = d.wait_log("the watch limit warning", |l| {
+        l.contains("falls back to polling")
+    });
+    assert!(log.contains(&file.display().to_string()), "{log}");
+    assert!(log.contains("max_user_watches"), "{log}");
+    let (t, id) = c.turn("again", "done");
+    append(&file, t.as_bytes());
+    d.wait_for("the file root's turn, by polling", is("turn_completed", id));
+    let (_, log) = d.stop_with_log();
+    assert_eq!(log.matches("falls back to polling").count(), 1, "{log}");
+}
+
 #[test]
 fn watch_flag_names_the_bad_provider() {
     let out = std::process::Command::new(env!("CARGO_BIN_EXE_baton"))

@@ -357,3 +357,66 @@ fn status_table_matches_scan_and_says_what_it_waits_for() {
     assert!(!table.contains("waiting for"), "{table}");
     d.stop();
 }
+
+/// At any number of sessions the `status` table shows what fits: the most urgent rows
+/// (what waits for the person, then the newest), then how many more there are and how
+/// to see them. A pipe gets 100 rows, a terminal its height; `--all` and `--json` get
+/// every row.
+#[test]
+fn status_table_shows_what_fits_and_says_how_many_more() {
+    let d = common::Daemon::tree();
+    let dir = d.claude().join("-home-me-proj");
+    std::fs::create_dir_all(&dir).unwrap();
+    for i in 0..105u64 {
+        let c = common::Claude::new();
+        let ts = common::ts_ago(Duration::from_secs(60 * (i + 1)));
+        let (p, _) = c.prompt_at("go", &ts);
+        let a = c.answer_at(&format!("answer {i}"), &ts);
+        common::append(&c.path_in(&dir), (p + &a).as_bytes());
+    }
+    let d = d.start(&[]);
+    let deadline = Instant::now() + common::DEADLINE;
+    let json = loop {
+        let json = ok(&d.baton().args(["status", "--json"]).output().unwrap());
+        if json.lines().count() == 105 {
+            break json;
+        }
+        if Instant::now() > deadline {
+            d.fail("status never listed the 105 sessions");
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    assert!(json.lines().all(|l| l.contains("\"session\"")), "{json}");
+
+    let table = ok(&status(&d, &[]));
+    let lines: Vec<&str> = table.lines().collect();
+    assert_eq!(lines.len(), 1 + 100 + 2, "{table}");
+    assert!(lines[0].starts_with("STATE"), "{table}");
+    assert!(lines[1].ends_with("answer 0"), "the newest first:\n{table}");
+    assert!(lines[100].ends_with("answer 99"), "{table}");
+    assert_eq!(lines[101], "");
+    assert_eq!(lines[102], "… and 5 more (baton status --all / --json)");
+
+    let all = ok(&status(&d, &["--all"]));
+    assert_eq!(all.lines().count(), 1 + 105, "{all}");
+    assert!(all.lines().last().unwrap().ends_with("answer 104"), "{all}");
+
+    // On a terminal of 12 lines: 7 rows and the line that says there are more.
+    if Command::new("script").arg("--version").output().is_ok() {
+        let cmd = format!("{} status --color never", env!("CARGO_BIN_EXE_baton"));
+        let mut c = person(Command::new("script"));
+        c.args(["-q", "-e", "-c", &cmd, "/dev/null"])
+            .env("LINES", "12");
+        for (k, v) in d.baton().get_envs() {
+            match v {
+                Some(v) => c.env(k, v),
+                None => c.env_remove(k),
+            };
+        }
+        let tty = ok(&c.output().unwrap()).replace('\r', "");
+        let lines: Vec<&str> = tty.lines().collect();
+        assert_eq!(lines.len(), 1 + 7 + 2, "{tty}");
+        assert_eq!(lines[9], "… and 98 more (baton status --all / --json)");
+    }
+    d.stop();
+}

@@ -22,7 +22,8 @@ pub struct TableArgs {
     /// Only sessions on this git branch (as the agent records it: Claude Code, Codex).
     #[arg(long, value_name = "BRANCH")]
     pub branch: Option<String>,
-    /// Also the sessions idle for more than 7 days (the table sums them up in one line).
+    /// Also the sessions idle for more than 7 days (the table sums them up in one
+    /// line); for `status`, every row too, not only those that fit.
     #[arg(long)]
     pub all: bool,
     /// Colour the state column: auto (on a terminal, unless NO_COLOR is set), always

@@ -7,15 +7,18 @@
 //! the same.
 
 mod args;
+mod fit;
 mod render;
 
 pub use args::{ColorChoice, TableArgs};
+pub use fit::{Fit, Matching};
 pub use render::{Table, cells, render};
 
 use crate::clock::parse_rfc3339;
 use crate::model::ProviderKind;
 use crate::reduce::SessionView;
 use serde_json::Value;
+use std::borrow::Cow;
 use std::collections::{HashMap, HashSet};
 
 /// The states in the order a person wants them: what waits for them first.
@@ -97,9 +100,67 @@ impl Row {
         })
     }
 
+    /// The row of one line of the daemon's `status` answer ([`StatusLine`]), as
+    /// [`Row::from_status`] reads it from a parsed line.
+    pub fn from_status_line(l: &StatusLine<'_>) -> Option<Row> {
+        let session = l.session.as_deref()?;
+        let text = |s: &Option<Cow<'_, str>>| s.as_deref().unwrap_or_default().to_owned();
+        let project = text(&l.project);
+        Some(Row {
+            state: text(&l.state),
+            provider: l.provider.as_deref().and_then(ProviderKind::parse),
+            session: session.to_owned(),
+            subagent: l.agent.as_deref().map(str::to_owned),
+            project_long: l
+                .project_long
+                .as_deref()
+                .map_or_else(|| project.clone(), str::to_owned),
+            project,
+            at: l.since.as_deref().and_then(parse_rfc3339),
+            message: text(&l.message),
+            background_tasks: l.background_tasks.unwrap_or(0),
+            reason: l.reason.as_deref().map(str::to_owned),
+            branch: l.branch.as_deref().map(str::to_owned),
+        })
+    }
+
     fn is_old(&self, now: i64) -> bool {
         self.at.is_some_and(|at| now - at > OLD_MS)
     }
+}
+
+/// One line of the daemon's `status` answer as the client reads it, without building a
+/// JSON tree (at 100,000 rows that tree is most of the client's time): a row (`session`
+/// set), the end line (`end`), or the daemon's refusal (`error`). Fields the table does
+/// not use are skipped.
+#[derive(Debug, Default, serde::Deserialize)]
+pub struct StatusLine<'a> {
+    #[serde(default)]
+    pub end: bool,
+    #[serde(borrow, default)]
+    pub error: Option<Cow<'a, str>>,
+    #[serde(borrow, default)]
+    pub session: Option<Cow<'a, str>>,
+    #[serde(borrow, default)]
+    pub provider: Option<Cow<'a, str>>,
+    #[serde(borrow, default)]
+    pub agent: Option<Cow<'a, str>>,
+    #[serde(borrow, default)]
+    pub project: Option<Cow<'a, str>>,
+    #[serde(borrow, default)]
+    pub project_long: Option<Cow<'a, str>>,
+    #[serde(borrow, default)]
+    pub branch: Option<Cow<'a, str>>,
+    #[serde(borrow, default)]
+    pub state: Option<Cow<'a, str>>,
+    #[serde(borrow, default)]
+    pub since: Option<Cow<'a, str>>,
+    #[serde(borrow, default)]
+    pub message: Option<Cow<'a, str>>,
+    #[serde(borrow, default)]
+    pub reason: Option<Cow<'a, str>>,
+    #[serde(default)]
+    pub background_tasks: Option<u64>,
 }
 
 /// What to show (`--state`, `--project`, `--agent`, `--all`). The default shows every
@@ -211,6 +272,8 @@ pub struct View {
     pub shown: Vec<Shown>,
     /// Sessions left out for being idle longer than [`OLD_MS`] (they pass the filter).
     pub older: usize,
+    /// Rows left out because the table has no room for them ([`Fit`]'s limit).
+    pub more: usize,
     pub waiting: Vec<Waiting>,
 }
 
@@ -259,6 +322,7 @@ pub fn view(mut rows: Vec<Row>, filter: &Filter, now: i64) -> View {
     View {
         shown,
         older,
+        more: 0,
         waiting: Vec::new(),
     }
 }

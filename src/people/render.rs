@@ -20,6 +20,9 @@ pub struct Table {
     pub colour: bool,
     pub width: usize,
     pub now: i64,
+    /// `status`: at most this many rows ([`rows`]); `None` with `--all`. `scan` shows
+    /// every row.
+    pub rows: Option<usize>,
 }
 
 impl Table {
@@ -27,6 +30,7 @@ impl Table {
     /// stdout.
     pub fn from_args(args: &TableArgs) -> Table {
         let no_color = std::env::var_os("NO_COLOR").is_some_and(|v| !v.is_empty());
+        let terminal = std::io::stdout().is_terminal();
         Table {
             filter: Filter {
                 states: args.state.clone(),
@@ -35,9 +39,10 @@ impl Table {
                 branch: args.branch.clone(),
                 all: args.all,
             },
-            colour: use_colour(args.color, std::io::stdout().is_terminal(), no_color),
+            colour: use_colour(args.color, terminal, no_color),
             width: width(),
             now: now(),
+            rows: (!args.all).then(|| rows(terminal.then(height).flatten())),
         }
     }
 }
@@ -75,6 +80,37 @@ pub fn width() -> usize {
         .map(|w| usize::from(w.ws_col))
         .filter(|n| *n > 0)
         .unwrap_or(DEFAULT_WIDTH)
+}
+
+/// Rows of a `status` table when stdout is no terminal (a file, a pipe): a long
+/// screenful; `--all` shows every row and `--json` is for programs.
+pub const DEFAULT_ROWS: usize = 100;
+/// Lines of a terminal kept for what goes around the table: its header, the `… and N
+/// more` and `older sessions` lines, the blank line between, and the prompt after.
+const AROUND_TABLE: usize = 5;
+/// The fewest rows a terminal table shows, however short the terminal.
+const MIN_ROWS: usize = 5;
+
+/// How many rows a `status` table shows: what fits a terminal of `height` lines, or
+/// [`DEFAULT_ROWS`] when stdout is no terminal (`None`).
+pub fn rows(height: Option<usize>) -> usize {
+    height.map_or(DEFAULT_ROWS, |h| {
+        h.saturating_sub(AROUND_TABLE).max(MIN_ROWS)
+    })
+}
+
+/// The terminal's height in lines: `LINES`, else the terminal on stdout.
+fn height() -> Option<usize> {
+    std::env::var("LINES")
+        .ok()
+        .and_then(|s| s.trim().parse::<usize>().ok())
+        .filter(|n| *n > 0)
+        .or_else(|| {
+            rustix::termios::tcgetwinsize(std::io::stdout())
+                .ok()
+                .map(|w| usize::from(w.ws_row))
+                .filter(|n| *n > 0)
+        })
 }
 
 /// The ANSI SGR parameters of a state's colour.
@@ -216,6 +252,12 @@ pub fn render(view: &View, width: usize, colour: bool, now: i64) -> String {
         }
     }
     let mut tail = Vec::new();
+    if view.more > 0 {
+        tail.push(format!(
+            "… and {} more (baton status --all / --json)",
+            view.more
+        ));
+    }
     if view.older > 0 {
         let what = if view.older == 1 {
             "older session"

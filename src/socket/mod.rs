@@ -2,7 +2,10 @@
 //!
 //! Protocol: the client sends one JSON request line; the daemon answers with JSON lines.
 //!
-//! - `{"cmd":"status"}` → one object per session, then `{"end":true,"sessions":N}`; while
+//! - `{"cmd":"status"}` → one object per session, in key order (agent, session id, then
+//!   subagent: a session's row comes just before its subagents', which clients that
+//!   read the rows as they come rely on), written as they are formatted, then
+//!   `{"end":true,"sessions":N}`; while
 //!   the event stream cannot be written, the end line also has
 //!   `"stream":{"state":"blocked",…}`; while a root named with `--watch` (or `watch` in
 //!   the config) does not exist, it has `"waiting":[{"provider":"claude","path":…}]`; with `[[remote]]`s,
@@ -267,11 +270,16 @@ impl Hub {
     }
 }
 
-/// One `status` row as of `now` (Unix ms): what a person needs to find the session,
-/// never record-derived paths; the row is `scan`'s too ([`crate::session_row`]), with
-/// `since` for its time and `project_long`.
-fn status_line(v: &SessionView, now: i64, after_ms: u64) -> String {
-    crate::session_row::json_line(v, now, after_ms, crate::session_row::Command::Status)
+/// One `status` row as of `now` (Unix ms), with its newline: what a person needs to
+/// find the session, never record-derived paths; the row is `scan`'s too
+/// ([`crate::session_row`]), with `since` for its time and `project_long`.
+fn write_status_line(
+    v: &SessionView,
+    now: i64,
+    after_ms: u64,
+    out: &mut impl std::io::Write,
+) -> std::io::Result<()> {
+    crate::session_row::write_line(v, now, after_ms, crate::session_row::Command::Status, out)
 }
 
 /// The line that ends a `status` answer; it says so when the event stream is blocked,

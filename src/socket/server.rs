@@ -14,7 +14,7 @@
 //! - **A socket file removed** while the daemon runs (or its directory: the runtime
 //!   directory goes at logout) is made again at the next check, every `sweep`.
 
-use super::{Hub, Since, end_line, mute_reply, status_line};
+use super::{Hub, Since, end_line, mute_reply, write_status_line};
 use crate::clock::wall_now;
 use crate::error::Error;
 use crate::shutdown::Shutdown;
@@ -39,6 +39,9 @@ const REQUEST_WITHIN: Duration = Duration::from_secs(5);
 /// A client must accept each write within this, or it is disconnected (its thread must
 /// not live forever).
 const WRITE_TIMEOUT: Duration = Duration::from_secs(10);
+/// The buffer a `status` answer is written through: its rows are formatted into it and
+/// written out whenever it fills, never gathered whole.
+const STATUS_BUF: usize = 64 * 1024;
 /// Replies written by the loop itself (errors, refusals) are tiny; it never waits on one
 /// longer than this.
 const INLINE_WRITE_TIMEOUT: Duration = Duration::from_millis(100);
@@ -581,11 +584,12 @@ fn reply(stream: &UnixStream, line: &str) {
 
 fn answer_status(stream: &UnixStream, hub: &Hub) -> io::Result<()> {
     stream.set_write_timeout(Some(WRITE_TIMEOUT))?;
-    let mut out = BufWriter::new(stream);
+    // Rows go out as they are formatted, through one bounded buffer.
+    let mut out = BufWriter::with_capacity(STATUS_BUF, stream);
     let views = hub.views.snapshot();
     let (now, after) = (crate::clock::wall_now(), hub.stale_after());
     for v in views.iter() {
-        writeln!(out, "{}", status_line(v, now, after))?;
+        write_status_line(v, now, after, &mut out)?;
     }
     writeln!(out, "{}", end_line(views.len(), hub))?;
     out.flush()

@@ -32,6 +32,7 @@ pub struct Native {
     watcher: RecommendedWatcher,
     /// Test hook: behave as if the OS allowed only this many watches.
     max_watches: Option<usize>,
+    /// Watches held (added and not dropped).
     added: usize,
 }
 
@@ -62,23 +63,31 @@ impl Native {
         if self.max_watches.is_some_and(|max| self.added >= max) {
             return Err(WatchError::Limit);
         }
-        self.added += 1;
-        self.watcher
-            .watch(path, RecursiveMode::NonRecursive)
-            .map_err(|e| match e.kind {
-                notify::ErrorKind::MaxFilesWatch => WatchError::Limit,
-                notify::ErrorKind::PathNotFound => WatchError::Gone,
-                notify::ErrorKind::Io(ref io) if io.kind() == std::io::ErrorKind::NotFound => {
-                    WatchError::Gone
-                }
-                _ => WatchError::Other(e),
-            })
+        let done = self.watcher.watch(path, RecursiveMode::NonRecursive);
+        if done.is_ok() {
+            self.added += 1;
+        }
+        done.map_err(|e| match e.kind {
+            notify::ErrorKind::MaxFilesWatch => WatchError::Limit,
+            notify::ErrorKind::PathNotFound => WatchError::Gone,
+            notify::ErrorKind::Io(ref io) if io.kind() == std::io::ErrorKind::NotFound => {
+                WatchError::Gone
+            }
+            _ => WatchError::Other(e),
+        })
     }
 
     /// Drops the watch on a path that is gone (the kernel drops it too; this keeps
     /// notify's table small).
     pub fn unwatch(&mut self, path: &Path) {
-        let _ = self.watcher.unwatch(path);
+        if self.watcher.unwatch(path).is_ok() {
+            self.added = self.added.saturating_sub(1);
+        }
+    }
+
+    /// How many watches this watcher holds.
+    pub fn watches(&self) -> usize {
+        self.added
     }
 }
 

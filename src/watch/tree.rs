@@ -165,8 +165,9 @@ impl Tree {
                 self.roots[i].exists = true;
                 if self.roots[i].native
                     && let Some(n) = self.native.as_mut()
+                    && let Err(WatchError::Limit) = n.watch(&path)
                 {
-                    let _ = n.watch(&path);
+                    self.limit_hit(i, &path);
                 }
                 self.watch_database_dir(i);
                 v.look(&path);
@@ -193,8 +194,11 @@ impl Tree {
         if !self.roots[i].native || kind.is_none_or(|k| k.descriptor().rows().is_none()) {
             return;
         }
-        if let (Some(n), Some(dir)) = (self.native.as_mut(), path.parent()) {
-            let _ = n.watch(dir);
+        if let (Some(n), Some(dir)) = (self.native.as_mut(), path.parent())
+            && let Err(WatchError::Limit) = n.watch(dir)
+        {
+            let dir = dir.to_path_buf();
+            self.limit_hit(i, &dir);
         }
     }
 
@@ -209,15 +213,7 @@ impl Tree {
         match native.watch(dir) {
             Ok(()) => true,
             Err(WatchError::Limit) => {
-                self.watch_limit_hits += 1;
-                self.roots[root].native = false;
-                tracing::warn!(
-                    root = %self.roots[root].root.path.display(),
-                    dir = %dir.display(),
-                    watch_limit_hits = self.watch_limit_hits,
-                    "The OS limit on file watches is reached; this root falls back to polling \
-                     (raise fs.inotify.max_user_watches to restore instant updates)."
-                );
+                self.limit_hit(root, dir);
                 false
             }
             Err(WatchError::Gone) => false,
@@ -228,6 +224,29 @@ impl Tree {
                 false
             }
         }
+    }
+
+    /// The OS refused a watch for `path` under `root` (its limit is reached): the root
+    /// watches nothing new from now on, and says so once, with what polling covers
+    /// instead. The watches it holds stay.
+    fn limit_hit(&mut self, root: usize, path: &Path) {
+        self.watch_limit_hits += 1;
+        if !self.roots[root].native {
+            return;
+        }
+        self.roots[root].native = false;
+        let watches = self.native.as_ref().map_or(0, Native::watches);
+        tracing::warn!(
+            root = %self.roots[root].root.path.display(),
+            dir = %path.display(),
+            watches,
+            watch_limit_hits = self.watch_limit_hits,
+            "The OS limit on file watches is reached ({watches} held by baton); this root \
+             falls back to polling for what is not watched yet: new files and directories \
+             there within --poll-interval, appends to a file idle for 10 minutes within 30 s \
+             (the sweep). Raise fs.inotify.max_user_watches and restart baton to watch them \
+             all."
+        );
     }
 
     /// Lists `top` and every new directory below it, each watched *before* it is

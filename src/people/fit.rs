@@ -1,0 +1,268 @@
+//! The `status` table at any number of sessions: the daemon's rows are taken one at a
+//! time and only the rows the table will show are kept, so the client's memory follows
+//! the table, not the daemon's sessions (100,000 of them is a year of heavy use).
+//!
+//! The daemon sends its rows in key order (agent, session, subagent), so a session's row
+//! comes just before its subagents': one session is gathered, run through the same
+//! [`view`] as a whole table, and its rows join the kept ones. Past twice the limit the
+//! kept rows are sorted ([`order`]) and cut back to the limit, so the table is the
+//! `limit` most urgent rows (what waits for the person, then the newest) of all of them.
+
+use super::{Filter, Row, Shown, View, name_projects, order, view};
+use crate::model::ProviderKind;
+
+/// Rows of the table being gathered.
+#[derive(Debug)]
+pub struct Fit {
+    filter: Filter,
+    now: i64,
+    /// At most this many rows in the table; `None`: every row.
+    limit: Option<usize>,
+    /// The rows of the session being gathered (its own, then its subagents').
+    session: Vec<Row>,
+    kept: Vec<Shown>,
+    older: usize,
+    /// Rows that passed the filter and the age cut but did not fit.
+    more: usize,
+    /// Rows taken in, shown or not.
+    rows: usize,
+}
+
+impl Fit {
+    /// A table of at most `limit` rows (at least one), filtered by `filter` as of `now`.
+    pub fn new(filter: &Filter, now: i64, limit: Option<usize>) -> Fit {
+        Fit {
+            filter: filter.clone(),
+            now,
+            limit: limit.map(|n| n.max(1)),
+            session: Vec::new(),
+            kept: Vec::new(),
+            older: 0,
+            more: 0,
+            rows: 0,
+        }
+    }
+
+    /// Takes the next row of the daemon's answer.
+    pub fn push(&mut self, row: Row) {
+        self.rows += 1;
+        if self
+            .session
+            .first()
+            .is_some_and(|f| f.provider != row.provider || f.session != row.session)
+        {
+            self.end_session();
+        }
+        self.session.push(row);
+    }
+
+    /// How many rows were taken in.
+    pub fn rows(&self) -> usize {
+        self.rows
+    }
+
+    fn end_session(&mut self) {
+        let rows = std::mem::take(&mut self.session);
+        let v = view(rows, &self.filter, self.now);
+        self.older += v.older;
+        self.kept.extend(v.shown);
+        if let Some(n) = self.limit
+            && self.kept.len() >= 2 * n
+        {
+            self.cut(n);
+        }
+    }
+
+    fn cut(&mut self, n: usize) {
+        order(&mut self.kept);
+        self.more += self.kept.len().saturating_sub(n);
+        self.kept.truncate(n);
+    }
+
+    /// The table: the kept rows named ([`name_projects`]: among the rows shown) and
+    /// sorted, with how many were left out for age (`older`) and for room (`more`).
+    pub fn finish(mut self) -> View {
+        self.end_session();
+        if let Some(n) = self.limit {
+            self.cut(n);
+        }
+        let mut shown = self.kept;
+        name_projects(&mut shown);
+        order(&mut shown);
+        View {
+            shown,
+            older: self.older,
+            more: self.more,
+            waiting: Vec::new(),
+        }
+    }
+}
+
+/// `status --json`'s filter, one row at a time: [`super::matching`] for rows in key
+/// order, where a subagent is judged by its session's project (its session's row came
+/// just before it).
+#[derive(Debug)]
+pub struct Matching {
+    filter: Filter,
+    /// The last session row: its agent, id, project and long project name.
+    parent: Option<(Option<ProviderKind>, String, String, String)>,
+}
+
+impl Matching {
+    pub fn new(filter: &Filter) -> Matching {
+        Matching {
+            filter: filter.clone(),
+            parent: None,
+        }
+    }
+
+    /// Whether `row`, the next row of the answer, passes the filter.
+    pub fn matches(&mut self, mut row: Row) -> bool {
+        if row.subagent.is_none() {
+            self.parent = Some((
+                row.provider,
+                row.session.clone(),
+                row.project.clone(),
+                row.project_long.clone(),
+            ));
+        } else if let Some((provider, session, project, long)) = &self.parent
+            && *provider == row.provider
+            && *session == row.session
+        {
+            row.project.clone_from(project);
+            row.project_long.clone_from(long);
+        }
+        self.filter.matches(&row)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+
+    fn row(session: &str, sub: Option<&str>, state: &str, at: i64, project: &str) -> Row {
+        Row {
+            state: state.to_owned(),
+            provider: Some(ProviderKind::Claude),
+            session: session.to_owned(),
+            subagent: sub.map(str::to_owned),
+            project: project.to_owned(),
+            project_long: format!("src/{project}"),
+            at: Some(at),
+            message: String::new(),
+            background_tasks: 0,
+            reason: None,
+            branch: None,
+        }
+    }
+
+    /// A few sessions with subagents, some old, in key order.
+    fn rows() -> Vec<Row> {
+        let now = 100 * 86_400_000;
+        let mut rows = Vec::new();
+        for i in 0..40 {
+            let state = super::super::STATES[i % 6];
+            let at = now - (i as i64) * 3_600_000 * 7;
+            let s = format!("s{i:02}");
+            rows.push(row(&s, None, state, at, &format!("p{}", i % 5)));
+            if i % 3 == 0 {
+                rows.push(row(&s, Some("a"), "working", at, ""));
+                rows.push(row(&s, Some("b"), "needs_input", at, ""));
+            }
+        }
+        rows
+    }
+
+    fn fit(filter: &Filter, limit: Option<usize>) -> View {
+        let mut f = Fit::new(filter, 100 * 86_400_000, limit);
+        for r in rows() {
+            f.push(r);
+        }
+        f.finish()
+    }
+
+    #[test]
+    fn a_status_line_reads_as_the_parsed_line_does() {
+        let mut v = crate::views::test_view("s1", Some("a1"), crate::model::SessionState::Failed);
+        v.start_dir = Some("/home/me/src/web".to_owned());
+        v.record_ts = Some(5_000);
+        v.message = Some("line \"one\"\nand two".to_owned());
+        v.branch = Some("feat/x".to_owned());
+        v.background_tasks = 2;
+        v.reason = Some("writer_gone");
+        let line =
+            crate::session_row::json_line(&v, 10_000, 60_000, crate::session_row::Command::Status);
+        let typed: super::super::StatusLine<'_> = serde_json::from_str(&line).unwrap();
+        let parsed: serde_json::Value = serde_json::from_str(&line).unwrap();
+        let row = Row::from_status_line(&typed);
+        assert!(row.is_some());
+        assert_eq!(row, Row::from_status(&parsed));
+        let end: super::super::StatusLine<'_> =
+            serde_json::from_str(r#"{"end":true,"sessions":3,"mutes":[{"target":"x"}]}"#).unwrap();
+        assert!(end.end && Row::from_status_line(&end).is_none());
+    }
+
+    #[test]
+    fn the_streamed_json_filter_is_the_whole_answers() {
+        for project in ["p1", "src/p2", "nothing"] {
+            let filter = Filter {
+                project: Some(project.to_owned()),
+                ..Filter::default()
+            };
+            let mut m = Matching::new(&filter);
+            let streamed: Vec<bool> = rows().into_iter().map(|r| m.matches(r)).collect();
+            assert_eq!(
+                streamed,
+                super::super::matching(&rows(), &filter),
+                "{project}"
+            );
+        }
+    }
+
+    #[test]
+    fn without_a_limit_it_is_the_whole_table() {
+        let now = 100 * 86_400_000;
+        for filter in [
+            Filter::default(),
+            Filter {
+                all: true,
+                ..Filter::default()
+            },
+            Filter {
+                states: vec!["working".to_owned()],
+                ..Filter::default()
+            },
+            Filter {
+                project: Some("p1".to_owned()),
+                ..Filter::default()
+            },
+        ] {
+            assert_eq!(fit(&filter, None), view(rows(), &filter, now), "{filter:?}");
+        }
+    }
+
+    #[test]
+    fn with_a_limit_it_keeps_the_most_urgent_rows_and_counts_the_rest() {
+        let now = 100 * 86_400_000;
+        let filter = Filter::default();
+        let whole = view(rows(), &filter, now);
+        for n in [1, 3, 7, 10] {
+            let got = fit(&filter, Some(n));
+            assert_eq!(got.shown.len(), n);
+            assert_eq!(got.more, whole.shown.len() - n);
+            assert_eq!(got.older, whole.older);
+            let first: Vec<_> = whole.shown[..n].iter().map(|s| &s.row).collect();
+            let kept: Vec<_> = got.shown.iter().map(|s| &s.row).collect();
+            assert_eq!(kept, first, "limit {n}");
+            // Subagents stay folded into their session's row.
+            assert_eq!(
+                got.shown.iter().map(|s| s.subagents.len()).sum::<usize>(),
+                whole.shown[..n]
+                    .iter()
+                    .map(|s| s.subagents.len())
+                    .sum::<usize>()
+            );
+        }
+    }
+}
