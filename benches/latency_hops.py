@@ -8,7 +8,10 @@ scheduler and syscall tracepoints, then read the trace:
         -e syscalls:sys_enter_write,syscalls:sys_enter_read,syscalls:sys_enter_futex \
         -- python3 benches/daemon_bench.py latency --n 60 --idle-tree TREE
     perf script -i /tmp/lat.data -F comm,tid,cpu,time,event,trace > /tmp/lat.txt
-    python3 benches/latency_hops.py /tmp/lat.txt
+    python3 benches/latency_hops.py /tmp/lat.txt [RUNTIME_COMM]
+
+RUNTIME_COMM is the name of the daemon's main thread (the runtime's), which is the
+binary's file name: `baton` unless BATON_BIN named a copy (`baton-new`).
 
 For each probe (the bench's write of an answer line, the only write of more than 250
 bytes to a transcript), it finds the next of each of these, in order, and prints each
@@ -32,7 +35,7 @@ LINE = re.compile(r"^\s*(\S.*?)\s+(\d+)\s+\[(\d+)\]\s+([\d.]+):\s+(\S+):\s*(.*)$
 ORDER = ["append", "watcher", "core", "runtime", "deliver", "stdout", "reader"]
 
 
-def classify(comm, ev, rest):
+def classify(comm, ev, rest, runtime):
     fd = re.search(r"fd: (0x[0-9a-f]+)", rest)
     fd = int(fd.group(1), 16) if fd else None
     count = re.search(r"count: (0x[0-9a-f]+)", rest)
@@ -45,7 +48,7 @@ def classify(comm, ev, rest):
         return "core"
     if comm == "baton-core" and ev == "syscalls:sys_enter_write" and count == 8:
         return "runtime"
-    if comm == "baton" and ev == "syscalls:sys_enter_futex":
+    if comm == runtime and ev == "syscalls:sys_enter_futex":
         return "deliver"
     if comm.startswith("tokio-rt") and ev == "syscalls:sys_enter_write" and fd == 1:
         return "stdout"
@@ -57,12 +60,13 @@ def classify(comm, ev, rest):
 def main():
     gaps = {f"{a} -> {b}": [] for a, b in zip(ORDER, ORDER[1:])}
     total, cur = [], None
+    runtime = sys.argv[2] if len(sys.argv) > 2 else "baton"
     for raw in open(sys.argv[1], errors="replace"):
         m = LINE.match(raw)
         if not m:
             continue
         comm, _tid, _cpu, t, ev, rest = m.groups()
-        kind = classify(comm, ev, rest)
+        kind = classify(comm, ev, rest, runtime)
         if kind == "append":
             cur = {"append": float(t)}
         elif kind and cur is not None and kind not in cur:
