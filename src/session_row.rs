@@ -66,24 +66,14 @@ fn is_zero(n: &u32) -> bool {
 pub fn json_line(v: &SessionView, now: i64, after_ms: u64, command: Command) -> String {
     let mut line = Vec::with_capacity(512);
     // Serializing these fields cannot fail, and into a Vec writing cannot either.
-    let _ = write_row(v, now, after_ms, command, &mut line);
+    let _ = write_line(v, now, after_ms, command, &mut line);
+    line.pop();
     String::from_utf8(line).unwrap_or_default()
 }
 
 /// [`json_line`] written to `out`, with its newline, without a string of its own
 /// (`status` writes 100,000 of them into one buffer).
 pub fn write_line(
-    v: &SessionView,
-    now: i64,
-    after_ms: u64,
-    command: Command,
-    out: &mut impl std::io::Write,
-) -> std::io::Result<()> {
-    write_row(v, now, after_ms, command, &mut *out)?;
-    out.write_all(b"\n")
-}
-
-fn write_row(
     v: &SessionView,
     now: i64,
     after_ms: u64,
@@ -120,7 +110,8 @@ fn write_row(
         background_tasks: v.background_tasks,
         branch_last,
     };
-    serde_json::to_writer(out, &row).map_err(std::io::Error::from)
+    serde_json::to_writer(&mut *out, &row).map_err(std::io::Error::from)?;
+    out.write_all(b"\n")
 }
 
 #[cfg(test)]
