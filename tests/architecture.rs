@@ -316,7 +316,9 @@ fn rust_files(dir: &Path, out: &mut Vec<PathBuf>) {
 type Edges = BTreeMap<(String, String), Vec<String>>;
 
 /// The imports between top-level modules in `src/` (files of test modules left out).
-fn imports(src: &Path, modules: &BTreeSet<String>) -> Edges {
+/// Every file of `src/` that is not a test module's, with its code (comments, strings
+/// and `#[cfg(test)]` items left out).
+fn non_test_code(src: &Path) -> BTreeMap<PathBuf, String> {
     let mut files = Vec::new();
     rust_files(src, &mut files);
     let mut code = BTreeMap::new();
@@ -334,12 +336,17 @@ fn imports(src: &Path, modules: &BTreeSet<String>) -> Edges {
         }
         code.insert(f.clone(), c);
     }
+    code.retain(|f, _| !test_files.iter().any(|t| f.starts_with(t)));
+    code
+}
+
+fn imports(src: &Path, modules: &BTreeSet<String>) -> Edges {
     let mut edges = Edges::new();
-    for (f, c) in &code {
+    for (f, c) in &non_test_code(src) {
         let rel = f.strip_prefix(src).unwrap();
         let parts: Vec<&str> = rel.iter().map(|p| p.to_str().unwrap()).collect();
         let top = parts[0].trim_end_matches(".rs");
-        if matches!(top, "lib" | "main") || test_files.iter().any(|t| f.starts_with(t)) {
+        if matches!(top, "lib" | "main") {
             continue;
         }
         let depth = parts.len() - usize::from(parts.last() == Some(&"mod.rs"));
@@ -615,27 +622,9 @@ const NOT_COUNTERS: &[(&str, &str)] = &[
 fn counters_live_in_diag_and_nothing_else_keeps_a_counting_atomic() {
     let root = Path::new(env!("CARGO_MANIFEST_DIR"));
     let src = root.join("src");
-    let mut files = Vec::new();
-    rust_files(&src, &mut files);
-    let (mut code, mut test_files) = (BTreeMap::new(), BTreeSet::new());
-    for f in &files {
-        let (c, tests) = without_tests(&code_of(&fs::read_to_string(f).unwrap()));
-        let dir = match f.file_stem().and_then(|s| s.to_str()) {
-            Some("mod" | "lib" | "main") => f.parent().unwrap().to_path_buf(),
-            _ => f.with_extension(""),
-        };
-        for t in tests {
-            test_files.insert(dir.join(format!("{t}.rs")));
-            test_files.insert(dir.join(&t));
-        }
-        code.insert(f.clone(), c);
-    }
     let mut report = String::new();
     let mut seen = BTreeSet::new();
-    for (f, c) in &code {
-        if test_files.iter().any(|t| f.starts_with(t)) {
-            continue;
-        }
+    for (f, c) in &non_test_code(&src) {
         let rel = format!("src/{}", f.strip_prefix(&src).unwrap().display());
         for (n, line) in c.lines().enumerate() {
             if !line.contains("fetch_add") || rel == "src/diag.rs" {
