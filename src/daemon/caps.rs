@@ -6,8 +6,8 @@
 //! send projectors cold and rebuild the live set. It never reads a transcript, and
 //! hands the sessions of files gone idle back as [`Step::Park`] for the core.
 
-use super::files::{Files, HISTORY_WARM, MAX_OPEN, mono_i, path_arc};
-use super::read::Step;
+use super::files::{Files, HISTORY_WARM, MAX_OPEN, mono_i};
+use super::read::{Step, path_arc};
 use crate::clock::Now;
 use std::path::Path;
 

@@ -14,7 +14,7 @@
 //! context in the same saved form ("cold"), so waking it up costs what was appended,
 //! not the whole file.
 
-use super::read::{Commit, Mode, More, READ_CHUNK, Read, Step};
+use super::read::{Commit, Mode, More, READ_CHUNK, Read, Step, path_arc};
 use super::tracked::Tracked;
 use crate::clock::{Clock, Now};
 use crate::feed::FileFeed;
@@ -92,10 +92,6 @@ pub(super) struct Limits {
 
 pub(super) fn mono_i(now: Now) -> i64 {
     i64::try_from(now.mono).unwrap_or(i64::MAX)
-}
-
-pub(super) fn path_arc(path: &Path) -> Arc<str> {
-    Arc::from(path.to_string_lossy().as_ref())
 }
 
 /// What a look at a path found.

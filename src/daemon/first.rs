@@ -6,8 +6,8 @@
 //! Owns no state of its own: these are the file table's methods. The core reduces what
 //! the first read returns between [`Files::admit`] and [`Files::finish_new`].
 
-use super::files::{Files, HISTORY_WARM, MAX_OPEN, mono_i, path_arc};
-use super::read::{Commit, Mode, Read, Step};
+use super::files::{Files, HISTORY_WARM, MAX_OPEN, mono_i};
+use super::read::{Commit, Mode, Read, Step, path_arc};
 use super::tracked::Tracked;
 use crate::clock::Now;
 use crate::feed::FileFeed;
