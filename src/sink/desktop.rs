@@ -19,8 +19,10 @@
 
 use super::SinkError;
 use super::delivery::{Courier, Delivered, Drain, Workers};
-use super::kinds::{Style, Styles};
+use super::kinds::Styles;
 use super::notifier::{self, Setup, Shared};
+// What the D-Bus thread is given lives with it; named here too, as before.
+pub use super::notifier::{Job, Note, SESSIONS_REMEMBERED};
 use super::quiet::{HeldLog, HeldPage, Rules, local_minute};
 use crate::diag::{self, Deliveries};
 use crate::focus::click;
@@ -33,10 +35,6 @@ use std::num::NonZeroUsize;
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
-
-/// How many sessions' cooldowns and notification ids are remembered (least recently
-/// notified forgotten first), so memory stays bounded however many sessions come and go.
-pub const SESSIONS_REMEMBERED: usize = 512;
 
 /// Settings of the desktop sink.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -76,24 +74,6 @@ impl Default for DesktopConfig {
     }
 }
 
-/// One notification, ready to show.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Note {
-    /// The session it belongs to: notifications with the same key replace each other.
-    pub key: String,
-    /// The id of the event it shows, so a later `turn_resumed` can take it back.
-    pub event: String,
-    pub summary: String,
-    /// Plain text with markup escaped.
-    pub body: String,
-    /// Its kind's look and sound.
-    pub style: Style,
-    /// The session, for a click and for focus.
-    pub click: click::Session,
-    /// The session's git branch, for `mute --branch`.
-    pub branch: Option<String>,
-}
-
 /// Whether `ev` notifies under `kinds`, and what it says, styled by `styles`. Pure.
 pub fn compose_styled(kinds: &[EventKind], styles: &Styles, ev: &Event) -> Option<Note> {
     let next_prompt =
@@ -124,19 +104,6 @@ pub fn compose_styled(kinds: &[EventKind], styles: &Styles, ev: &Event) -> Optio
 /// [`compose_styled`] with the default styles.
 pub fn compose(kinds: &[EventKind], ev: &Event) -> Option<Note> {
     compose_styled(kinds, &Styles::default(), ev)
-}
-
-/// What the D-Bus thread does.
-// A few jobs per minute at most sit in a 16-slot queue: boxing the note saves nothing.
-#[allow(clippy::large_enum_variant)]
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Job {
-    Show(Note),
-    /// Close the session's notification if it still shows this event.
-    Close {
-        key: String,
-        event: String,
-    },
 }
 
 /// The notification `ev` takes back: (session key, event id), for a `turn_resumed` of the

@@ -6,9 +6,8 @@
 //! `ActivationToken(id, token)` just before `ActionInvoked`: the token (checked by
 //! [`valid_token`]) goes with the click, for the programs it runs.
 
-use super::desktop::{Job, Note};
 use super::focused::Check;
-use super::kinds::Urgency;
+use super::kinds::{Style, Urgency};
 use super::quiet::HeldLog;
 use crate::diag::{self, DesktopCounters};
 use crate::focus::{self, click};
@@ -18,6 +17,41 @@ use std::num::NonZeroUsize;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use zbus::Variant as Value;
+
+/// How many sessions' cooldowns and notification ids are remembered (least recently
+/// notified forgotten first), so memory stays bounded however many sessions come and go.
+pub const SESSIONS_REMEMBERED: usize = 512;
+
+/// One notification, ready to show.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Note {
+    /// The session it belongs to: notifications with the same key replace each other.
+    pub key: String,
+    /// The id of the event it shows, so a later `turn_resumed` can take it back.
+    pub event: String,
+    pub summary: String,
+    /// Plain text with markup escaped.
+    pub body: String,
+    /// Its kind's look and sound.
+    pub style: Style,
+    /// The session, for a click and for focus.
+    pub click: click::Session,
+    /// The session's git branch, for `mute --branch`.
+    pub branch: Option<String>,
+}
+
+/// What the D-Bus thread does.
+// A few jobs per minute at most sit in a 16-slot queue: boxing the note saves nothing.
+#[allow(clippy::large_enum_variant)]
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Job {
+    Show(Note),
+    /// Close the session's notification if it still shows this event.
+    Close {
+        key: String,
+        event: String,
+    },
+}
 
 const DEST: &str = "org.freedesktop.Notifications";
 const PATH: &str = "/org/freedesktop/Notifications";
@@ -88,7 +122,7 @@ fn cap(n: usize) -> NonZeroUsize {
 pub fn work(jobs: crossbeam_channel::Receiver<Job>, setup: &Setup) {
     let mut bus = Bus {
         conn: None,
-        ids: LruCache::new(cap(super::desktop::SESSIONS_REMEMBERED)),
+        ids: LruCache::new(cap(SESSIONS_REMEMBERED)),
         clicks: Arc::new(Mutex::new(LruCache::new(cap(CLICKS_REMEMBERED)))),
     };
     for job in jobs {
