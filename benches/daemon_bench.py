@@ -213,6 +213,12 @@ def idle(a):
     while time.monotonic() - t0 < a.seconds:
         time.sleep(1)
         rss_max = max(rss_max, status(pid, "VmRSS"))
+        if a.sample_every and int(time.monotonic() - t0) % a.sample_every == 0:
+            # A curve, for "flat over an hour": one line per sample, seconds since the
+            # measuring began.
+            print(f"sample t={time.monotonic() - t0:.0f}s rss={status(pid, 'VmRSS') / 1024:.1f} MiB "
+                  f"anon={status(pid, 'RssAnon') / 1024:.1f} MiB cpu={(cpu_ns(pid) - c0) / 1e9:.3f} cpu-s",
+                  flush=True)
     c1, t1 = cpu_ns(pid), time.monotonic()
     hwm = status(pid, "VmHWM")
     rss = status(pid, "VmRSS")
@@ -348,6 +354,8 @@ def main():
                     help="start measuring this many seconds after daemon_ready")
     ia.add_argument("--backdate-days", type=float, default=2,
                     help="set every file's mtime this many days back (0: now; -1: leave as is)")
+    ia.add_argument("--sample-every", type=int, default=0,
+                    help="also print the RSS every this many seconds (0: only at the end)")
     fa = sub.add_parser("firststart")
     fa.add_argument("--tree", required=True)
     fa.add_argument("--rounds", type=int, default=3)
