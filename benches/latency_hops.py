@@ -8,10 +8,11 @@ scheduler and syscall tracepoints, then read the trace:
         -e syscalls:sys_enter_write,syscalls:sys_enter_read,syscalls:sys_enter_futex \
         -- python3 benches/daemon_bench.py latency --n 60 --idle-tree TREE
     perf script -i /tmp/lat.data -F comm,tid,cpu,time,event,trace > /tmp/lat.txt
-    python3 benches/latency_hops.py /tmp/lat.txt [RUNTIME_COMM]
+    python3 benches/latency_hops.py /tmp/lat.txt
 
-RUNTIME_COMM is the name of the daemon's main thread (the runtime's), which is the
-binary's file name: `baton` unless BATON_BIN named a copy (`baton-new`).
+(Before issue 34 item 2 the event line went through the tokio runtime and its blocking
+pool, with hops `runtime` and `deliver`; the core now hands each batch straight to the
+event writer's thread, `baton-events`.)
 
 For each probe (the bench's write of an answer line, the only write of more than 250
 bytes to a transcript), it finds the next of each of these, in order, and prints each
@@ -20,11 +21,9 @@ gap's median and 90th percentile:
     append    the bench's write(2) of the answer line
     watcher   notify's thread reads the inotify descriptor (the kernel woke it)
     core      baton-core's first read(2) of the transcript (the hint crossed, stat done)
-    runtime   baton-core writes the runtime's eventfd (line read, projected, reduced,
-              the batch handed to the sink task)
-    deliver   the runtime thread wakes the blocking-pool thread (sinks fed, the event
-              writer handed its batch)
-    stdout    that thread writes the event line to stdout (after the journal line)
+    handoff   baton-core wakes baton-events (line read, projected, reduced, the sinks
+              and the socket fed, the batch on the writer's queue)
+    stdout    baton-events writes the event line to stdout (after the journal line)
     reader    the bench's read(2) of the event stream
 """
 import re
@@ -32,10 +31,10 @@ import statistics
 import sys
 
 LINE = re.compile(r"^\s*(\S.*?)\s+(\d+)\s+\[(\d+)\]\s+([\d.]+):\s+(\S+):\s*(.*)$")
-ORDER = ["append", "watcher", "core", "runtime", "deliver", "stdout", "reader"]
+ORDER = ["append", "watcher", "core", "handoff", "stdout", "reader"]
 
 
-def classify(comm, ev, rest, runtime):
+def classify(comm, ev, rest):
     fd = re.search(r"fd: (0x[0-9a-f]+)", rest)
     fd = int(fd.group(1), 16) if fd else None
     count = re.search(r"count: (0x[0-9a-f]+)", rest)
@@ -46,11 +45,9 @@ def classify(comm, ev, rest, runtime):
         return "watcher"
     if comm == "baton-core" and ev == "syscalls:sys_enter_read" and count == 0x10000:
         return "core"
-    if comm == "baton-core" and ev == "syscalls:sys_enter_write" and count == 8:
-        return "runtime"
-    if comm == runtime and ev == "syscalls:sys_enter_futex":
-        return "deliver"
-    if comm.startswith("tokio-rt") and ev == "syscalls:sys_enter_write" and fd == 1:
+    if comm == "baton-core" and ev == "sched:sched_waking" and "comm=baton-events" in rest:
+        return "handoff"
+    if comm == "baton-events" and ev == "syscalls:sys_enter_write" and fd == 1:
         return "stdout"
     if comm == "python3" and ev == "syscalls:sys_enter_read" and fd == 3:
         return "reader"
@@ -60,13 +57,12 @@ def classify(comm, ev, rest, runtime):
 def main():
     gaps = {f"{a} -> {b}": [] for a, b in zip(ORDER, ORDER[1:])}
     total, cur = [], None
-    runtime = sys.argv[2] if len(sys.argv) > 2 else "baton"
     for raw in open(sys.argv[1], errors="replace"):
         m = LINE.match(raw)
         if not m:
             continue
         comm, _tid, _cpu, t, ev, rest = m.groups()
-        kind = classify(comm, ev, rest, runtime)
+        kind = classify(comm, ev, rest)
         if kind == "append":
             cur = {"append": float(t)}
         elif kind and cur is not None and kind not in cur:

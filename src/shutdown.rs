@@ -12,14 +12,14 @@
 //! - the core thread checks it between files; the native watcher (notify's thread) and
 //!   the history readers are the core's, and end when it returns;
 //! - the poll ticker, the systemd notifier and the socket server's loop wait on it;
-//! - the event writer stops holding back on it, then ends when the sink task's sender
-//!   goes; the sink task ends when the core's sender goes (it must deliver the core's
-//!   last batch), and is aborted only when the event stream stays blocked past its grace;
+//! - the event writer's thread stops holding back on it, then ends when the core's
+//!   sender goes (it must write the core's last batch); it is left behind only when the
+//!   event stream stays blocked past its grace;
 //! - the state writer ends when the event writer drops its queue;
 //! - tail clients end when the stopped server closes the hub; the status keeper
 //!   (`views`) ends when the core and the hub are gone, so it answers to the end;
 //! - delivery workers finish their queues when `Delivery::close` disconnects them, after
-//!   the sink task, within a grace (see `sink::delivery`).
+//!   the core hands them back, within a grace (see `sink::delivery`).
 
 use crossbeam_channel::{Receiver, RecvTimeoutError, Sender};
 use std::io::{self, PipeReader, PipeWriter};

@@ -12,10 +12,10 @@
 
 use super::Settings;
 use super::apply::{Looker, Reduce};
+use super::deliver::Fanout;
 use super::durable::{self, Deltas};
 use super::files::{Files, Limits};
-use super::outbox::Out;
-use super::outbox::Outbox;
+use super::outbox::{Out, Outbox};
 use super::read::Mode;
 use crate::clock::{Clock, format_rfc3339, wall_now};
 use crate::error::Error;
@@ -27,18 +27,20 @@ use crate::state::{self, Loaded, Status};
 use crate::watch::native::Native;
 use crate::watch::tree::Tree;
 use crate::watch::{Hint, HintRx, HintTx, WatcherMode};
-use crossbeam_channel::select;
+use crossbeam_channel::{Receiver, select};
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::sync::atomic::AtomicU64;
 use std::time::{Duration, Instant};
-use tokio::sync::mpsc;
 
 /// The sessions changed since the last publish go to the `status` keeper at most this
 /// often (a session changing many times in between is sent once); a batch after a quiet
 /// spell publishes at once.
 const VIEWS_EVERY: Duration = Duration::from_millis(100);
+/// At the stop, how long the core waits for the remote links to end (within the
+/// daemon's `CORE_GRACE`).
+const REMOTE_DRAIN: Duration = Duration::from_secs(2);
 /// Most hints handled in one batch before events are flushed.
 const MAX_BATCH: usize = 8192;
 
@@ -50,6 +52,9 @@ pub struct Core {
     reduce: Reduce,
     deltas: Deltas,
     outbox: Outbox,
+    /// The `[[remote]]` links' batches, handed on as they come (none: no link, or every
+    /// link ended).
+    remotes: Option<Receiver<Vec<Event>>>,
     hints: HintRx,
     status: Status,
     sweeps: u64,
@@ -75,7 +80,7 @@ impl Core {
         settings: &Settings,
         hint_tx: HintTx,
         hints: HintRx,
-        events: mpsc::Sender<Out>,
+        mut outbox: Outbox,
         mut loaded: Loaded,
     ) -> Result<Self, Error> {
         let native = match settings.watcher {
@@ -120,7 +125,11 @@ impl Core {
             files,
             reduce,
             deltas: Deltas::new(restored.preloaded, loaded.progress),
-            outbox: Outbox::new(events, heartbeat),
+            outbox: {
+                outbox.set_heartbeat(heartbeat);
+                outbox
+            },
+            remotes: None,
             hints,
             status: loaded.status,
             sweeps: 0,
@@ -133,6 +142,13 @@ impl Core {
             metrics: None,
             readout: Arc::default(),
         })
+    }
+
+    /// Hands on the batches of the `[[remote]]` links that arrive on `rx` (once history
+    /// is read; until then they wait in the channel).
+    pub fn with_remotes(mut self, rx: Receiver<Vec<Event>>) -> Self {
+        self.remotes = Some(rx);
+        self
     }
 
     /// Sets the gauges of `readout` (the daemon's, which `/metrics` reads).
@@ -183,7 +199,8 @@ impl Core {
     }
 
     /// Reads history, emits `daemon_ready`, then handles hints until told to stop.
-    pub fn run(mut self, stop: &Shutdown) -> Result<(), Error> {
+    /// Returns the fanout, whose sinks are closed at the end.
+    pub fn run(mut self, stop: &Shutdown) -> Result<Fanout, Error> {
         let started = Instant::now();
         self.reduce.begin_history(&self.files);
         let mut v = Looker {
@@ -258,6 +275,7 @@ impl Core {
         // The first live batch publishes at once, however soon it comes.
         self.views_at = None;
         self.update_poll_gate();
+        let no_remotes = crossbeam_channel::never();
         while !self.outbox.gone {
             self.outbox.beat();
             let settle = self
@@ -267,18 +285,28 @@ impl Core {
                 .map(|d| self.clock.instant(d))
                 .unwrap_or_else(|| Instant::now() + Duration::from_secs(3600));
             // Idle or not, wake up in time for the next beat.
-            let deadline = self
-                .views_due()
-                .map_or(settle, |v| v.min(settle))
+            let deadline = [self.views_due(), self.outbox.held_due()]
+                .into_iter()
+                .flatten()
+                .fold(settle, Instant::min)
                 .min(Instant::now() + self.beat_every);
             let first = select! {
                 recv(self.hints.rx) -> h => match h {
                     Ok(h) => Some(h),
                     Err(_) => break,
                 },
+                recv(self.remotes.as_ref().unwrap_or(&no_remotes)) -> b => {
+                    match b {
+                        Ok(b) => self.outbox.send(Out::Batch(b)),
+                        // Every link ended.
+                        Err(_) => self.remotes = None,
+                    }
+                    None
+                }
                 recv(stop.receiver()) -> _ => break,
                 default(deadline.saturating_duration_since(Instant::now())) => None,
             };
+            self.outbox.tick();
             self.batch(first, settle);
             self.save();
         }
@@ -459,13 +487,27 @@ impl Core {
             .push(Event::lifecycle(kind, format_rfc3339(now), id));
     }
 
-    fn stopping(mut self) -> Result<(), Error> {
+    /// At the stop, hands on what the remote links still send until they end (they stop
+    /// at the token): each saved its place in its stream once the batch was handed
+    /// over, so none may be dropped here. Bounded by [`REMOTE_DRAIN`].
+    fn drain_remotes(&mut self) {
+        let Some(rx) = self.remotes.take() else {
+            return;
+        };
+        let until = Instant::now() + REMOTE_DRAIN;
+        while let Ok(b) = rx.recv_deadline(until) {
+            self.outbox.send(Out::Batch(b));
+        }
+    }
+
+    fn stopping(mut self) -> Result<Fanout, Error> {
         if self.ready {
             let now = self.clock.now();
             self.reduce.tick(&self.files, now);
         } else {
             self.reduce.discard_out();
         }
+        self.drain_remotes();
         self.lifecycle(EventKind::DaemonStopping);
         self.flush();
         self.publish_views(true);
@@ -489,6 +531,6 @@ impl Core {
             signal_disagreements = self.reduce.reducer.signal_stats().disagreements,
             "Stopped."
         );
-        Ok(())
+        Ok(self.outbox.into_fan())
     }
 }

@@ -2,21 +2,28 @@
 //!
 //! ```text
 //! notify thread ─┐ hints (bounded; overflow ⇒ full rescan)
-//! poll ticker ───┼──────────────▶ core thread ──▶ event batches ──▶ sink task ──▶ JSONL
-//! signals ───────┘ (stop)        (tail state, projectors, reducer)
+//! poll ticker ───┼──────────────▶ core thread ──▶ fanout (sinks, socket: try_send)
+//! signals ───────┘ (stop)        (tail state,  └─▶ event batches ──▶ event writer ──▶ JSONL
+//! remote links ──── batches ───▶  projectors,       (bounded)       thread (state/)
+//!                                 reducer)
 //! ```
 //!
 //! One core thread owns every file's tail state, the projectors and the reducer; it is
 //! the only place that opens transcripts, but for a first run's history read, whose
-//! reading and parsing run on worker threads that hand it the results in order. The watcher and the poll ticker only send
-//! hints. A tokio current-thread runtime on the main thread runs the signal handlers,
-//! the poll ticker and the event sink (whose blocking writes go to tokio's blocking
-//! pool, so a stalled reader of `--events` cannot delay shutdown handling).
+//! reading and parsing run on worker threads that hand it the results in order. The
+//! watcher and the poll ticker only send hints. The core hands each batch to the
+//! delivery sinks and the socket itself (they only `try_send` into their own queues),
+//! then to the event writer's thread (`baton-events`), whose writes may block, so a
+//! stalled reader of `--events` delays neither notifications nor `tail` until that
+//! thread's queue is full. An event thus crosses one thread wake-up from the core to
+//! the stream, with no async runtime on its way. A tokio current-thread runtime on the
+//! main thread runs the signal handlers, the poll ticker, the systemd notifier and the
+//! metrics listener.
 //!
 //! The core is a plain thread blocking on a crossbeam `select!` rather than a tokio
 //! task: its work is synchronous file IO and parsing that would stall a current-thread
-//! runtime, and its one timer (the earliest settle deadline, on the monotonic clock)
-//! is just the select's timeout.
+//! runtime, and its timers (the earliest settle deadline on the monotonic clock, a
+//! held page falling due) are just the select's timeout.
 
 mod apply;
 mod caps;
@@ -36,6 +43,7 @@ mod service;
 mod settings;
 mod stage;
 mod tracked;
+mod writer;
 
 use crate::error::Error;
 use crate::shutdown::Shutdown;
@@ -54,8 +62,6 @@ pub fn main(args: RunArgs) -> Result<(), Error> {
     let settings = Settings::from_args(args)?;
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
-        // The sink's writes run on the blocking pool; keep its thread between batches.
-        .thread_keep_alive(Duration::from_secs(24 * 3600))
         .build()
         .map_err(|e| Error::Start(format!("the async runtime: {e}")))?;
     let res = rt.block_on(async { run(settings, shutdown_signal()).await });
@@ -126,12 +132,15 @@ fn build_sinks(
     Ok(built.into_iter().map(deliver::Delivery::from).collect())
 }
 
-/// One thread per `[[remote]]`, handing its events to the sink task's queue like the
-/// core's batches (so they reach the stream, the sinks and `tail` the same way).
+/// How many batches of the remote links may wait for the core before a link waits.
+const REMOTE_CAPACITY: usize = 64;
+
+/// One thread per `[[remote]]`, handing its events to the core, which hands them on like
+/// its own batches (so they reach the stream, the sinks and `tail` the same way).
 fn start_remotes(
     settings: &Settings,
     hub: &crate::socket::Hub,
-    events: &tokio::sync::mpsc::Sender<outbox::Out>,
+    events: &crossbeam_channel::Sender<Vec<crate::model::Event>>,
     token: &Shutdown,
 ) -> Result<Vec<std::thread::JoinHandle<()>>, Error> {
     settings
@@ -140,7 +149,7 @@ fn start_remotes(
         .map(|cfg| {
             let tx = events.clone();
             let hand_on: crate::remote::link::HandOn =
-                Box::new(move |batch| tx.blocking_send(outbox::Out::Batch(batch)).is_ok());
+                Box::new(move |batch| tx.send(batch).is_ok());
             crate::remote::spawn(
                 cfg.clone(),
                 settings.state_dir.clone(),
@@ -156,7 +165,7 @@ fn start_remotes(
 /// How long the core may take to finish once told to stop (it checks between files).
 const CORE_GRACE: Duration = Duration::from_secs(3);
 
-/// Wires the tasks together and runs until `shutdown` resolves (or the event sink
+/// Wires the tasks together and runs until `shutdown` resolves (or the event writer
 /// fails). Every task gets the one [`Shutdown`] token, and every wait of the stop is
 /// bounded.
 pub async fn run(settings: Settings, shutdown: impl Future<Output = ()>) -> Result<(), Error> {
@@ -171,7 +180,7 @@ pub async fn run(settings: Settings, shutdown: impl Future<Output = ()>) -> Resu
     let sinks = build_sinks(&settings, &board)?;
     // Then: a second daemon on the same state directory must stop before it does
     // anything else.
-    let (persist, mut loaded) = crate::state::open(&settings.state_dir, settings.catch_up_ms)?;
+    let (mut persist, mut loaded) = crate::state::open(&settings.state_dir, settings.catch_up_ms)?;
     let replay = std::mem::take(&mut loaded.journal.undone);
     let out = open_events(settings.events.as_ref())?;
     let token = Shutdown::new().map_err(|e| Error::Start(format!("the shutdown signal: {e}")))?;
@@ -234,14 +243,36 @@ pub async fn run(settings: Settings, shutdown: impl Future<Output = ()>) -> Resu
         }
     };
     let (ready_tx, ready_rx) = tokio::sync::oneshot::channel();
-    let (event_tx, event_rx) = tokio::sync::mpsc::channel(deliver::BATCH_CAPACITY);
-    let remotes = start_remotes(&settings, &hub, &event_tx, &token)?;
+    // The replay (events pending at a crash) goes out first, to every sink, then the
+    // core's batches, each handed to the fanout by the core itself.
+    let suspect = persist.take_suspect();
+    let mut fan = deliver::Fanout {
+        sinks,
+        hub: Some(Arc::clone(&hub)),
+        ready: Some(ready_tx),
+        metrics: metrics.as_ref().map(|(_, m)| Arc::clone(m)),
+    };
+    fan.deliver(&replay);
+    // The event writer's thread writes the replay first, then what the core sends.
+    let (event_tx, event_rx) = crossbeam_channel::bounded(writer::BATCH_CAPACITY);
+    let w = writer::Writer {
+        health: hub.stream_health(),
+        shutdown: token.clone(),
+    };
+    let mut written = writer::spawn(event_rx, out, persist, replay, w)?;
+    // Dropped to free a core waiting on a stream still blocked past `STREAM_GRACE`.
+    let (abandon_tx, abandon_rx) = crossbeam_channel::bounded::<()>(0);
+    let outbox = outbox::Outbox::new(event_tx, fan, suspect, abandon_rx);
+    let (remote_tx, remote_rx) = crossbeam_channel::bounded(REMOTE_CAPACITY);
+    let remotes = start_remotes(&settings, &hub, &remote_tx, &token)?;
+    drop(remote_tx);
     // Whether any file needs the poll (live files, or directories with no native watch):
     // when none does, the poll ticker sleeps instead of waking everyone for nothing.
     let (poll_tx, poll_rx) = tokio::sync::watch::channel(true);
     let watchdog = service::watchdog_interval();
     let heartbeat = Arc::new(std::sync::atomic::AtomicU64::new(0));
-    let core = core::Core::new(&settings, hint_tx.clone(), hint_rx, event_tx, loaded)?
+    let core = core::Core::new(&settings, hint_tx.clone(), hint_rx, outbox, loaded)?
+        .with_remotes(remote_rx)
         .with_views(views_tx)
         .with_poll_gate(poll_tx)
         .with_heartbeat(Arc::clone(&heartbeat), service::heartbeat_every(watchdog))
@@ -277,32 +308,21 @@ pub async fn run(settings: Settings, shutdown: impl Future<Output = ()>) -> Resu
         heartbeat,
         token.clone(),
     ));
-    let writer = deliver::Writer {
-        health: hub.stream_health(),
-        shutdown: token.clone(),
-    };
-    let fan = deliver::Fanout {
-        sinks,
-        hub: Some(hub),
-        ready: Some(ready_tx),
-        metrics: metrics.as_ref().map(|(_, m)| Arc::clone(m)),
-    };
     let serving = metrics.map(|(l, m)| tokio::spawn(l.run(m, token.clone())));
-    let mut sink = tokio::spawn(deliver::run(event_rx, out, persist, replay, fan, writer));
     tokio::pin!(shutdown);
-    let sink_result = tokio::select! {
+    let written = tokio::select! {
         () = &mut shutdown => {
             tracing::info!("Stopping.");
             service::stopping();
             token.stop();
-            match tokio::time::timeout(STREAM_GRACE, &mut sink).await {
+            match tokio::time::timeout(STREAM_GRACE, &mut written).await {
                 Ok(res) => res,
                 Err(_) => {
-                    // The one task not ended by the token alone: it drains what the core
-                    // sends after the stop, so it ends when the core's sender is gone,
-                    // and here, past the stream's grace, by force. Dropping the task
-                    // drops its queue, which frees a core waiting on it.
-                    sink.abort();
+                    // The one thread not ended by the token alone: it writes what the
+                    // core sends after the stop, so it ends when the core's sender is
+                    // gone, and here, past the stream's grace, it is left behind (stuck
+                    // in a write). Giving up frees a core waiting on its queue.
+                    drop(abandon_tx);
                     tracing::error!("The event stream is blocked (its reader stopped reading); exiting without flushing it; what was not written comes out on the next start (within --catch-up).");
                     Ok(Err(Error::Output(io::Error::other(
                         "the event stream was blocked at shutdown",
@@ -310,10 +330,10 @@ pub async fn run(settings: Settings, shutdown: impl Future<Output = ()>) -> Resu
                 }
             }
         }
-        res = &mut sink => res,
+        res = &mut written => res,
     };
-    // The sink is done (drained after the core's last batch, or failed): stop the core
-    // if it is still running.
+    // The writer is done (it wrote the core's last batch, or failed): stop the core if
+    // it is still running.
     token.stop();
     // Both return at the token.
     if let Some(r) = registry {
@@ -326,39 +346,48 @@ pub async fn run(settings: Settings, shutdown: impl Future<Output = ()>) -> Resu
     }
     let core_result =
         tokio::time::timeout(CORE_GRACE, tokio::task::spawn_blocking(move || core.join())).await;
-    let sink_result =
-        sink_result.map_err(|e| Error::Output(io::Error::other(format!("event sink: {e}"))))?;
+    // The writer's thread dropped its report only by panicking.
+    let written = written.unwrap_or_else(|_| {
+        Err(Error::Output(io::Error::other(
+            "the event writer thread panicked",
+        )))
+    });
+    // The core hands back the fanout, whose delivery sinks are closed here.
+    let (fan, core_result) = match core_result {
+        Ok(Ok(Ok(Ok(fan)))) => (Some(fan), Ok(())),
+        Ok(Ok(Ok(Err(e)))) => (None, Err(e)),
+        Ok(Ok(Err(_)) | Err(_)) => (
+            None,
+            Err(Error::Output(io::Error::other("the core thread panicked"))),
+        ),
+        Err(_) => {
+            tracing::error!("The core thread did not stop in time; exiting without it.");
+            (
+                None,
+                Err(Error::Output(io::Error::other(
+                    "the core thread did not stop in time",
+                ))),
+            )
+        }
+    };
     // Close the socket and the delivery sinks off the runtime thread: they wait.
-    let closing = tokio::task::spawn_blocking(move || {
+    tokio::task::spawn_blocking(move || {
         if let Some(s) = server {
             s.stop();
         }
         let deadline = std::time::Instant::now() + SINK_GRACE;
-        // They ended with the sink's queue; a child's group may still be going.
+        // They ended with the core; a child's group may still be going.
         for r in remotes {
             while !r.is_finished() && std::time::Instant::now() < deadline {
                 std::thread::sleep(Duration::from_millis(10));
             }
         }
-        sink_result.map(|fan| {
-            for s in fan.sinks {
-                s.close(deadline.saturating_duration_since(std::time::Instant::now()));
-            }
-        })
+        for s in fan.into_iter().flat_map(|f| f.sinks) {
+            s.close(deadline.saturating_duration_since(std::time::Instant::now()));
+        }
     })
     .await
     .map_err(|e| Error::Output(io::Error::other(format!("closing sinks: {e}"))))?;
-    match core_result {
-        Ok(Ok(Ok(res))) => res?,
-        Ok(Ok(Err(_)) | Err(_)) => {
-            return Err(Error::Output(io::Error::other("the core thread panicked")));
-        }
-        Err(_) => {
-            tracing::error!("The core thread did not stop in time; exiting without it.");
-            return Err(Error::Output(io::Error::other(
-                "the core thread did not stop in time",
-            )));
-        }
-    }
-    closing
+    core_result?;
+    written
 }

@@ -1,12 +1,15 @@
-//! The core's way out to the sink task: event batches and state deltas, in order, on
-//! one bounded channel. It waits for room rather than drop anything.
+//! The core's way out: each batch goes to the fanout (the delivery sinks, the socket,
+//! `ready`: [`Fanout`], which only `try_send`s), then, with the state deltas, in order,
+//! on one bounded channel to the event writer's thread ([`super::writer`]). It waits for
+//! room rather than drop anything.
 
+use super::deliver::Fanout;
 use crate::model::Event;
-use crate::state::Delta;
+use crate::state::{Delta, Suspect};
+use crossbeam_channel::{Receiver, SendTimeoutError, Sender, TryRecvError, TrySendError};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::time::Duration;
-use tokio::sync::mpsc;
+use std::time::{Duration, Instant};
 
 /// What the core sends.
 pub enum Out {
@@ -14,23 +17,43 @@ pub enum Out {
     Save(Box<Delta>),
 }
 
-/// The way out to the sink task: events and deltas, in order.
+/// While the core waits for the event writer, how often it feeds the watchdog and looks
+/// whether the wait was given up.
+const WAIT_BEAT: Duration = Duration::from_millis(50);
+
+/// The way out: the fanout, then the event writer (events and deltas, in order).
 pub(super) struct Outbox {
-    events: mpsc::Sender<Out>,
-    /// The sink task is gone (the daemon is stopping).
+    events: Sender<Out>,
+    fan: Fanout,
+    /// After the last run's outage: what comes out again says `replay` to every sink.
+    suspect: Option<Suspect>,
+    /// When a page held back for background tasks falls due.
+    held_due: Option<Instant>,
+    /// Disconnects when the daemon gives up on a stream blocked at the stop.
+    abandon: Receiver<()>,
+    /// The event writer is gone (the daemon is stopping).
     pub gone: bool,
-    /// How often the sink's queue was full.
+    /// How often the writer's queue was full.
     waits: u64,
     heartbeat: Arc<AtomicU64>,
 }
 
 impl Outbox {
-    pub fn new(events: mpsc::Sender<Out>, heartbeat: Arc<AtomicU64>) -> Self {
+    pub fn new(
+        events: Sender<Out>,
+        fan: Fanout,
+        suspect: Option<Suspect>,
+        abandon: Receiver<()>,
+    ) -> Self {
         Outbox {
             events,
+            fan,
+            suspect,
+            held_due: None,
+            abandon,
             gone: false,
             waits: 0,
-            heartbeat,
+            heartbeat: Arc::default(),
         }
     }
 
@@ -46,39 +69,67 @@ impl Outbox {
         self.heartbeat.fetch_add(1, Ordering::Relaxed);
     }
 
-    /// Waits for room in the sink's queue rather than drop anything: the stream is the
-    /// product, and durable state must never run ahead of it.
-    pub fn send(&mut self, msg: Out) {
+    /// When the next held page falls due (the core wakes up for it).
+    pub fn held_due(&self) -> Option<Instant> {
+        self.held_due
+    }
+
+    /// Sends the held pages that fell due.
+    pub fn tick(&mut self) {
+        if self.held_due.is_some_and(|t| t <= Instant::now()) {
+            self.held_due = self.fan.tick();
+        }
+    }
+
+    /// The fanout, for closing its sinks at the end.
+    pub fn into_fan(self) -> Fanout {
+        self.fan
+    }
+
+    /// Hands a batch to the fanout (flagged `replay` first if it may have gone out
+    /// before an outage), then waits for room in the writer's queue rather than drop
+    /// anything: the stream is the product, and durable state must never run ahead of
+    /// it.
+    pub fn send(&mut self, mut msg: Out) {
+        if self.gone {
+            return;
+        }
+        if let Out::Batch(batch) = &mut msg {
+            crate::state::flag_replays(&mut self.suspect, batch);
+            self.fan.deliver(batch);
+            self.held_due = self.fan.tick();
+        }
         let msg = match self.events.try_send(msg) {
             Ok(()) => return,
-            Err(mpsc::error::TrySendError::Closed(_)) => {
+            Err(TrySendError::Disconnected(_)) => {
                 self.gone = true;
                 return;
             }
-            Err(mpsc::error::TrySendError::Full(msg)) => msg,
+            Err(TrySendError::Full(msg)) => msg,
         };
         self.waits += 1;
         if self.waits.is_power_of_two() {
             tracing::warn!(
                 waits = self.waits,
-                "Event sink is not keeping up; waiting for it."
+                "Event stream is not keeping up; waiting for it."
             );
         }
-        // Waiting on the sink is not being hung: keep the watchdog fed meanwhile.
+        // Waiting on the writer is not being hung: keep the watchdog fed meanwhile.
         let mut msg = msg;
-        let mut pause = Duration::from_micros(100);
         loop {
-            match self.events.try_send(msg) {
+            match self.events.send_timeout(msg, WAIT_BEAT) {
                 Ok(()) => return,
-                Err(mpsc::error::TrySendError::Closed(_)) => {
+                Err(SendTimeoutError::Disconnected(_)) => {
                     self.gone = true;
                     return;
                 }
-                Err(mpsc::error::TrySendError::Full(m)) => msg = m,
+                Err(SendTimeoutError::Timeout(m)) => msg = m,
             }
             self.beat();
-            std::thread::sleep(pause);
-            pause = (pause * 2).min(Duration::from_millis(10));
+            if self.abandon.try_recv() == Err(TryRecvError::Disconnected) {
+                self.gone = true;
+                return;
+            }
         }
     }
 }

@@ -1,7 +1,7 @@
 //! Metrics for Prometheus: one [`Metrics`] of prometheus-client families behind an
 //! `Arc`, and the loopback HTTP listener that serves it ([`serve`]).
 //!
-//! The turns, sessions, anomalies and latency live here: the sink task, the `status`
+//! The turns, sessions, anomalies and latency live here: the core's fanout, the `status`
 //! keeper and the core only `inc` or `observe` them (atomics; the histogram's
 //! uncontended lock). The delivery counts and the two gauges are not fed in: they live
 //! in `diag`, and each scrape reads them from the daemon's [`Readout`] before the text
@@ -9,9 +9,9 @@
 //!
 //! | series | type | labels | from |
 //! |---|---|---|---|
-//! | `baton_turns_total` | counter | `agent`, `outcome` | hand-back events of main conversations (sink task) |
+//! | `baton_turns_total` | counter | `agent`, `outcome` | hand-back events of main conversations (the core's fanout) |
 //! | `baton_sessions` | gauge | `agent`, `state` | the `status` keeper's table, main conversations |
-//! | `baton_anomalies_total` | counter | `reason` | `anomaly` events (sink task) |
+//! | `baton_anomalies_total` | counter | `reason` | `anomaly` events (the core's fanout) |
 //! | `baton_deliveries_total` | counter | `sink` | the delivery sinks' `diag` counters, read at each scrape |
 //! | `baton_delivery_failures_total` | counter | `sink` | the same |
 //! | `baton_append_to_event_seconds` | histogram | | the core: its read of the bytes to the event's flush |

@@ -13,7 +13,7 @@
 //!
 //! The workers do not wait on the daemon's shutdown token: at the stop they must still
 //! send what the core's last batch paged. The daemon closes its sinks once the core
-//! (stopped by the token) and the sink task are done.
+//! (stopped by the token) is done and has handed them back.
 
 use super::hold::{Hold, Pages};
 use super::{Closed, Sink, SinkError};

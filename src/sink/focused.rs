@@ -2,7 +2,7 @@
 //! `suppress_when_focused`, off by default: a hook or a phone hears about every turn
 //! unless asked). The rule is the desktop's, [`crate::focus::session_in_front`]. It reads
 //! `/proc` and runs tmux, so a sink only prepares a [`Check`] with the page and its
-//! worker thread runs it when the page's turn comes, never the sink task.
+//! worker thread runs it when the page's turn comes, never the core.
 
 use super::quiet::{Held, HeldLog, HeldPage};
 use crate::model::{Event, ProviderKind};

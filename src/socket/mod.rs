@@ -139,7 +139,7 @@ fn backlog(inner: &Inner, since: &Since) -> Vec<Arc<str>> {
     }
 }
 
-/// Shared between the event sink (which publishes) and the client threads.
+/// Shared between the core's fanout (which publishes) and the client threads.
 pub struct Hub {
     inner: Mutex<Inner>,
     /// Every session's view, kept up to date off the core thread (for `status`).

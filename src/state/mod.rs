@@ -134,16 +134,35 @@ impl Decision {
 /// Whether the state directory can be written, shared by the journal writer and the
 /// state writer: one `state_unwritable` anomaly per spell of trouble, and a warning at
 /// most every [`LOG_EVERY`].
-#[derive(Default)]
 pub struct Health {
     failing: AtomicBool,
     logged_at: Mutex<Option<Instant>>,
     anomaly: Mutex<Option<Event>>,
-    /// Wakes the delivery task when an anomaly is waiting.
-    pub wake: tokio::sync::Notify,
+    /// Wakes the event writer's thread when an anomaly is waiting (one slot: a wake
+    /// not yet taken stands for any that come behind it).
+    wake: (
+        crossbeam_channel::Sender<()>,
+        crossbeam_channel::Receiver<()>,
+    ),
+}
+
+impl Default for Health {
+    fn default() -> Self {
+        Health {
+            failing: AtomicBool::new(false),
+            logged_at: Mutex::default(),
+            anomaly: Mutex::default(),
+            wake: crossbeam_channel::bounded(1),
+        }
+    }
 }
 
 impl Health {
+    /// For a crossbeam `select!`: ready when an anomaly may be waiting.
+    pub fn woken(&self) -> &crossbeam_channel::Receiver<()> {
+        &self.wake.1
+    }
+
     pub fn failed(&self, dir: &Path, what: &str, e: &io::Error) {
         let now = Instant::now();
         {
@@ -171,7 +190,8 @@ impl Health {
             &dir.to_string_lossy(),
         );
         *self.anomaly.lock().unwrap_or_else(PoisonError::into_inner) = Some(ev);
-        self.wake.notify_one();
+        // Full means a wake is already waiting.
+        let _ = self.wake.0.try_send(());
     }
 
     pub fn recovered(&self, dir: &Path) {
