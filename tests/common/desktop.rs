@@ -153,13 +153,16 @@ impl Desktop {
             .unwrap();
         d.bus = line.trim().to_owned();
         d.children.push(bus);
-        let wm = d
-            .cmd("openbox")
-            .stdout(Stdio::null())
-            .stderr(log_to(&dir.join("openbox.log")))
-            .spawn()
-            .unwrap();
-        d.children.push(wm);
+        let start_wm = |d: &mut Desktop| {
+            let wm = d
+                .cmd("openbox")
+                .stdout(Stdio::null())
+                .stderr(log_to(&dir.join("openbox.log")))
+                .spawn()
+                .unwrap();
+            d.children.push(wm);
+        };
+        start_wm(&mut d);
         let logs = || {
             let read = |f: &str| std::fs::read_to_string(dir.join(f)).unwrap_or_default();
             format!(
@@ -190,13 +193,7 @@ impl Desktop {
                 let _ = old.kill();
                 let _ = old.wait();
             }
-            let wm = d
-                .cmd("openbox")
-                .stdout(Stdio::null())
-                .stderr(log_to(&dir.join("openbox.log")))
-                .spawn()
-                .unwrap();
-            d.children.push(wm);
+            start_wm(&mut d);
             wait_or("openbox", Duration::from_secs(30), || wm_up(&d), logs);
         }
         let rc = dir.join("dunstrc");
