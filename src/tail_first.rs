@@ -17,7 +17,7 @@
 
 use crate::feed::FileFeed;
 use crate::model::ProviderKind;
-use crate::provider::restart::{self, Restart};
+use crate::provider::restart::{self, Hazard, Restart};
 use crate::tail::scratch;
 use memchr::memmem::Finder;
 use std::io::{self, Read, Seek, SeekFrom};
@@ -349,14 +349,15 @@ fn scan_prefix<F: Read + Seek>(
     path: &Path,
     turn: &[u8],
 ) -> io::Result<Result<(u64, u64), &'static str>> {
-    let hazards: Vec<(Finder<'_>, &'static str)> = restart::hazards(kind, path)
+    let hazards: Vec<HazardSearch> = restart::hazards(kind, path)
         .iter()
-        .map(|(n, why)| (Finder::new(n), *why))
+        .map(HazardSearch::new)
         .collect();
     let turn_finder = (!turn.is_empty()).then(|| Finder::new(turn));
+    // Every whole pattern must fit in one window for its hit to be confirmed.
     let overlap = hazards
         .iter()
-        .map(|(f, _)| f.needle().len())
+        .map(HazardSearch::longest)
         .chain(std::iter::once(turn.len()))
         .max()
         .unwrap_or(1)
@@ -372,11 +373,57 @@ fn scan_prefix<F: Read + Seek>(
     })
 }
 
+/// One hazard's search: its key's searcher, and where the key sits in each needle.
+struct HazardSearch {
+    key: Finder<'static>,
+    needles: Vec<(&'static [u8], usize)>,
+    why: &'static str,
+}
+
+impl HazardSearch {
+    fn new(h: &Hazard) -> Self {
+        let needles = h
+            .needles
+            .iter()
+            .filter_map(|n| memchr::memmem::find(n, h.key).map(|at| (*n, at)))
+            .collect();
+        Self {
+            key: Finder::new(h.key),
+            needles,
+            why: h.why,
+        }
+    }
+
+    fn longest(&self) -> usize {
+        self.needles
+            .iter()
+            .map(|(n, _)| n.len())
+            .chain(std::iter::once(self.key.needle().len()))
+            .max()
+            .unwrap_or(0)
+    }
+
+    /// Whether a whole pattern lies in `hay` (one lying partly outside it lies whole in
+    /// the window before or after, which overlap this one by the longest pattern).
+    fn found(&self, hay: &[u8]) -> bool {
+        if self.needles.is_empty() {
+            return self.key.find(hay).is_some();
+        }
+        self.key.find_iter(hay).any(|hit| {
+            self.needles.iter().any(|(n, at)| {
+                hit.checked_sub(*at)
+                    .and_then(|start| hay.get(start..start + n.len()))
+                    .is_some_and(|w| w == *n)
+            })
+        })
+    }
+}
+
 fn scan_prefix_in<F: Read + Seek>(
     file: &mut F,
     (mark, end): (u64, u64),
     head_end: u64,
-    (hazards, turn_finder, overlap): (&[(Finder<'_>, &'static str)], Option<&Finder<'_>>, usize),
+    (hazards, turn_finder, overlap): (&[HazardSearch], Option<&Finder<'_>>, usize),
     win: &mut [u8],
 ) -> io::Result<Result<(u64, u64), &'static str>> {
     file.seek(SeekFrom::Start(0))?;
@@ -410,10 +457,8 @@ fn scan_prefix_in<F: Read + Seek>(
         let from = usize::try_from(head_end.saturating_sub(hay_start))
             .unwrap_or(usize::MAX)
             .min(hay.len());
-        for (f, why) in hazards {
-            if f.find(&hay[from..]).is_some() {
-                return Ok(Err(why));
-            }
+        if let Some(h) = hazards.iter().find(|h| h.found(&hay[from..])) {
+            return Ok(Err(h.why));
         }
         // Only before the turn's own start (`mark`).
         let mark_in = usize::try_from(mark.saturating_sub(hay_start))

@@ -456,3 +456,93 @@ fn part_e_claude_fixtures_tail_first_state_equals_full_read_at_every_cut() {
         tally.cuts
     );
 }
+
+/// A Claude transcript of `turns` prompt-and-answer turns whose first answer says
+/// `said`, after `pad` bytes of padding (so a test can place it at a chunk boundary).
+fn claude_turns(turns: usize, said: &str, pad: usize) -> Vec<u8> {
+    use common::claude;
+    let mut lines = Vec::new();
+    for t in 0..turns {
+        let (p, a) = (
+            format!("{:08x}-0000-4000-8000-00000000000a", t),
+            format!("{:08x}-0000-4000-8000-00000000000b", t),
+        );
+        lines.push(claude::prompt(&p, 0, &format!("prompt {t}")));
+        let text = if t == 0 {
+            format!("{}{said}", "x".repeat(pad))
+        } else {
+            // Long answers: the first answer's bytes end up far before the last turn.
+            "y".repeat(4000)
+        };
+        lines.push(claude::text(
+            &a,
+            1,
+            &format!("m{t}"),
+            &text,
+            Some("end_turn"),
+        ));
+    }
+    common::lines(&lines)
+}
+
+fn claude_plan(data: &[u8]) -> Plan {
+    let path = std::path::PathBuf::from(format!("/p/{}.jsonl", common::claude::SESSION));
+    tail_first::plan(&mut Cursor::new(data), ProviderKind::Claude, &path).unwrap()
+}
+
+/// Three background launch needles are found by one search for "background": a mere
+/// mention of the word (CSS, prose) before the last turn leaves the read tail-first, a
+/// launch there makes it read whole, also when a chunk boundary of the prefix count
+/// (256 KiB from the start) cuts it.
+#[test]
+fn a_background_launch_before_the_last_turn_is_found_a_css_background_is_not() {
+    let css = claude_turns(100, "body { background: #333; color: #eee }", 0);
+    assert!(css.len() > 300 * 1024);
+    assert!(matches!(claude_plan(&css), Plan::Tail { .. }));
+
+    for said in [
+        "Command moved to the background with ID: b1x2",
+        "Command running in background with ID: b1x2",
+    ] {
+        let plain = claude_turns(100, said, 0);
+        assert_eq!(claude_plan(&plain), Plan::Full("background_task"), "{said}");
+        // The word "background" starts 3 bytes before the boundary: the key's hit and
+        // the whole needle lie in the window that holds the next chunk too.
+        let key = said.find("background").unwrap();
+        let at = memchr::memmem::find(&plain, said.as_bytes()).unwrap() + key;
+        for shift in [3usize, 12, 30] {
+            let pad = 256 * 1024 - shift - at;
+            let cut = claude_turns(100, said, pad);
+            let got = memchr::memmem::find(&cut, said.as_bytes()).unwrap() + key;
+            assert_eq!(got, 256 * 1024 - shift);
+            assert_eq!(
+                claude_plan(&cut),
+                Plan::Full("background_task"),
+                "{said} {shift}"
+            );
+        }
+    }
+}
+
+/// Every hazard's needles hold its key: a needle without it would never be searched for.
+#[test]
+fn every_hazard_needle_holds_the_key_searched_for() {
+    let path = Path::new("/p/0f3c5a1e-0000-4000-8000-000000000000.jsonl");
+    let mut keyed = 0;
+    for agent in baton::provider::descriptor::ALL {
+        for h in baton::provider::restart::hazards(agent.kind(), path) {
+            assert!(!h.key.is_empty(), "{}: {}", agent.id(), h.why);
+            for n in h.needles {
+                assert!(
+                    memchr::memmem::find(n, h.key).is_some(),
+                    "{}: {:?} lacks {:?}",
+                    agent.id(),
+                    String::from_utf8_lossy(n),
+                    String::from_utf8_lossy(h.key)
+                );
+                keyed += 1;
+            }
+        }
+    }
+    assert!(keyed >= 3, "{keyed} keyed needles");
+}

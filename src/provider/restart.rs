@@ -24,6 +24,32 @@ pub enum Restart {
     Unsafe(&'static str),
 }
 
+/// What makes a restart unsafe when it lies before the restart point: one of `needles`,
+/// found by searching for `key`, a part of each of them. One search serves several
+/// needles (the bytes before a restart point are searched once per key: that search is
+/// most of what a tail-first read costs); a hit of the key only counts where a whole
+/// needle stands around it.
+#[derive(Debug, Clone, Copy)]
+pub struct Hazard {
+    /// Searched for.
+    pub key: &'static [u8],
+    /// The patterns themselves, each holding `key`; empty: `key` is the pattern.
+    pub needles: &'static [&'static [u8]],
+    /// The reason reported when the read falls back to the whole file.
+    pub why: &'static str,
+}
+
+impl Hazard {
+    /// `key` is the whole pattern.
+    pub const fn plain(key: &'static [u8], why: &'static str) -> Self {
+        Self {
+            key,
+            needles: &[],
+            why,
+        }
+    }
+}
+
 /// One agent's restart rules: the needles and checks that come before its projector is
 /// asked. The projector-driven parts ([`classify`], [`settles`], [`resets`]) are shared.
 pub trait Restarts: Sync {
@@ -33,7 +59,7 @@ pub trait Restarts: Sync {
     }
 
     /// See [`hazards`].
-    fn hazards(&self, path: &Path) -> &'static [(&'static [u8], &'static str)];
+    fn hazards(&self, path: &Path) -> &'static [Hazard];
 
     /// Whether the agent's records never name their turn after its start, so that
     /// [`settles`] may hold.
@@ -81,7 +107,7 @@ pub fn unsupported(kind: ProviderKind, path: &Path) -> Option<&'static str> {
 /// Patterns whose presence anywhere before a restart point (after the file's first line,
 /// which the restarted read is shown) means the skipped part holds context the restart
 /// cannot recover, each with the reason reported when it falls back.
-pub fn hazards(kind: ProviderKind, path: &Path) -> &'static [(&'static [u8], &'static str)] {
+pub fn hazards(kind: ProviderKind, path: &Path) -> &'static [Hazard] {
     rules(kind).map_or(&[], |r| r.hazards(path))
 }
 

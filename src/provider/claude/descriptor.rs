@@ -7,7 +7,7 @@ use crate::provider::background::LAUNCH_NEEDLES;
 use crate::provider::descriptor::{
     Agent, EnvDir, WRITER_ARGS, Writer, agent_names, env_or_home, uuid_of,
 };
-use crate::provider::restart::{Restart, Restarts, finders};
+use crate::provider::restart::{Hazard, Restart, Restarts, finders};
 use crate::provider::{ObsKind, Projector, file_stem};
 use memchr::memmem::Finder;
 use std::ffi::OsString;
@@ -100,7 +100,7 @@ impl Restarts for ClaudeRestarts {
         (!looks_like_uuid(&session)).then_some("session_not_in_path")
     }
 
-    fn hazards(&self, path: &Path) -> &'static [(&'static [u8], &'static str)] {
+    fn hazards(&self, path: &Path) -> &'static [Hazard] {
         // A subagent file is one sidechain: every record is the file's agent's.
         if file_stem(path).starts_with("agent-") {
             return &[];
@@ -109,14 +109,18 @@ impl Restarts for ClaudeRestarts {
         // following parent chains that may reach back anywhere.
         // Background tasks launched in an earlier turn are still counted when a later
         // turn ends: the launch must be seen.
-        &[
-            (b"\"isSidechain\":true", "inline_sidechain"),
-            (LAUNCH_NEEDLES[0], "background_task"),
-            (LAUNCH_NEEDLES[1], "background_task"),
-            (LAUNCH_NEEDLES[2], "background_task"),
-            (LAUNCH_NEEDLES[3], "background_task"),
-            (LAUNCH_NEEDLES[4], "background_task"),
-        ]
+        // Three of the launch needles share "background": one search finds them all.
+        const HAZARDS: [Hazard; 4] = [
+            Hazard::plain(b"\"isSidechain\":true", "inline_sidechain"),
+            Hazard {
+                key: b"background",
+                needles: &[LAUNCH_NEEDLES[0], LAUNCH_NEEDLES[1], LAUNCH_NEEDLES[4]],
+                why: "background_task",
+            },
+            Hazard::plain(LAUNCH_NEEDLES[2], "background_task"),
+            Hazard::plain(LAUNCH_NEEDLES[3], "background_task"),
+        ];
+        &HAZARDS
     }
 
     /// Claude's ends never name their turn.

@@ -5,7 +5,7 @@ use super::CodexProjector;
 use crate::provider::Projector;
 use crate::provider::audit::{self, Audit};
 use crate::provider::descriptor::{Agent, EnvDir, Writer, agent_names, env_or_home, has_ext};
-use crate::provider::restart::{Restart, Restarts, finders};
+use crate::provider::restart::{Hazard, Restart, Restarts, finders};
 use memchr::memmem::Finder;
 use std::path::{Path, PathBuf};
 use std::sync::LazyLock;
@@ -63,9 +63,10 @@ impl Agent for Codex {
 struct CodexRestarts;
 
 impl Restarts for CodexRestarts {
-    fn hazards(&self, _path: &Path) -> &'static [(&'static [u8], &'static str)] {
+    fn hazards(&self, _path: &Path) -> &'static [Hazard] {
         // A second header would change the session id from that line on.
-        &[(b"\"session_meta\"", "second_session_meta")]
+        const HAZARDS: [Hazard; 1] = [Hazard::plain(b"\"session_meta\"", "second_session_meta")];
+        &HAZARDS
     }
 
     fn answer_needle(&self) -> &'static Finder<'static> {
