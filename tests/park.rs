@@ -10,6 +10,7 @@ use baton::clock::Now;
 use baton::feed::FileFeed;
 use baton::model::Event;
 use baton::reduce::{Reducer, SessionView};
+use baton::state::spill::SpillFile;
 use baton::views::Table;
 use baton::watch::{self, Root};
 use std::io::Write;
@@ -32,7 +33,8 @@ type Run = (
 /// far is offered for parking after each chunk (far more often than the daemon does).
 /// Returns the events, the sessions at the end, the views a `status` table kept from
 /// the reported changes, and each file's saved sessions as a checkpoint holds them.
-fn run_corpus(park: bool) -> Option<Run> {
+/// With `spill`, parked sessions go to the daemon's scratch file in that directory.
+fn run_corpus(park: bool, spill: Option<&std::path::Path>) -> Option<Run> {
     let corpus = common::corpus()?;
     let mut files = watch::find(&Root {
         path: corpus.clone(),
@@ -40,6 +42,9 @@ fn run_corpus(park: bool) -> Option<Run> {
     });
     files.sort_by(|a, b| a.path.cmp(&b.path));
     let mut r = Reducer::new(SETTLE_MS, 65_536);
+    if let Some(dir) = spill {
+        r.spill_parked(Arc::new(SpillFile::new(dir).unwrap()));
+    }
     r.track_changes();
     let mut table = Table::default();
     let mut out = Vec::new();
@@ -73,10 +78,30 @@ fn run_corpus(park: bool) -> Option<Run> {
 
 #[test]
 fn parking_every_file_at_every_chunk_changes_nothing_on_the_corpus() {
-    let Some((events, sessions, kept, saved, _)) = run_corpus(false) else {
+    let Some(unparked) = run_corpus(false, None) else {
         return;
     };
-    let (p_events, p_sessions, p_kept, p_saved, parked) = run_corpus(true).unwrap();
+    same_run(unparked, run_corpus(true, None).unwrap());
+}
+
+#[test]
+fn parking_into_the_spill_file_changes_nothing_on_the_corpus() {
+    let Some(unparked) = run_corpus(false, None) else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    same_run(unparked, run_corpus(true, Some(dir.path())).unwrap());
+    assert_eq!(
+        std::fs::read_dir(dir.path()).unwrap().count(),
+        0,
+        "the spill file was unlinked once open"
+    );
+}
+
+/// Asserts that a run with parking (`parked`) saw what one without did.
+fn same_run(unparked: Run, parked_run: Run) {
+    let (events, sessions, kept, saved, _) = unparked;
+    let (p_events, p_sessions, p_kept, p_saved, parked) = parked_run;
     assert!(
         parked > 20,
         "parking happened: at most {parked} sessions parked at once"

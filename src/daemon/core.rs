@@ -103,6 +103,11 @@ impl Core {
         let run_id = format!("{}:{start}", std::process::id());
         let mut reducer = Reducer::new(settings.settle_ms, dedup_capacity());
         reducer.record_decided();
+        match crate::state::spill::SpillFile::new(&settings.state_dir) {
+            Ok(spill) => reducer.spill_parked(Arc::new(spill)),
+            Err(e) => tracing::warn!(error = %e,
+                "No spill file for parked sessions; they stay in memory."),
+        }
         let restored = durable::restore(&mut loaded, &mut reducer, start);
         let clock = Clock::start();
         let limits = Limits {

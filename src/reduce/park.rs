@@ -8,27 +8,76 @@
 //! keeps showing them from its own table. They come back, exactly as saved, the moment
 //! anything asks for them: a record from their file or for one of their keys, a save of
 //! the file's checkpoint, a settle, or forgetting the file.
+//!
+//! The saved form can itself be kept out of memory, in a [`Spill`] the daemon hands over
+//! (a scratch file): it is most of what an idle session costs. Without one, or when the
+//! spill cannot take it, it stays in memory.
 
 use super::Reducer;
 use super::saved::SavedSession;
 use super::views::{ParkedView, SessionChange};
 use crate::clock::Now;
 use crate::model::SessionKey;
+use std::borrow::Cow;
 use std::collections::HashMap;
 use std::hash::{DefaultHasher, Hash, Hasher};
 use std::sync::Arc;
 
+/// Somewhere outside memory for parked sessions' saved form. A trait so that `reduce/`
+/// does no I/O of its own: the daemon's is a file (`state::spill`).
+pub trait Spill: Send + Sync + std::fmt::Debug {
+    /// Keeps `bytes`, and hands back how to read them; `None` if it cannot take them
+    /// (they then stay in memory).
+    fn put(&self, bytes: &[u8]) -> Option<Arc<dyn Spilled>>;
+}
+
+/// Bytes a [`Spill`] took. Dropping the last handle lets their space go.
+pub trait Spilled: Send + Sync + std::fmt::Debug {
+    /// The bytes as put; `None` if they cannot be read back.
+    fn read(&self) -> Option<Vec<u8>>;
+}
+
+/// A file's parked sessions as `SavedSession` JSON: in memory, or spilled.
+#[derive(Debug, Clone)]
+pub(super) enum Blob {
+    Here(Arc<str>),
+    Out(Arc<dyn Spilled>),
+}
+
+impl Blob {
+    fn new(json: String, spill: Option<&Arc<dyn Spill>>) -> Blob {
+        match spill.and_then(|s| s.put(json.as_bytes())) {
+            Some(out) => Blob::Out(out),
+            None => Blob::Here(Arc::from(json)),
+        }
+    }
+
+    /// The sessions, as saved.
+    pub(super) fn saved(&self) -> Result<Vec<SavedSession>, String> {
+        let text: Cow<'_, str> = match self {
+            Blob::Here(s) => Cow::Borrowed(s),
+            Blob::Out(o) => {
+                let bytes = o.read().ok_or("the spill could not be read back")?;
+                Cow::Owned(String::from_utf8(bytes).map_err(|e| e.to_string())?)
+            }
+        };
+        serde_json::from_str(&text).map_err(|e| e.to_string())
+    }
+}
+
 /// Every parked file's sessions, and which file each parked key belongs to.
 #[derive(Default)]
 pub(super) struct Parked {
-    /// By path: the file's sessions as `SavedSession` JSON (shared with the views of
-    /// `status`, which read a parked session back from it when asked).
-    files: HashMap<Arc<str>, Arc<str>>,
+    /// By path: the file's sessions as saved (shared with the views of `status`, which
+    /// read a parked session back from it when asked).
+    files: HashMap<Arc<str>, Blob>,
     /// A hash of each parked key → its file. A hash, not the key: the index must cost
     /// far less than the state it stands for, and a collision only unparks a file early.
     keys: HashMap<u64, Arc<str>>,
     /// Views of sessions parked before their change was published.
     pub(super) views: Vec<SessionChange>,
+    /// Where the saved form goes, if anywhere but memory.
+    spill: Option<Arc<dyn Spill>>,
 }
 
 fn key_hash(key: &SessionKey) -> u64 {
@@ -56,11 +105,10 @@ impl Parked {
 
     /// The sessions parked for `path`, as saved.
     pub(super) fn saved(&self, path: &str) -> Option<Vec<SavedSession>> {
-        let json = self.files.get(path)?;
-        match serde_json::from_str(json) {
+        match self.files.get(path)?.saved() {
             Ok(s) => Some(s),
             Err(e) => {
-                // Written by this process a moment ago: cannot happen short of a bug.
+                // Written by this process: only a failing disk under the spill, or a bug.
                 tracing::error!(path = %path, error = %e, "Parked sessions unreadable.");
                 None
             }
@@ -90,6 +138,11 @@ impl Parked {
 }
 
 impl Reducer {
+    /// Keeps parked sessions' saved form in `spill` from now on, not in memory.
+    pub fn spill_parked(&mut self, spill: Arc<dyn Spill>) {
+        self.parked.spill = Some(spill);
+    }
+
     /// Parks the sessions last fed from `path` if time cannot change any of them; true
     /// if it did. The file must be read up to a line's end (its projector saved): a
     /// record arriving later brings them back first.
@@ -113,7 +166,7 @@ impl Reducer {
         let Some((path, keys)) = self.by_path.remove_entry(path) else {
             return false;
         };
-        let blob: Arc<str> = Arc::from(json);
+        let blob = Blob::new(json, self.parked.spill.as_ref());
         for key in keys {
             let Some(sess) = self.sessions.remove(&key) else {
                 continue;

@@ -77,13 +77,13 @@ pub struct ParkedView {
     pub path: Arc<str>,
     pub state: SessionState,
     /// The file's parked sessions, as saved.
-    pub(super) blob: Arc<str>,
+    pub(super) blob: super::park::Blob,
 }
 
 impl ParkedView {
     /// The view of `key`, read back from the parked form.
     pub fn view(&self, key: &SessionKey) -> Option<SessionView> {
-        let saved: Vec<super::SavedSession> = serde_json::from_str(&self.blob).ok()?;
+        let saved = self.blob.saved().ok()?;
         let mut s = saved.into_iter().find(|s| s.key == *key)?;
         s.state.path = self.path.clone();
         Some(view(key, &s.state))

@@ -7,7 +7,8 @@
 //!   ([`store`], [`ledger`]);
 //! - `journal-N.jsonl`: events recorded as pending before delivery and done after
 //!   ([`journal`]);
-//! - `lock`: held exclusively by the running daemon ([`lock`]).
+//! - `lock`: held exclusively by the running daemon ([`lock`]);
+//! - `parked-*.spill`: scratch for parked sessions, unlinked once open ([`spill`]).
 //!
 //! The core thread sends deltas (the checkpoints it changed, the ids it decided) behind
 //! the events they cover. The delivery task journals and delivers events and passes
@@ -31,6 +32,7 @@ pub mod lock;
 pub mod mutes;
 pub mod remotes;
 pub mod saver;
+pub mod spill;
 pub mod store;
 
 pub use ledger::Ledger;

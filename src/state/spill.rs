@@ -1,0 +1,294 @@
+//! The daemon's [`Spill`]: parked sessions' saved form kept in a scratch file instead of
+//! memory (most of what an idle session costs; see `reduce/park.rs`).
+//!
+//! The file is created in the state directory and unlinked at once: nothing is left to
+//! clean up after a crash, and no other run reads it (a restart restores sessions from
+//! the checkpoints, never from here). What is put is appended, through a small buffer
+//! so a history read of thousands of files costs few writes. Once a file has grown past
+//! [`ROLL_AT`] the next put starts a new one; an old file, and its disk space, go when
+//! the last region in it is let go. If a write fails (a full disk), what it held stays
+//! in memory, readable as before, and later puts are refused, so they stay in memory
+//! too: nothing is lost.
+
+use crate::reduce::{Spill, Spilled};
+use std::fs::{File, OpenOptions};
+use std::io;
+use std::os::unix::fs::{FileExt, OpenOptionsExt};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
+
+/// Bytes buffered before they are written.
+const FLUSH_AT: usize = 64 * 1024;
+/// Size past which a new file is started, so space let go is given back in time.
+pub const ROLL_AT: u64 = 32 * 1024 * 1024;
+const PREFIX: &str = "parked-";
+const SUFFIX: &str = ".spill";
+
+/// The scratch file parked sessions go to.
+#[derive(Debug)]
+pub struct SpillFile {
+    dir: PathBuf,
+    current: Mutex<Current>,
+    /// A write failed: nothing more is taken.
+    failed: AtomicBool,
+}
+
+/// The file being appended to.
+#[derive(Debug)]
+struct Current {
+    region: Arc<Region>,
+    /// Files started so far, for unique names.
+    started: u64,
+}
+
+/// One scratch file and what is not written to it yet.
+#[derive(Debug)]
+struct Region {
+    file: File,
+    tail: Mutex<Tail>,
+}
+
+#[derive(Debug, Default)]
+struct Tail {
+    /// Bytes written to the file.
+    written: u64,
+    /// Bytes after those, not written yet (all of them once a write failed).
+    buffer: Vec<u8>,
+    failed: bool,
+}
+
+/// Bytes put: where they are, in which file.
+#[derive(Debug)]
+struct Put {
+    region: Arc<Region>,
+    at: u64,
+    len: usize,
+}
+
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    // A panic elsewhere while holding it leaves plain bytes, still consistent.
+    m.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+impl SpillFile {
+    /// A spill in `dir` (the state directory, which the caller holds the lock of: any
+    /// scratch file there is a crashed run's, and is removed).
+    pub fn new(dir: &Path) -> io::Result<SpillFile> {
+        remove_stale(dir);
+        let region = Region::create(dir, 0)?;
+        Ok(SpillFile {
+            dir: dir.to_path_buf(),
+            current: Mutex::new(Current {
+                region: Arc::new(region),
+                started: 1,
+            }),
+            failed: AtomicBool::new(false),
+        })
+    }
+
+    fn region(&self) -> Option<Arc<Region>> {
+        let mut current = lock(&self.current);
+        if lock(&current.region.tail).end() >= ROLL_AT {
+            match Region::create(&self.dir, current.started) {
+                Ok(r) => {
+                    current.region = Arc::new(r);
+                    current.started += 1;
+                }
+                Err(e) => {
+                    tracing::warn!(dir = %self.dir.display(), error = %e,
+                        "Cannot start a new spill file; parked sessions stay in memory.");
+                    self.failed.store(true, Ordering::Relaxed);
+                    return None;
+                }
+            }
+        }
+        Some(current.region.clone())
+    }
+}
+
+impl Spill for SpillFile {
+    fn put(&self, bytes: &[u8]) -> Option<Arc<dyn Spilled>> {
+        if self.failed.load(Ordering::Relaxed) {
+            return None;
+        }
+        let region = self.region()?;
+        let at = {
+            let mut tail = lock(&region.tail);
+            let at = tail.end();
+            tail.buffer.extend_from_slice(bytes);
+            if tail.buffer.len() >= FLUSH_AT && !region.flush(&mut tail) {
+                tracing::warn!(dir = %self.dir.display(),
+                    "Cannot write the spill file; parked sessions stay in memory.");
+                self.failed.store(true, Ordering::Relaxed);
+            }
+            at
+        };
+        Some(Arc::new(Put {
+            region,
+            at,
+            len: bytes.len(),
+        }))
+    }
+}
+
+impl Spilled for Put {
+    fn read(&self) -> Option<Vec<u8>> {
+        {
+            let tail = lock(&self.region.tail);
+            if self.at >= tail.written {
+                // Not written yet: from the buffer.
+                let from = usize::try_from(self.at - tail.written).ok()?;
+                return tail.buffer.get(from..from + self.len).map(<[u8]>::to_vec);
+            }
+        }
+        let mut out = vec![0; self.len];
+        match self.region.file.read_exact_at(&mut out, self.at) {
+            Ok(()) => Some(out),
+            Err(e) => {
+                tracing::error!(error = %e, "Cannot read the spill file back.");
+                None
+            }
+        }
+    }
+}
+
+impl Tail {
+    fn end(&self) -> u64 {
+        self.written + self.buffer.len() as u64
+    }
+}
+
+impl Region {
+    fn create(dir: &Path, n: u64) -> io::Result<Region> {
+        let path = dir.join(format!("{PREFIX}{}-{n}{SUFFIX}", std::process::id()));
+        // `create_new`: never opens what is there already (a link planted in its place).
+        let file = OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create_new(true)
+            .mode(0o600)
+            .open(&path)
+            .map_err(|e| io::Error::new(e.kind(), format!("{}: {e}", path.display())))?;
+        std::fs::remove_file(&path)?;
+        Ok(Region {
+            file,
+            tail: Mutex::new(Tail::default()),
+        })
+    }
+
+    /// Writes the buffer out; false if that failed (the buffer is then kept for good).
+    fn flush(&self, tail: &mut Tail) -> bool {
+        if tail.failed {
+            return false;
+        }
+        match self.file.write_all_at(&tail.buffer, tail.written) {
+            Ok(()) => {
+                tail.written += tail.buffer.len() as u64;
+                tail.buffer.clear();
+                true
+            }
+            Err(e) => {
+                tracing::warn!(error = %e, "Spill file write failed.");
+                tail.failed = true;
+                tail.buffer.shrink_to_fit();
+                false
+            }
+        }
+    }
+}
+
+/// Removes scratch files a crashed run left between creating and unlinking them.
+fn remove_stale(dir: &Path) {
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return;
+    };
+    for e in entries.flatten() {
+        let name = e.file_name();
+        let name = name.to_string_lossy();
+        if name.starts_with(PREFIX) && name.ends_with(SUFFIX) {
+            let _ = std::fs::remove_file(e.path());
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn count_files(dir: &Path) -> usize {
+        std::fs::read_dir(dir).unwrap().count()
+    }
+
+    #[test]
+    fn what_is_put_reads_back_before_and_after_it_is_written() {
+        let dir = tempfile::tempdir().unwrap();
+        let spill = SpillFile::new(dir.path()).unwrap();
+        assert_eq!(count_files(dir.path()), 0, "the scratch file is unlinked");
+        let puts: Vec<(Vec<u8>, Arc<dyn Spilled>)> = (0..3000u32)
+            .map(|i| {
+                let bytes = format!(
+                    "[{{\"n\":{i},\"pad\":\"{}\"}}]",
+                    "x".repeat(i as usize % 97)
+                )
+                .into_bytes();
+                let put = spill.put(&bytes).unwrap();
+                (bytes, put)
+            })
+            .collect();
+        let written = lock(&lock(&spill.current).region.tail).written;
+        assert!(
+            written > 0,
+            "more than a buffer was put, so some was written"
+        );
+        for (bytes, put) in &puts {
+            assert_eq!(put.read().as_deref(), Some(&bytes[..]));
+        }
+    }
+
+    #[test]
+    fn a_full_file_starts_another_and_old_regions_still_read() {
+        let dir = tempfile::tempdir().unwrap();
+        let spill = SpillFile::new(dir.path()).unwrap();
+        let big = vec![b'a'; 1024 * 1024];
+        let first = spill.put(b"first").unwrap();
+        let mut last = None;
+        for _ in 0..40 {
+            last = spill.put(&big);
+        }
+        let after = spill.put(b"after the roll").unwrap();
+        assert_eq!(lock(&spill.current).started, 2, "one new file");
+        assert_eq!(first.read().as_deref(), Some(&b"first"[..]));
+        assert_eq!(last.unwrap().read().map(|b| b.len()), Some(big.len()));
+        assert_eq!(after.read().as_deref(), Some(&b"after the roll"[..]));
+    }
+
+    #[test]
+    fn a_failed_write_keeps_the_bytes_and_refuses_more() {
+        let dir = tempfile::tempdir().unwrap();
+        let spill = SpillFile::new(dir.path()).unwrap();
+        // A file opened read-only stands in for a full disk: every write fails.
+        let ro = OpenOptions::new().read(true).open(dir.path()).unwrap();
+        lock(&spill.current).region = Arc::new(Region {
+            file: ro,
+            tail: Mutex::new(Tail::default()),
+        });
+        let big = vec![b'z'; FLUSH_AT + 10];
+        let put = spill.put(&big).expect("taken: the write fails only after");
+        assert_eq!(put.read(), Some(big), "kept in memory, readable");
+        assert!(spill.put(b"more").is_none(), "refused: stays in memory");
+    }
+
+    #[test]
+    fn a_crashed_runs_scratch_file_is_removed() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(dir.path().join("parked-1234-0.spill"), b"old").unwrap();
+        std::fs::write(dir.path().join("state.json"), b"kept").unwrap();
+        let _spill = SpillFile::new(dir.path()).unwrap();
+        let names: Vec<String> = std::fs::read_dir(dir.path())
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .collect();
+        assert_eq!(names, vec!["state.json".to_string()]);
+    }
+}
