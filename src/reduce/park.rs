@@ -54,14 +54,12 @@ impl Blob {
 
     /// The sessions, as saved.
     pub(super) fn saved(&self) -> Result<Vec<SavedSession>, String> {
-        let text: Cow<'_, str> = match self {
-            Blob::Here(s) => Cow::Borrowed(s),
-            Blob::Out(o) => {
-                let bytes = o.read().ok_or("the spill could not be read back")?;
-                Cow::Owned(String::from_utf8(bytes).map_err(|e| e.to_string())?)
-            }
+        let bytes: Cow<'_, [u8]> = match self {
+            Blob::Here(s) => Cow::Borrowed(s.as_bytes()),
+            Blob::Out(o) => Cow::Owned(o.read().ok_or("the spill could not be read back")?),
         };
-        serde_json::from_str(&text).map_err(|e| e.to_string())
+        // `from_slice` checks UTF-8 as it parses: no second pass over the bytes.
+        serde_json::from_slice(&bytes).map_err(|e| e.to_string())
     }
 }
 
