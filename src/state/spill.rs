@@ -6,9 +6,9 @@
 //! the checkpoints, never from here). What is put is appended, through a small buffer
 //! so a history read of thousands of files costs few writes. Once a file has grown past
 //! [`ROLL_AT`] the next put starts a new one; an old file, and its disk space, go when
-//! the last region in it is let go. If a write fails (a full disk), what it held stays
-//! in memory, readable as before, and later puts are refused, so they stay in memory
-//! too: nothing is lost.
+//! the last region in it is let go; at most [`MAX_FILES`] are open. If a write fails (a
+//! full disk), what it held stays in memory, readable as before, and later puts are
+//! refused, so they stay in memory too: nothing is lost.
 
 use crate::reduce::{Spill, Spilled};
 use std::fs::{File, OpenOptions};
@@ -16,12 +16,17 @@ use std::io;
 use std::os::unix::fs::{FileExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::{Arc, Mutex, MutexGuard, Weak};
 
 /// Bytes buffered before they are written.
 const FLUSH_AT: usize = 64 * 1024;
 /// Size past which a new file is started, so space let go is given back in time.
 pub const ROLL_AT: u64 = 32 * 1024 * 1024;
+/// Scratch files open at once, at most. A file lives while any region in it does, and one
+/// long-idle session can hold one, so without a cap months of re-parking could pile up
+/// disk space nobody sees (the files are unlinked). At the cap, parked sessions stay in
+/// memory until an old file is let go.
+pub const MAX_FILES: usize = 8;
 const PREFIX: &str = "parked-";
 const SUFFIX: &str = ".spill";
 
@@ -30,6 +35,8 @@ const SUFFIX: &str = ".spill";
 pub struct SpillFile {
     dir: PathBuf,
     current: Mutex<Current>,
+    /// [`ROLL_AT`], smaller in tests.
+    roll_at: u64,
     /// A write failed: nothing more is taken.
     failed: AtomicBool,
 }
@@ -40,6 +47,8 @@ struct Current {
     region: Arc<Region>,
     /// Files started so far, for unique names.
     started: u64,
+    /// The files before `region`, while anything still reads from them.
+    older: Vec<Weak<Region>>,
 }
 
 /// One scratch file and what is not written to it yet.
@@ -82,17 +91,24 @@ impl SpillFile {
             current: Mutex::new(Current {
                 region: Arc::new(region),
                 started: 1,
+                older: Vec::new(),
             }),
+            roll_at: ROLL_AT,
             failed: AtomicBool::new(false),
         })
     }
 
     fn region(&self) -> Option<Arc<Region>> {
         let mut current = lock(&self.current);
-        if lock(&current.region.tail).end() >= ROLL_AT {
+        if lock(&current.region.tail).end() >= self.roll_at {
+            current.older.retain(|w| w.strong_count() > 0);
+            if current.older.len() + 1 >= MAX_FILES {
+                return None;
+            }
             match Region::create(&self.dir, current.started) {
                 Ok(r) => {
-                    current.region = Arc::new(r);
+                    let old = std::mem::replace(&mut current.region, Arc::new(r));
+                    current.older.push(Arc::downgrade(&old));
                     current.started += 1;
                 }
                 Err(e) => {
@@ -186,6 +202,8 @@ impl Region {
             Ok(()) => {
                 tail.written += tail.buffer.len() as u64;
                 tail.buffer.clear();
+                // One large put must not keep a large buffer for good.
+                tail.buffer.shrink_to(FLUSH_AT);
                 true
             }
             Err(e) => {
@@ -261,6 +279,24 @@ mod tests {
         assert_eq!(first.read().as_deref(), Some(&b"first"[..]));
         assert_eq!(last.unwrap().read().map(|b| b.len()), Some(big.len()));
         assert_eq!(after.read().as_deref(), Some(&b"after the roll"[..]));
+    }
+
+    #[test]
+    fn at_the_cap_puts_are_refused_until_an_old_file_is_let_go() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut spill = SpillFile::new(dir.path()).unwrap();
+        spill.roll_at = 4 * FLUSH_AT as u64;
+        let big = vec![b'c'; spill.roll_at as usize];
+        // Each put fills a file; the next one starts another. Keep every handle.
+        let mut held: Vec<Arc<dyn Spilled>> = (0..MAX_FILES)
+            .map(|_| spill.put(&big).expect("under the cap"))
+            .collect();
+        assert!(spill.put(b"one more").is_none(), "the cap is reached");
+        assert_eq!(held[0].read().map(|b| b.len()), Some(big.len()));
+        held.remove(0); // the oldest file goes with its only region
+        let after = spill.put(b"one more").expect("room again");
+        assert_eq!(after.read().as_deref(), Some(&b"one more"[..]));
+        assert_eq!(lock(&spill.current).started as usize, MAX_FILES + 1);
     }
 
     #[test]
