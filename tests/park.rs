@@ -211,6 +211,73 @@ fn a_parked_session_shows_in_status_and_wakes_up_on_its_next_turn() {
     );
 }
 
+/// Parked sessions that cannot be read back (a failing disk under the spill file) are
+/// not lost: their file is read again from its start, silently, and its next turn
+/// pages once, with the right lines.
+#[test]
+fn a_parked_file_that_cannot_be_read_back_is_read_again() {
+    let d = Daemon::tree();
+    let dir = d.claude().join("proj");
+    std::fs::create_dir_all(&dir).unwrap();
+    let c = Claude::new();
+    let path = c.path_in(&dir);
+    let old = ts_ago(Duration::from_secs(2 * 3600));
+    let (p1, t1) = c.prompt_at("first", &old);
+    std::fs::write(&path, p1 + &c.answer_at("first answer", &old)).unwrap();
+    std::fs::File::open(&path)
+        .unwrap()
+        .set_modified(std::time::SystemTime::now() - Duration::from_secs(3600))
+        .unwrap();
+    let mut d = d.start(&["--no-desktop", "--debug-spill-unreadable"]);
+
+    let (t2_bytes, t2) = c.turn("second", "second answer");
+    std::fs::OpenOptions::new()
+        .append(true)
+        .open(&path)
+        .unwrap()
+        .write_all(t2_bytes.as_bytes())
+        .unwrap();
+    let done = d.wait_for(
+        "the second turn's completion",
+        common::is("turn_completed", t2.clone()),
+    );
+    assert_eq!(done["line"], 4);
+    let events = d.events();
+    assert_eq!(
+        common::count(&events, "turn_started", &t2),
+        1,
+        "{events:#?}"
+    );
+    assert_eq!(
+        common::count(&events, "turn_completed", &t1),
+        0,
+        "old turn re-paged: {events:#?}"
+    );
+    let after = vec![(
+        c.session.clone(),
+        "completed".to_owned(),
+        t2.clone(),
+        4,
+        "second answer".to_owned(),
+    )];
+    assert_eq!(rows(&d), after);
+    let log = d.log_text();
+    assert!(
+        log.contains("read again from its start"),
+        "the failed read back is logged: {log}"
+    );
+    d.terminate();
+    // What was saved restores the session, from a spill that works again.
+    d.restart(&["--no-desktop"]);
+    assert_eq!(rows(&d), after);
+    let events = d.stop();
+    assert_eq!(
+        common::count(&events, "turn_completed", &t2),
+        1,
+        "{events:#?}"
+    );
+}
+
 /// Feeds `lines` of one Claude file to `r`; returns the events.
 fn feed(fd: &mut FileFeed, r: &mut Reducer, clock: i64, lines: &[String]) -> Vec<Event> {
     let mut out = Vec::new();

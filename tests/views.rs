@@ -94,7 +94,7 @@ fn changed_sessions_rebuild_the_full_table() {
 
     // The first file goes away and comes back from its saved state.
     let now = Now::virtual_at(clock);
-    let saved = r.save_path(&fa.path, now);
+    let saved = r.save_path(&fa.path, now).unwrap();
     r.forget_path(&fa.path);
     assert_eq!(check(&mut r, &mut table, "file forgotten"), 2);
     assert_eq!(table.len(), 1);
@@ -177,7 +177,7 @@ fn corpus_changes_rebuild_the_full_table() {
         }
         if i % 5 == 0 {
             let now = Now::virtual_at(clock);
-            let saved = r.save_path(&fd.path, now);
+            let saved = r.save_path(&fd.path, now).unwrap();
             r.forget_path(&fd.path);
             check(
                 &mut r,

@@ -126,6 +126,13 @@ impl Reduce {
                     self.reducer.restore_path(&path, sessions, now);
                 }
             }
+            if steps.is_empty() {
+                // Parked sessions that could not be read back: their files read again,
+                // once what was queued is done (its records for them were left for this).
+                for (path, history_before) in self.reducer.take_lost() {
+                    steps.extend(files.reread_lost(Path::new(&*path), history_before));
+                }
+            }
         }
     }
 

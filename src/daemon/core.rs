@@ -104,7 +104,9 @@ impl Core {
         let mut reducer = Reducer::new(settings.settle_ms, dedup_capacity());
         reducer.record_decided();
         match crate::state::spill::SpillFile::new(&settings.state_dir) {
-            Ok(spill) => reducer.spill_parked(Arc::new(spill)),
+            Ok(spill) => {
+                reducer.spill_parked(Arc::new(spill.unreadable(settings.spill_unreadable)))
+            }
             Err(e) => tracing::warn!(error = %e,
                 "No spill file for parked sessions; they stay in memory."),
         }

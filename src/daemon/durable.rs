@@ -218,10 +218,14 @@ fn checkpoint(path: &Path, t: &Tracked, reducer: &Reducer, now: Now) -> Checkpoi
         offset: t.tail.offset(),
         line: t.tail.line_no(),
         marker: t.tail.marker(),
-        resume: projector.map(|projector| Resume {
-            provider: t.provider,
-            projector,
-            sessions: reducer.save_path(&path_s, now),
+        // No sessions to save (parked ones that cannot be read back): no resume, so a
+        // restart re-reads the file up to the checkpoint instead.
+        resume: projector.and_then(|projector| {
+            Some(Resume {
+                provider: t.provider,
+                projector,
+                sessions: reducer.save_path(&path_s, now)?,
+            })
         }),
     }
 }

@@ -49,6 +49,8 @@ enum Rederive {
     Rewritten,
     /// Its projector was dropped while idle.
     Reactivated,
+    /// Its parked sessions could not be read back from the spill.
+    Unspilled,
 }
 
 impl Rederive {
@@ -58,6 +60,7 @@ impl Rederive {
             Self::Replaced => "replaced",
             Self::Rewritten => "rewritten",
             Self::Reactivated => "reactivated",
+            Self::Unspilled => "unspilled",
         }
     }
 }
@@ -314,6 +317,12 @@ impl Files {
                 }
             }
         })
+    }
+
+    /// Reads again from its first byte a file whose parked sessions could not be read
+    /// back, with the history cut-off in effect when that was found.
+    pub(super) fn reread_lost(&mut self, path: &Path, history_before: Option<i64>) -> Vec<Step> {
+        self.rederive(path, Rederive::Unspilled, Mode::Live, history_before)
     }
 
     /// Forgets the file's sessions and reads it again from its first byte. Events it

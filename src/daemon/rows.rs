@@ -183,10 +183,10 @@ impl RowTable {
                 .and_then(|p| u64::try_from(p).ok())
                 .unwrap_or(0),
             marker: 0,
-            resume: Some(Resume {
+            resume: reducer.save_path(&path_s, now).map(|sessions| Resume {
                 provider: f.feed.provider,
                 projector: f.feed.save(),
-                sessions: reducer.save_path(&path_s, now),
+                sessions,
             }),
         })
     }

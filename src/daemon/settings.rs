@@ -117,6 +117,10 @@ pub struct RunArgs {
     /// file name (to see the watchdog pings stop).
     #[arg(long, hide = true, value_name = "NAME")]
     pub debug_hang_core_on: Option<std::ffi::OsString>,
+    /// Test only: parked sessions put in the spill file cannot be read back (a failing
+    /// disk), to see their files read again instead.
+    #[arg(long, hide = true)]
+    pub debug_spill_unreadable: bool,
     /// Test only: at most N files keep their projector warm (others keep it saved).
     #[arg(long, hide = true, value_name = "N")]
     pub debug_max_warm: Option<usize>,
@@ -157,6 +161,8 @@ pub struct Settings {
     pub max_warm: Option<usize>,
     /// Test only: see `RunArgs::debug_hang_core_on`.
     pub hang_core_on: Option<std::ffi::OsString>,
+    /// Test only: see `RunArgs::debug_spill_unreadable`.
+    pub spill_unreadable: bool,
     /// Test and benchmark only: see `RunArgs::debug_history_threads`.
     pub history_threads: usize,
     /// The delivery sinks' sections (desktop, exec hook, webhooks: see
@@ -263,6 +269,7 @@ impl Settings {
             max_watches: args.debug_max_watches,
             max_warm: args.debug_max_warm,
             hang_core_on: args.debug_hang_core_on,
+            spill_unreadable: args.debug_spill_unreadable,
             history_threads: args.debug_history_threads,
             sinks,
             socket,

@@ -139,6 +139,11 @@ impl Reducer {
             return;
         }
         self.unpark_for(&key, &src.path, now);
+        if self.parked.is_lost(&src.path) {
+            // Its sessions could not be read back: the file's re-read brings them, and
+            // this record, back in order.
+            return;
+        }
         let moved = match self.sessions.get(&key) {
             None => {
                 self.by_path

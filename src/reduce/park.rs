@@ -76,7 +76,15 @@ pub(super) struct Parked {
     pub(super) views: Vec<SessionChange>,
     /// Where the saved form goes, if anywhere but memory.
     spill: Option<Arc<dyn Spill>>,
+    /// Files whose parked sessions could not be read back, with the history cut-off then
+    /// in effect: each must be read again from its first byte ([`Reducer::take_lost`]),
+    /// and until then its records are left for that re-read.
+    pub(super) lost: Vec<(Arc<str>, Option<i64>)>,
 }
+
+/// Parked sessions that could not be read back (logged where it is found).
+#[derive(Debug)]
+pub(super) struct Unreadable;
 
 fn key_hash(key: &SessionKey) -> u64 {
     let mut h = DefaultHasher::new();
@@ -101,29 +109,37 @@ impl Parked {
         self.keys.get(&key_hash(key)).cloned()
     }
 
-    /// The sessions parked for `path`, as saved.
-    pub(super) fn saved(&self, path: &str) -> Option<Vec<SavedSession>> {
-        match self.files.get(path)?.saved() {
-            Ok(s) => Some(s),
-            Err(e) => {
-                // Written by this process: only a failing disk under the spill, or a bug.
-                tracing::error!(path = %path, error = %e, "Parked sessions unreadable.");
-                None
-            }
-        }
+    /// The sessions parked for `path`, as saved; `Ok(None)` if none are.
+    pub(super) fn saved(&self, path: &str) -> Result<Option<Vec<SavedSession>>, Unreadable> {
+        let Some(blob) = self.files.get(path) else {
+            return Ok(None);
+        };
+        blob.saved().map(Some).map_err(|e| {
+            // Written by this process: only a failing disk under the spill, or a bug.
+            tracing::error!(path = %path, error = %e,
+                "Parked sessions unreadable; the transcript will be read again from its start.");
+            Unreadable
+        })
     }
 
-    /// Every parked session, as saved.
+    /// Every parked session, as saved (none of a file that cannot be read back).
     pub(super) fn all(&self) -> Vec<(Arc<str>, SavedSession)> {
         self.files
             .keys()
             .flat_map(|p| {
                 self.saved(p)
+                    .ok()
+                    .flatten()
                     .unwrap_or_default()
                     .into_iter()
                     .map(move |s| (p.clone(), s))
             })
             .collect()
+    }
+
+    /// True while records from `path` must wait for its re-read.
+    pub(super) fn is_lost(&self, path: &str) -> bool {
+        !self.lost.is_empty() && self.lost.iter().any(|(p, _)| &**p == path)
     }
 
     pub(super) fn has_views(&self) -> bool {
@@ -157,7 +173,9 @@ impl Reducer {
         if !still || self.parked.has(path) {
             return false;
         }
-        let saved = self.save_path(path, now);
+        let Some(saved) = self.save_path(path, now) else {
+            return false;
+        };
         let Ok(json) = serde_json::to_string(&saved) else {
             return false;
         };
@@ -188,12 +206,22 @@ impl Reducer {
         true
     }
 
-    /// Brings back the sessions parked for `path`, if any.
+    /// Brings back the sessions parked for `path`, if any. If they cannot be read back,
+    /// the file is marked lost: read again from its first byte, its sessions come back
+    /// as they were, and the seen-set keeps that re-read silent.
     pub(super) fn unpark(&mut self, path: &str, now: Now) {
-        let saved = self.parked.saved(path).unwrap_or_default();
+        let read = self.parked.saved(path);
         let Some((path, _)) = self.parked.files.remove_entry(path) else {
             return;
         };
+        let Ok(saved) = read else {
+            self.parked.keys.retain(|_, p| *p != path);
+            if !self.parked.is_lost(&path) {
+                self.parked.lost.push((path, self.history_before));
+            }
+            return;
+        };
+        let saved = saved.unwrap_or_default();
         for s in &saved {
             self.parked.keys.remove(&key_hash(&s.key));
         }
@@ -219,6 +247,13 @@ impl Reducer {
     /// How many sessions are parked.
     pub fn parked_count(&self) -> usize {
         self.parked.len()
+    }
+
+    /// The files whose parked sessions could not be read back, each with the history
+    /// cut-off to read it again with (see [`Reducer::set_history_before`]). The caller
+    /// reads each again from its first byte; from now on its records are taken again.
+    pub fn take_lost(&mut self) -> Vec<(Arc<str>, Option<i64>)> {
+        std::mem::take(&mut self.parked.lost)
     }
 }
 

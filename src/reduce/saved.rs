@@ -79,6 +79,8 @@ impl Reducer {
     pub fn forget_path(&mut self, path: &str) {
         // Brought back first, so `status` hears of their removal like any other's.
         self.unpark(path, Now::virtual_at(0));
+        // If they could not be, nothing is left to re-read: they go with the file.
+        self.parked.lost.retain(|(p, _)| &**p != path);
         // The file may be read again from its first byte: its records are new then.
         self.repeats.clear();
         for key in self.by_path.remove(path).unwrap_or_default() {
@@ -88,10 +90,14 @@ impl Reducer {
         }
     }
 
-    /// The state of every session last fed from `path`, as of `now`.
-    pub fn save_path(&self, path: &str, now: Now) -> Vec<SavedSession> {
-        if let Some(saved) = self.parked.saved(path) {
-            return saved;
+    /// The state of every session last fed from `path`, as of `now`; `None` if they are
+    /// parked and cannot be read back (the file is then to be read again from its start).
+    pub fn save_path(&self, path: &str, now: Now) -> Option<Vec<SavedSession>> {
+        if let Some(saved) = self.parked.saved(path).ok()? {
+            return Some(saved);
+        }
+        if self.parked.is_lost(path) {
+            return None;
         }
         let keys = self.by_path.get(path).map_or(&[][..], Vec::as_slice);
         let mut out: Vec<SavedSession> = keys
@@ -110,7 +116,7 @@ impl Reducer {
             })
             .collect();
         out.sort_by(|a, b| a.key.cmp(&b.key));
-        out
+        Some(out)
     }
 
     /// Takes back sessions [`Reducer::save_path`] gave for `path`. A pending completion

@@ -39,6 +39,10 @@ pub struct SpillFile {
     roll_at: u64,
     /// A write failed: nothing more is taken.
     failed: AtomicBool,
+    /// At [`MAX_FILES`] since the last put taken: logged once each time it is reached.
+    capped: AtomicBool,
+    /// Test only: every read back fails, as on a failing disk.
+    unreadable: bool,
 }
 
 /// The file being appended to.
@@ -73,6 +77,7 @@ struct Put {
     region: Arc<Region>,
     at: u64,
     len: usize,
+    unreadable: bool,
 }
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -95,7 +100,16 @@ impl SpillFile {
             }),
             roll_at: ROLL_AT,
             failed: AtomicBool::new(false),
+            capped: AtomicBool::new(false),
+            unreadable: false,
         })
+    }
+
+    /// Test only: with `yes`, nothing put can be read back (a failing disk).
+    #[must_use]
+    pub fn unreadable(mut self, yes: bool) -> SpillFile {
+        self.unreadable = yes;
+        self
     }
 
     fn region(&self) -> Option<Arc<Region>> {
@@ -103,8 +117,13 @@ impl SpillFile {
         if lock(&current.region.tail).end() >= self.roll_at {
             current.older.retain(|w| w.strong_count() > 0);
             if current.older.len() + 1 >= MAX_FILES {
+                if !self.capped.swap(true, Ordering::Relaxed) {
+                    tracing::info!(dir = %self.dir.display(), files = MAX_FILES,
+                        "Spill files at their cap; newly parked sessions stay in memory until an old file is let go.");
+                }
                 return None;
             }
+            self.capped.store(false, Ordering::Relaxed);
             match Region::create(&self.dir, current.started) {
                 Ok(r) => {
                     let old = std::mem::replace(&mut current.region, Arc::new(r));
@@ -133,8 +152,10 @@ impl Spill for SpillFile {
             let mut tail = lock(&region.tail);
             let at = tail.end();
             tail.buffer.extend_from_slice(bytes);
-            if tail.buffer.len() >= FLUSH_AT && !region.flush(&mut tail) {
-                tracing::warn!(dir = %self.dir.display(),
+            if tail.buffer.len() >= FLUSH_AT
+                && let Err(e) = region.flush(&mut tail)
+            {
+                tracing::warn!(dir = %self.dir.display(), error = %e,
                     "Cannot write the spill file; parked sessions stay in memory.");
                 self.failed.store(true, Ordering::Relaxed);
             }
@@ -144,12 +165,17 @@ impl Spill for SpillFile {
             region,
             at,
             len: bytes.len(),
+            unreadable: self.unreadable,
         }))
     }
 }
 
 impl Spilled for Put {
     fn read(&self) -> Option<Vec<u8>> {
+        if self.unreadable {
+            tracing::error!("Cannot read the spill file back: a test said so.");
+            return None;
+        }
         {
             let tail = lock(&self.region.tail);
             if self.at >= tail.written {
@@ -193,10 +219,10 @@ impl Region {
         })
     }
 
-    /// Writes the buffer out; false if that failed (the buffer is then kept for good).
-    fn flush(&self, tail: &mut Tail) -> bool {
+    /// Writes the buffer out; if that fails the buffer is kept for good (the caller logs).
+    fn flush(&self, tail: &mut Tail) -> io::Result<()> {
         if tail.failed {
-            return false;
+            return Err(io::Error::other("an earlier write failed"));
         }
         match self.file.write_all_at(&tail.buffer, tail.written) {
             Ok(()) => {
@@ -204,13 +230,12 @@ impl Region {
                 tail.buffer.clear();
                 // One large put must not keep a large buffer for good.
                 tail.buffer.shrink_to(FLUSH_AT);
-                true
+                Ok(())
             }
             Err(e) => {
-                tracing::warn!(error = %e, "Spill file write failed.");
                 tail.failed = true;
                 tail.buffer.shrink_to_fit();
-                false
+                Err(e)
             }
         }
     }
