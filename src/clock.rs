@@ -144,12 +144,31 @@ pub fn format_rfc3339(ms: i64) -> String {
     let days = secs.div_euclid(86_400);
     let sod = secs.rem_euclid(86_400);
     let (y, m, d) = civil_from_days(days);
-    format!(
-        "{y:04}-{m:02}-{d:02}T{:02}:{:02}:{:02}.{milli:03}Z",
-        sod / 3600,
-        (sod / 60) % 60,
-        sod % 60
-    )
+    let (h, min, sec) = (sod / 3600, (sod / 60) % 60, sod % 60);
+    let Ok(y4) = u16::try_from(y).map(i64::from) else {
+        return format!("{y:04}-{m:02}-{d:02}T{h:02}:{min:02}:{sec:02}.{milli:03}Z");
+    };
+    if y4 > 9999 {
+        return format!("{y:04}-{m:02}-{d:02}T{h:02}:{min:02}:{sec:02}.{milli:03}Z");
+    }
+    // By hand: every `status` and `scan` row formats one, and `format!` costs more
+    // than the rest of the row's numbers together.
+    let mut b = *b"0000-00-00T00:00:00.000Z";
+    let mut put = |at: usize, n: i64, digits: usize| {
+        let mut n = n;
+        for i in (at..at + digits).rev() {
+            b[i] = b'0' + u8::try_from(n % 10).unwrap_or(0);
+            n /= 10;
+        }
+    };
+    put(0, y4, 4);
+    put(5, m, 2);
+    put(8, d, 2);
+    put(11, h, 2);
+    put(14, min, 2);
+    put(17, sec, 2);
+    put(20, milli, 3);
+    String::from_utf8_lossy(&b).into_owned()
 }
 
 /// Unix milliseconds as a person reads them: the time of day in the system's zone (`TZ`
@@ -288,6 +307,26 @@ mod tests {
         assert_eq!(
             parse_rfc3339("2026-08-03T11:20:00.123456789Z"),
             parse_rfc3339("2026-08-03T11:20:00.123Z")
+        );
+    }
+
+    #[test]
+    fn formats_as_jiff_does_across_the_range() {
+        // Every year from 1 to 9999 and the edges past it, against jiff's own form.
+        let mut ms = -62_135_596_800_000; // 0001-01-01T00:00:00Z
+        while ms < 253_402_300_800_000 {
+            let want = jiff::Timestamp::from_millisecond(ms)
+                .unwrap()
+                .strftime("%Y-%m-%dT%H:%M:%S.%3fZ")
+                .to_string();
+            assert_eq!(format_rfc3339(ms), want, "{ms}");
+            assert_eq!(parse_rfc3339(&want), Some(ms), "{want}");
+            ms += 9_876_543_210_987 / 1000 + 1;
+        }
+        assert_eq!(format_rfc3339(-1), "1969-12-31T23:59:59.999Z");
+        assert_eq!(
+            format_rfc3339(253_402_300_800_000),
+            "10000-01-01T00:00:00.000Z"
         );
     }
 

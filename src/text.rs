@@ -155,6 +155,11 @@ impl<I: Iterator<Item = char>> Iterator for Printable<I> {
 /// `s` without terminal escapes, control characters (whitespace controls included) or
 /// invisible characters.
 pub fn strip_terminal(s: &str) -> String {
+    if s.bytes().all(|b| (0x20..0x7f).contains(&b)) {
+        // Printable ASCII has no escape, control or invisible character: the common
+        // case, without walking it char by char (a `status` row takes several).
+        return s.to_owned();
+    }
     Printable::new(s.chars())
         .filter(|c| !c.is_control())
         .collect()
@@ -197,13 +202,21 @@ const DIR_NAME_MAX: usize = 40;
 /// path components (`/home/me/src/my-web-app` → `my-web-app`, or `src/my-web-app` for
 /// 2), made printable and capped. `None` when nothing printable is left.
 pub fn dir_name(dir: &str, components: usize) -> Option<String> {
-    let parts: Vec<String> = dir
-        .split(['/', '\\'])
-        .map(|p| strip_terminal(p).trim().to_owned())
-        .filter(|p| !p.is_empty())
-        .collect();
-    let start = parts.len().saturating_sub(components.max(1));
-    let name = parts[start..].join("/");
+    let want = components.max(1);
+    // From the end: only the components shown are made printable.
+    let mut parts: Vec<String> = Vec::with_capacity(want);
+    for p in dir.rsplit(['/', '\\']) {
+        if parts.len() == want {
+            break;
+        }
+        let p = strip_terminal(p);
+        let p = p.trim();
+        if !p.is_empty() {
+            parts.push(p.to_owned());
+        }
+    }
+    parts.reverse();
+    let name = parts.join("/");
     if name.is_empty() {
         return None;
     }

@@ -10,7 +10,7 @@
 //! [`Reducer::take_changes`]: crate::reduce::Reducer::take_changes
 
 use crate::model::{SessionKey, SessionState};
-use crate::reduce::{ParkedView, SessionChange, SessionView};
+use crate::reduce::{ParkedView, SessionChange, SessionView, Spill, Spilled};
 use crossbeam_channel::{Receiver, Sender, never, select};
 use std::collections::BTreeMap;
 use std::io;
@@ -22,6 +22,54 @@ pub type Batch = Vec<SessionChange>;
 
 /// Every session's view, sorted by key.
 pub type Snapshot = Vec<Arc<SessionView>>;
+
+/// How a parked session's `status` row is kept: formatted once, when it is parked, and
+/// put in `spill`. It cannot change while parked (a parked session is never working,
+/// so never stale), and a `status` call then copies it instead of reading back and
+/// parsing the session's whole saved state and formatting it again.
+pub struct ParkedRows {
+    pub spill: Arc<dyn Spill>,
+    /// The row's bytes, without the line end (the socket's format: `views/` knows none).
+    pub format: fn(&SessionView) -> Vec<u8>,
+}
+
+impl std::fmt::Debug for ParkedRows {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ParkedRows").finish_non_exhaustive()
+    }
+}
+
+/// One session of a `status` answer, as the table keeps it: resolved into a row by the
+/// asking thread, not the keeper.
+#[derive(Debug, Clone)]
+pub enum RowSource {
+    View(Arc<SessionView>),
+    Parked {
+        key: SessionKey,
+        view: ParkedView,
+        /// Its row as formatted when parked, if it could be kept.
+        row: Option<Arc<dyn Spilled>>,
+    },
+}
+
+impl RowSource {
+    /// The row's bytes as formatted when parked; `None` for a live session, or if they
+    /// cannot be read back (then format [`RowSource::view`]).
+    pub fn row(&self) -> Option<Vec<u8>> {
+        match self {
+            RowSource::View(_) => None,
+            RowSource::Parked { row, .. } => row.as_ref()?.read(),
+        }
+    }
+
+    /// The session's view (a parked one read back from its saved form).
+    pub fn view(&self) -> Option<Arc<SessionView>> {
+        match self {
+            RowSource::View(v) => Some(v.clone()),
+            RowSource::Parked { key, view, .. } => view.view(key).map(Arc::new),
+        }
+    }
+}
 
 /// How many main sessions (not subagents) are in each state.
 #[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
@@ -61,14 +109,14 @@ impl Counts {
 #[derive(Debug)]
 enum Entry {
     Live(Arc<SessionView>),
-    Parked(ParkedView),
+    Parked(ParkedView, Option<Arc<dyn Spilled>>),
 }
 
 impl Entry {
     fn state(&self) -> SessionState {
         match self {
             Entry::Live(v) => v.state,
-            Entry::Parked(p) => p.state,
+            Entry::Parked(p, _) => p.state,
         }
     }
 }
@@ -80,9 +128,19 @@ pub struct Table {
     counts: Counts,
     /// `baton_sessions`, kept with `counts`.
     metrics: Option<Arc<crate::metrics::Metrics>>,
+    /// Where parked sessions' rows are kept, if anywhere.
+    rows: Option<ParkedRows>,
 }
 
 impl Table {
+    /// A table that keeps parked sessions' rows in `rows` (see [`ParkedRows`]).
+    pub fn with_parked_rows(rows: ParkedRows) -> Table {
+        Table {
+            rows: Some(rows),
+            ..Table::default()
+        }
+    }
+
     /// Applies one batch of changes: costs the batch, not the table.
     pub fn apply(&mut self, batch: Batch) {
         for change in batch {
@@ -99,7 +157,14 @@ impl Table {
                 SessionChange::Parked(key, p) => {
                     self.counts.add(&key, p.state);
                     self.gauge(&key, p.state, 1);
-                    (key.clone(), self.sessions.insert(key, Entry::Parked(p)))
+                    let row = self.rows.as_ref().and_then(|r| {
+                        let view = p.view(&key)?;
+                        r.spill.put(&(r.format)(&view))
+                    });
+                    (
+                        key.clone(),
+                        self.sessions.insert(key, Entry::Parked(p, row)),
+                    )
                 }
                 SessionChange::Removed(key) => {
                     let old = self.sessions.remove(&key);
@@ -128,7 +193,23 @@ impl Table {
             .iter()
             .filter_map(|(k, e)| match e {
                 Entry::Live(v) => Some(v.clone()),
-                Entry::Parked(p) => p.view(k).map(Arc::new),
+                Entry::Parked(p, _) => p.view(k).map(Arc::new),
+            })
+            .collect()
+    }
+
+    /// Every session's row source, sorted by key: cheap (shared handles), so the keeper
+    /// is free again at once and the asking thread does the reading.
+    pub fn rows(&self) -> Vec<RowSource> {
+        self.sessions
+            .iter()
+            .map(|(k, e)| match e {
+                Entry::Live(v) => RowSource::View(v.clone()),
+                Entry::Parked(p, row) => RowSource::Parked {
+                    key: k.clone(),
+                    view: p.clone(),
+                    row: row.clone(),
+                },
             })
             .collect()
     }
@@ -152,7 +233,13 @@ pub type ChangeTx = Sender<Batch>;
 /// Asks the keeper for snapshots; cheap to clone.
 #[derive(Clone)]
 pub struct Client {
-    requests: Sender<Sender<Snapshot>>,
+    requests: Sender<Request>,
+}
+
+/// What a [`Client`] asks the keeper for.
+enum Request {
+    Snapshot(Sender<Snapshot>),
+    Rows(Sender<Vec<RowSource>>),
 }
 
 impl Client {
@@ -160,8 +247,18 @@ impl Client {
     /// once the keeper is gone (at shutdown).
     pub fn snapshot(&self) -> Snapshot {
         let (tx, rx) = crossbeam_channel::bounded(1);
-        if self.requests.send(tx).is_err() {
+        if self.requests.send(Request::Snapshot(tx)).is_err() {
             return Snapshot::new();
+        }
+        rx.recv().unwrap_or_default()
+    }
+
+    /// Every session's row source (for `status`), as of the same point as
+    /// [`Client::snapshot`].
+    pub fn rows(&self) -> Vec<RowSource> {
+        let (tx, rx) = crossbeam_channel::bounded(1);
+        if self.requests.send(Request::Rows(tx)).is_err() {
+            return Vec::new();
         }
         rx.recv().unwrap_or_default()
     }
@@ -171,10 +268,11 @@ impl Client {
 /// and ends when both the core's sender and every [`Client`] are gone. Not on the
 /// shutdown token itself: `status` is answered until the socket closes, and the core and
 /// the socket server, which hold those ends, stop on the token. With `metrics`, it keeps
-/// `baton_sessions` there too.
+/// `baton_sessions` there too; with `rows`, it keeps parked sessions' rows there.
 pub fn spawn(
     counts: watch::Sender<Counts>,
     metrics: Option<Arc<crate::metrics::Metrics>>,
+    rows: Option<ParkedRows>,
 ) -> io::Result<(ChangeTx, Client)> {
     // Unbounded: the core must never wait for `status`. The keeper drains it at once,
     // so it holds at most the batches of one scheduling delay.
@@ -182,7 +280,7 @@ pub fn spawn(
     let (requests_tx, requests) = crossbeam_channel::unbounded();
     std::thread::Builder::new()
         .name("baton-views".to_owned())
-        .spawn(move || keep(&changes, &requests, &counts, metrics))?;
+        .spawn(move || keep(&changes, &requests, &counts, metrics, rows))?;
     Ok((
         change_tx,
         Client {
@@ -193,12 +291,14 @@ pub fn spawn(
 
 fn keep(
     changes: &Receiver<Batch>,
-    requests: &Receiver<Sender<Snapshot>>,
+    requests: &Receiver<Request>,
     counts: &watch::Sender<Counts>,
     metrics: Option<Arc<crate::metrics::Metrics>>,
+    rows: Option<ParkedRows>,
 ) {
     let mut table = Table {
         metrics,
+        rows,
         ..Table::default()
     };
     let (no_changes, no_requests) = (never(), never());
@@ -222,7 +322,14 @@ fn keep(
                     // What the core sent before the request was made counts.
                     drain(changes, &mut table);
                     publish(&table);
-                    let _ = reply.send(table.snapshot());
+                    match reply {
+                        Request::Snapshot(tx) => {
+                            let _ = tx.send(table.snapshot());
+                        }
+                        Request::Rows(tx) => {
+                            let _ = tx.send(table.rows());
+                        }
+                    }
                 }
                 Err(_) => requests = None,
             },
@@ -310,7 +417,7 @@ mod tests {
     #[test]
     fn keeper_answers_with_every_batch_sent_before_the_request() {
         let (counts_tx, mut counts) = watch::channel(Counts::default());
-        let (tx, client) = spawn(counts_tx, None).unwrap();
+        let (tx, client) = spawn(counts_tx, None, None).unwrap();
         for i in 0..100 {
             let name = format!("s{i:03}");
             tx.send(vec![SessionChange::Updated(view(

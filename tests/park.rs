@@ -10,8 +10,9 @@ use baton::clock::Now;
 use baton::feed::FileFeed;
 use baton::model::Event;
 use baton::reduce::{Reducer, SessionView};
+use baton::session_row::Command;
 use baton::state::spill::SpillFile;
-use baton::views::Table;
+use baton::views::{ParkedRows, RowSource, Table};
 use baton::watch::{self, Root};
 use std::io::Write;
 use std::sync::Arc;
@@ -42,11 +43,17 @@ fn run_corpus(park: bool, spill: Option<&std::path::Path>) -> Option<Run> {
     });
     files.sort_by(|a, b| a.path.cmp(&b.path));
     let mut r = Reducer::new(SETTLE_MS, 65_536);
+    let mut table = Table::default();
     if let Some(dir) = spill {
-        r.spill_parked(Arc::new(SpillFile::new(dir).unwrap()));
+        let spill: Arc<dyn baton::reduce::Spill> = Arc::new(SpillFile::new(dir).unwrap());
+        r.spill_parked(spill.clone());
+        // As the daemon's: parked sessions' `status` rows go to the same spill.
+        table = Table::with_parked_rows(ParkedRows {
+            spill,
+            format: baton::socket::parked_row,
+        });
     }
     r.track_changes();
-    let mut table = Table::default();
     let mut out = Vec::new();
     let mut clock = 0;
     let mut read: Vec<Arc<str>> = Vec::new();
@@ -68,6 +75,9 @@ fn run_corpus(park: bool, spill: Option<&std::path::Path>) -> Option<Run> {
     }
     r.tick(Now::virtual_at(clock + 10 * SETTLE_MS as i64), &mut out);
     table.apply(r.take_changes());
+    if spill.is_some() {
+        parked_rows_are_the_status_rows(&table, &r.sessions(), clock);
+    }
     let kept = table.snapshot().iter().map(|v| (**v).clone()).collect();
     let saved = read
         .iter()
@@ -96,6 +106,35 @@ fn parking_into_the_spill_file_changes_nothing_on_the_corpus() {
         0,
         "the spill file was unlinked once open"
     );
+}
+
+/// Every parked session's row kept by `table` is the line `status` writes for its view,
+/// whenever it is asked: a parked session is never working, so never shown stale.
+fn parked_rows_are_the_status_rows(table: &Table, sessions: &[SessionView], clock: i64) {
+    let rows = table.rows();
+    assert_eq!(rows.len(), sessions.len());
+    let mut parked = 0;
+    for (source, view) in rows.iter().zip(sessions) {
+        let Some(row) = source.row() else {
+            assert!(
+                matches!(source, RowSource::View(_)),
+                "a parked row unreadable"
+            );
+            continue;
+        };
+        parked += 1;
+        for (now, after) in [(clock, 1), (clock + 86_400_000, 60_000), (0, u64::MAX)] {
+            let mut line = Vec::new();
+            baton::session_row::write_line(view, now, after, Command::Status, &mut line).unwrap();
+            assert_eq!(
+                String::from_utf8_lossy(&row) + "\n",
+                String::from_utf8_lossy(&line),
+                "{}",
+                view.path
+            );
+        }
+    }
+    assert!(parked > 20, "rows kept for parked sessions: {parked}");
 }
 
 /// Asserts that a run with parking (`parked`) saw what one without did.

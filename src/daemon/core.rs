@@ -82,6 +82,7 @@ impl Core {
         hints: HintRx,
         mut outbox: Outbox,
         mut loaded: Loaded,
+        spill: Option<Arc<dyn crate::reduce::Spill>>,
     ) -> Result<Self, Error> {
         let native = match settings.watcher {
             WatcherMode::Poll => None,
@@ -103,12 +104,8 @@ impl Core {
         let run_id = format!("{}:{start}", std::process::id());
         let mut reducer = Reducer::new(settings.settle_ms, dedup_capacity());
         reducer.record_decided();
-        match crate::state::spill::SpillFile::new(&settings.state_dir) {
-            Ok(spill) => {
-                reducer.spill_parked(Arc::new(spill.unreadable(settings.spill_unreadable)))
-            }
-            Err(e) => tracing::warn!(error = %e,
-                "No spill file for parked sessions; they stay in memory."),
+        if let Some(spill) = spill {
+            reducer.spill_parked(spill);
         }
         let restored = durable::restore(&mut loaded, &mut reducer, start);
         let clock = Clock::start();

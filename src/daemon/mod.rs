@@ -202,10 +202,28 @@ pub async fn run(settings: Settings, shutdown: impl Future<Output = ()>) -> Resu
             Arc::new(crate::metrics::Metrics::new(Arc::clone(&readout))),
         )
     });
+    // One scratch file for what parked sessions keep out of memory: the reducer's saved
+    // sessions and the `status` table's rows (the state directory is locked by now).
+    let spill: Option<Arc<dyn crate::reduce::Spill>> = match crate::state::spill::SpillFile::new(
+        &settings.state_dir,
+    ) {
+        Ok(s) => Some(Arc::new(s.unreadable(settings.spill_unreadable))),
+        Err(e) => {
+            tracing::warn!(error = %e, "No spill file for parked sessions; they stay in memory.");
+            None
+        }
+    };
     let (counts_tx, counts_rx) = tokio::sync::watch::channel(crate::views::Counts::default());
-    let (views_tx, views) =
-        crate::views::spawn(counts_tx, metrics.as_ref().map(|(_, m)| Arc::clone(m)))
-            .map_err(|e| Error::Start(format!("the status thread: {e}")))?;
+    let rows = spill.clone().map(|spill| crate::views::ParkedRows {
+        spill,
+        format: crate::socket::parked_row,
+    });
+    let (views_tx, views) = crate::views::spawn(
+        counts_tx,
+        metrics.as_ref().map(|(_, m)| Arc::clone(m)),
+        rows,
+    )
+    .map_err(|e| Error::Start(format!("the status thread: {e}")))?;
     let hub = crate::socket::Hub::new(views, crate::socket::CLIENT_QUEUE, board);
     hub.remote_links().count_into(Arc::clone(&readout));
     // The roots the person named (the defaults appear as their agents are installed, and
@@ -271,7 +289,7 @@ pub async fn run(settings: Settings, shutdown: impl Future<Output = ()>) -> Resu
     let (poll_tx, poll_rx) = tokio::sync::watch::channel(true);
     let watchdog = service::watchdog_interval();
     let heartbeat = Arc::new(std::sync::atomic::AtomicU64::new(0));
-    let core = core::Core::new(&settings, hint_tx.clone(), hint_rx, outbox, loaded)?
+    let core = core::Core::new(&settings, hint_tx.clone(), hint_rx, outbox, loaded, spill)?
         .with_remotes(remote_rx)
         .with_views(views_tx)
         .with_poll_gate(poll_tx)

@@ -282,6 +282,19 @@ fn write_status_line(
     crate::session_row::write_line(v, now, after_ms, crate::session_row::Command::Status, out)
 }
 
+/// A parked session's `status` row, formatted once when it is parked (see
+/// [`crate::views::ParkedRows`]): the same bytes [`write_status_line`] writes for it at
+/// any time, since a parked session is never working (so never stale).
+pub fn parked_row(v: &SessionView) -> Vec<u8> {
+    let mut row = Vec::with_capacity(512);
+    // Into a Vec: cannot fail.
+    let _ = write_status_line(v, 0, u64::MAX, &mut row);
+    if row.last() == Some(&b'\n') {
+        row.pop();
+    }
+    row
+}
+
 /// The line that ends a `status` answer; it says so when the event stream is blocked,
 /// and lists the named roots that do not exist (yet) as `waiting`, the live mutes, the
 /// pages recently held back and how each remote's link stands, when there are any.

@@ -586,12 +586,22 @@ fn answer_status(stream: &UnixStream, hub: &Hub) -> io::Result<()> {
     stream.set_write_timeout(Some(WRITE_TIMEOUT))?;
     // Rows go out as they are formatted, through one bounded buffer.
     let mut out = BufWriter::with_capacity(STATUS_BUF, stream);
-    let views = hub.views.snapshot();
+    let rows = hub.views.rows();
     let (now, after) = (crate::clock::wall_now(), hub.stale_after());
-    for v in views.iter() {
-        write_status_line(v, now, after, &mut out)?;
+    let mut n = 0;
+    for r in &rows {
+        // A parked session's row as formatted when it was parked; any other formatted now.
+        if let Some(row) = r.row() {
+            out.write_all(&row)?;
+            out.write_all(b"\n")?;
+        } else if let Some(v) = r.view() {
+            write_status_line(&v, now, after, &mut out)?;
+        } else {
+            continue;
+        }
+        n += 1;
     }
-    writeln!(out, "{}", end_line(views.len(), hub))?;
+    writeln!(out, "{}", end_line(n, hub))?;
     out.flush()
 }
 
