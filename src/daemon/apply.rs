@@ -73,7 +73,8 @@ impl Reduce {
                     let keep = self.out.len();
                     let mut src = Src {
                         provider: read.provider,
-                        path: read.path,
+                        // What the reducer keeps of the path is the table's one copy.
+                        path: files.shared_name(read.path),
                         line: 0,
                     };
                     for (line, obs) in read.obs {

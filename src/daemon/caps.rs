@@ -7,7 +7,7 @@
 //! hands the sessions of files gone idle back as [`Step::Park`] for the core.
 
 use super::files::{Files, HISTORY_WARM, MAX_OPEN, mono_i};
-use super::read::{Step, path_arc};
+use super::read::Step;
 use crate::clock::Now;
 use std::path::Path;
 
@@ -20,7 +20,7 @@ impl Files {
         let mut warm = std::mem::take(&mut self.history_warm);
         warm.sort_by_key(|w| std::cmp::Reverse(w.0));
         for (_, p) in warm.into_iter().skip(HISTORY_WARM) {
-            if let Some(t) = self.table.get_mut(&p) {
+            if let Some(t) = self.table.get_mut(p.as_path()) {
                 t.go_cold();
             }
         }
@@ -44,7 +44,7 @@ impl Files {
             let Some((victim, ())) = self.handles.pop_lru() else {
                 break;
             };
-            if let Some(t) = self.table.get_mut(&victim) {
+            if let Some(t) = self.table.get_mut(victim.as_path()) {
                 t.tail.close();
             }
         }
@@ -57,7 +57,7 @@ impl Files {
         let now = self.clock.now();
         self.live.rebuild(
             mono_i(now),
-            self.table.iter().map(|(p, t)| (p, t.last_change)),
+            self.table.iter().map(|(p, t)| (p.path(), t.last_change)),
             open,
         );
         self.enforce_caps(now)
@@ -80,16 +80,16 @@ impl Files {
             if idle > cold {
                 // Idle that long, its sessions need no memory of their own until it
                 // changes (a no-op for a file already parked, or one time can change).
-                steps.push(Step::Park(path_arc(path), mono));
+                steps.push(Step::Park(path.name().clone(), mono));
             }
             if t.tail.is_open() && idle > HANDLE_IDLE_MS {
                 t.tail.close();
             }
             if t.tail.is_open() {
-                open.push((t.last_change, path.clone()));
+                open.push((t.last_change, path.to_path_buf()));
             }
             if t.feed.is_some() {
-                warm.push((t.last_change, path.clone()));
+                warm.push((t.last_change, path.to_path_buf()));
             }
         }
         for (list, cap, drop_feed) in [(open, MAX_OPEN, false), (warm, self.limits.max_warm, true)]
@@ -101,7 +101,7 @@ impl Files {
             list.sort();
             let excess = list.len() - cap;
             for (_, path) in list.into_iter().take(excess) {
-                if let Some(t) = self.table.get_mut(&path) {
+                if let Some(t) = self.table.get_mut(path.as_path()) {
                     t.tail.close();
                     if drop_feed {
                         t.go_cold();

@@ -14,6 +14,7 @@
 //! context in the same saved form ("cold"), so waking it up costs what was appended,
 //! not the whole file.
 
+use super::name::FileName;
 use super::read::{Commit, Mode, More, READ_CHUNK, Read, Step, path_arc};
 use super::tracked::Tracked;
 use crate::clock::{Clock, Now};
@@ -107,7 +108,8 @@ pub(super) enum Look {
 pub(super) struct Files {
     /// Boxed: the map keeps room for more entries than it holds, and an empty slot should
     /// cost a pointer, not a whole entry.
-    pub(super) table: HashMap<PathBuf, Box<Tracked>>,
+    /// Keyed by the file's one shared name ([`FileName`]).
+    pub(super) table: HashMap<FileName, Box<Tracked>>,
     /// Files stat'ed on every poll.
     pub(super) live: Live,
     pub(super) counters: Counters,
@@ -210,6 +212,24 @@ impl Files {
         self.live.is_empty()
     }
 
+    /// The name a file is known by: for a tracked file the table's own, shared with every
+    /// holder (see `name.rs`), else a new one.
+    pub fn name(&self, path: &Path) -> Arc<str> {
+        match self.table.get_key_value(path) {
+            Some((k, _)) => k.name().clone(),
+            None => path_arc(path),
+        }
+    }
+
+    /// `name` as the table holds it, when it names a tracked file: what a read carries is
+    /// its projector's copy, which goes when the projector does.
+    pub fn shared_name(&self, name: Arc<str>) -> Arc<str> {
+        match self.table.get_key_value(Path::new(&*name)) {
+            Some((k, _)) if **k.name() == *name => k.name().clone(),
+            _ => name,
+        }
+    }
+
     pub fn tracked(&self, path: &Path) -> Option<&Tracked> {
         self.table.get(path).map(|t| &**t)
     }
@@ -218,8 +238,8 @@ impl Files {
     pub fn unlisted_in(&self, dir: &Path, seen: &HashSet<PathBuf>) -> Vec<PathBuf> {
         self.table
             .keys()
-            .filter(|p| p.parent() == Some(dir) && !seen.contains(*p))
-            .cloned()
+            .filter(|p| p.parent() == Some(dir) && !seen.contains(p.path()))
+            .map(|p| p.to_path_buf())
             .collect()
     }
 
@@ -228,7 +248,7 @@ impl Files {
         self.table
             .keys()
             .filter(|p| p.starts_with(dir))
-            .cloned()
+            .map(|p| p.to_path_buf())
             .collect()
     }
 
@@ -454,7 +474,7 @@ impl Files {
     /// Commits the tail of a read whose observations are reduced; true if the file's
     /// checkpoint moved.
     pub(super) fn commit(&mut self, c: Commit) -> bool {
-        let Some(t) = self.table.get_mut(&c.path) else {
+        let Some(t) = self.table.get_mut(c.path.as_path()) else {
             return false;
         };
         let before = (t.tail.offset(), t.tail.id());
@@ -478,7 +498,7 @@ impl Files {
             self.read_error(&c.path, &e);
         }
         if let Some(start) = c.count_from
-            && let Some(t) = self.table.get(&c.path)
+            && let Some(t) = self.table.get(c.path.as_path())
         {
             self.counters.history_bytes += t.tail.offset().saturating_sub(start);
         }
@@ -554,12 +574,60 @@ impl Files {
     pub fn changed(&self) -> Vec<PathBuf> {
         let mut changed = Vec::new();
         for (path, t) in &self.table {
-            let same = fs::metadata(path)
+            let same = fs::metadata(path.path())
                 .is_ok_and(|m| m.is_file() && t.tail.compare(&Stat::of(&m)) == Change::Same);
             if !same {
-                changed.push(path.clone());
+                changed.push(path.to_path_buf());
             }
         }
         changed
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::first::Admit;
+    use super::*;
+
+    fn files(root: &Path) -> Files {
+        Files::new(
+            Limits {
+                roots: vec![Root {
+                    path: root.to_path_buf(),
+                    provider: Some(crate::model::ProviderKind::Claude),
+                }],
+                max_line: 1 << 20,
+                max_warm: MAX_WARM,
+                catch_up_ms: 0,
+                liveness_after_ms: 60_000,
+                hang_core_on: None,
+                history_threads: 1,
+            },
+            Clock::start(),
+        )
+    }
+
+    #[test]
+    fn a_tracked_file_has_one_name_for_every_holder() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("projects").join("p").join("s.jsonl");
+        fs::create_dir_all(path.parent().unwrap()).unwrap();
+        fs::write(&path, b"{\"type\":\"user\"}\n").unwrap();
+        let meta = fs::metadata(&path).unwrap();
+        let mut f = files(&dir.path().join("projects"));
+        let before = f.name(&path);
+        assert!(!matches!(
+            f.admit(&path, &meta, Mode::Live, false),
+            Admit::Skip
+        ));
+        // A read carries its projector's own copy; the table hands back its own instead.
+        let name = f.name(&path);
+        assert_eq!(*name, *before);
+        assert!(!Arc::ptr_eq(&name, &before));
+        assert!(Arc::ptr_eq(&f.shared_name(before.clone()), &name));
+        assert!(Arc::ptr_eq(&f.name(&path), &name));
+        // Not tracked: the name given is kept.
+        let other: Arc<str> = Arc::from("/elsewhere/s.jsonl");
+        assert!(Arc::ptr_eq(&f.shared_name(other.clone()), &other));
     }
 }

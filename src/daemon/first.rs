@@ -7,7 +7,8 @@
 //! the first read returns between [`Files::admit`] and [`Files::finish_new`].
 
 use super::files::{Files, HISTORY_WARM, MAX_OPEN, mono_i};
-use super::read::{Commit, Mode, Read, Step, path_arc};
+use super::name::FileName;
+use super::read::{Commit, Mode, Read, Step};
 use super::tracked::Tracked;
 use crate::clock::Now;
 use crate::feed::FileFeed;
@@ -73,7 +74,7 @@ impl Files {
         };
         let defer = defer && mode == Mode::History;
         self.table.insert(
-            path.to_path_buf(),
+            FileName::new(path),
             Box::new(Tracked {
                 provider,
                 tail: TailState::new(stat.id),
@@ -112,6 +113,7 @@ impl Files {
     /// history, its handle closed and sent cold unless recent.
     pub(super) fn finish_new(&mut self, path: &Path, now: Now, mode: Mode) -> Vec<Step> {
         let cold = self.cold_ms();
+        let name = self.name(path);
         let mut steps = Vec::new();
         if mode == Mode::History
             && let Some(t) = self.table.get_mut(path)
@@ -121,13 +123,13 @@ impl Files {
             t.tail.close();
             if mono_i(now) - t.last_change > cold {
                 t.go_cold();
-                steps.push(Step::Park(path_arc(path), now));
+                steps.push(Step::Park(name, now));
             } else {
                 self.history_warm.push((t.last_change, path.to_path_buf()));
                 if self.history_warm.len() > 2 * HISTORY_WARM {
                     self.history_warm.sort_by_key(|w| std::cmp::Reverse(w.0));
                     for (_, p) in self.history_warm.drain(HISTORY_WARM..) {
-                        if let Some(t) = self.table.get_mut(&p) {
+                        if let Some(t) = self.table.get_mut(p.as_path()) {
                             t.go_cold();
                         }
                     }

@@ -34,6 +34,7 @@ mod files;
 mod first;
 mod history;
 pub mod liveness;
+mod name;
 mod outbox;
 mod read;
 pub mod registry;

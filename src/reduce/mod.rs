@@ -278,6 +278,8 @@ impl Reducer {
             .into_iter()
             .filter(|Reverse(e)| self.is_due_at(e))
             .collect();
+        // The collect above reuses the burst's allocation: give its room back.
+        self.deadlines.shrink_to_fit();
         self.sessions.shrink_to_fit();
         self.by_path.shrink_to_fit();
     }

@@ -474,10 +474,10 @@ impl Live {
     pub fn rebuild<'a>(
         &mut self,
         now: i64,
-        files: impl Iterator<Item = (&'a PathBuf, i64)>,
+        files: impl Iterator<Item = (&'a Path, i64)>,
         mut open: impl FnMut(&Path) -> bool,
     ) {
-        let mut live: Vec<(i64, &PathBuf)> = files
+        let mut live: Vec<(i64, &Path)> = files
             .filter(|(path, last_change)| {
                 let idle = now - last_change;
                 idle < LIVE_MS || (idle < OPEN_TURN_MS && open(path))
@@ -488,7 +488,7 @@ impl Live {
             live.sort_by_key(|w| std::cmp::Reverse(w.0));
             live.truncate(MAX_LIVE);
         }
-        self.paths = live.into_iter().map(|(_, p)| p.clone()).collect();
+        self.paths = live.into_iter().map(|(_, p)| p.to_path_buf()).collect();
     }
 }
 
