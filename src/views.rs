@@ -56,9 +56,15 @@ impl RowSource {
     /// The row's bytes as formatted when parked; `None` for a live session, or if they
     /// cannot be read back (then format [`RowSource::view`]).
     pub fn row(&self) -> Option<Vec<u8>> {
+        let mut out = Vec::new();
+        self.row_into(&mut out).then_some(out)
+    }
+
+    /// [`RowSource::row`], appended to `out`; false (and `out` as it was) if there is none.
+    pub fn row_into(&self, out: &mut Vec<u8>) -> bool {
         match self {
-            RowSource::View(_) => None,
-            RowSource::Parked { row, .. } => row.as_ref()?.read(),
+            RowSource::View(_) => false,
+            RowSource::Parked { row, .. } => row.as_ref().is_some_and(|r| r.read_into(out)),
         }
     }
 

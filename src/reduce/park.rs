@@ -35,6 +35,18 @@ pub trait Spill: Send + Sync + std::fmt::Debug {
 pub trait Spilled: Send + Sync + std::fmt::Debug {
     /// The bytes as put; `None` if they cannot be read back.
     fn read(&self) -> Option<Vec<u8>>;
+
+    /// Appends the bytes as put to `out`; false, with `out` as it was, if they cannot be
+    /// read back. For many small reads into one buffer (a `status` answer's rows).
+    fn read_into(&self, out: &mut Vec<u8>) -> bool {
+        match self.read() {
+            Some(b) => {
+                out.extend_from_slice(&b);
+                true
+            }
+            None => false,
+        }
+    }
 }
 
 /// A file's parked sessions as `SavedSession` JSON: in memory, or spilled.

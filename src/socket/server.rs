@@ -584,25 +584,31 @@ fn reply(stream: &UnixStream, line: &str) {
 
 fn answer_status(stream: &UnixStream, hub: &Hub) -> io::Result<()> {
     stream.set_write_timeout(Some(WRITE_TIMEOUT))?;
-    // Rows go out as they are formatted, through one bounded buffer.
-    let mut out = BufWriter::with_capacity(STATUS_BUF, stream);
+    // Rows go out as they are formatted, through one bounded buffer: a parked row is
+    // read from the spill straight into it.
+    let mut out = Vec::with_capacity(STATUS_BUF + 4096);
+    let mut stream = stream;
     let rows = hub.views.rows();
     let (now, after) = (crate::clock::wall_now(), hub.stale_after());
     let mut n = 0;
     for r in &rows {
         // A parked session's row as formatted when it was parked; any other formatted now.
-        if let Some(row) = r.row() {
-            out.write_all(&row)?;
-            out.write_all(b"\n")?;
+        if r.row_into(&mut out) {
+            out.push(b'\n');
         } else if let Some(v) = r.view() {
             write_status_line(&v, now, after, &mut out)?;
         } else {
             continue;
         }
         n += 1;
+        if out.len() >= STATUS_BUF {
+            stream.write_all(&out)?;
+            out.clear();
+        }
     }
     writeln!(out, "{}", end_line(n, hub))?;
-    out.flush()
+    stream.write_all(&out)?;
+    stream.flush()
 }
 
 fn follow(

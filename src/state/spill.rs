@@ -172,24 +172,40 @@ impl Spill for SpillFile {
 
 impl Spilled for Put {
     fn read(&self) -> Option<Vec<u8>> {
+        let mut out = Vec::with_capacity(self.len);
+        self.read_into(&mut out).then_some(out)
+    }
+
+    fn read_into(&self, out: &mut Vec<u8>) -> bool {
         if self.unreadable {
             tracing::error!("Cannot read the spill file back: a test said so.");
-            return None;
+            return false;
         }
         {
             let tail = lock(&self.region.tail);
             if self.at >= tail.written {
                 // Not written yet: from the buffer.
-                let from = usize::try_from(self.at - tail.written).ok()?;
-                return tail.buffer.get(from..from + self.len).map(<[u8]>::to_vec);
+                let Ok(from) = usize::try_from(self.at - tail.written) else {
+                    return false;
+                };
+                return match tail.buffer.get(from..from + self.len) {
+                    Some(b) => {
+                        out.extend_from_slice(b);
+                        true
+                    }
+                    None => false,
+                };
             }
         }
-        let mut out = vec![0; self.len];
-        match self.region.file.read_exact_at(&mut out, self.at) {
-            Ok(()) => Some(out),
+        // Read straight into `out`: no buffer of its own per read.
+        let start = out.len();
+        out.resize(start + self.len, 0);
+        match self.region.file.read_exact_at(&mut out[start..], self.at) {
+            Ok(()) => true,
             Err(e) => {
+                out.truncate(start);
                 tracing::error!(error = %e, "Cannot read the spill file back.");
-                None
+                false
             }
         }
     }
@@ -287,6 +303,19 @@ mod tests {
         for (bytes, put) in &puts {
             assert_eq!(put.read().as_deref(), Some(&bytes[..]));
         }
+        // Many reads into one buffer (a `status` answer): each appended, in order, from
+        // the file and from the buffer not written yet alike.
+        let mut all = b"head".to_vec();
+        let mut want = all.clone();
+        for (bytes, put) in &puts {
+            assert!(put.read_into(&mut all));
+            want.extend_from_slice(bytes);
+        }
+        assert_eq!(all, want);
+        let gone = SpillFile::new(dir.path()).unwrap().unreadable(true);
+        let put = gone.put(b"lost").unwrap();
+        assert!(!put.read_into(&mut all), "unreadable");
+        assert_eq!(all, want, "left as it was");
     }
 
     #[test]
