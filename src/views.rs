@@ -26,7 +26,9 @@ pub type Snapshot = Vec<Arc<SessionView>>;
 /// How a parked session's `status` row is kept: formatted once, when it is parked, and
 /// put in `spill`. It cannot change while parked (a parked session is never working,
 /// so never stale), and a `status` call then copies it instead of reading back and
-/// parsing the session's whole saved state and formatting it again.
+/// parsing the session's whole saved state and formatting it again. The rows of one
+/// batch go in together, up to [`ROWS_PUT`] bytes a put: a handle per row would cost
+/// more memory than the spill saves.
 pub struct ParkedRows {
     pub spill: Arc<dyn Spill>,
     /// The row's bytes, without the line end (the socket's format: `views/` knows none).
@@ -39,6 +41,24 @@ impl std::fmt::Debug for ParkedRows {
     }
 }
 
+/// Bytes of parked rows put in one spill record, at most (past one row).
+const ROWS_PUT: usize = 64 * 1024;
+
+/// A parked session's row: where it lies in the spill record its batch was put in.
+#[derive(Debug, Clone)]
+pub struct RowAt {
+    put: Arc<dyn Spilled>,
+    from: u32,
+    len: u32,
+}
+
+impl RowAt {
+    fn read_into(&self, out: &mut Vec<u8>) -> bool {
+        self.put
+            .read_range_into(self.from as usize, self.len as usize, out)
+    }
+}
+
 /// One session of a `status` answer, as the table keeps it: resolved into a row by the
 /// asking thread, not the keeper.
 #[derive(Debug, Clone)]
@@ -48,7 +68,7 @@ pub enum RowSource {
         key: SessionKey,
         view: ParkedView,
         /// Its row as formatted when parked, if it could be kept.
-        row: Option<Arc<dyn Spilled>>,
+        row: Option<RowAt>,
     },
 }
 
@@ -115,7 +135,7 @@ impl Counts {
 #[derive(Debug)]
 enum Entry {
     Live(Arc<SessionView>),
-    Parked(ParkedView, Option<Arc<dyn Spilled>>),
+    Parked(ParkedView, Option<RowAt>),
 }
 
 impl Entry {
@@ -149,6 +169,7 @@ impl Table {
 
     /// Applies one batch of changes: costs the batch, not the table.
     pub fn apply(&mut self, batch: Batch) {
+        let mut rows = self.park_rows(&batch).into_iter();
         for change in batch {
             let (key, old) = match change {
                 SessionChange::Updated(v) => {
@@ -163,10 +184,7 @@ impl Table {
                 SessionChange::Parked(key, p) => {
                     self.counts.add(&key, p.state);
                     self.gauge(&key, p.state, 1);
-                    let row = self.rows.as_ref().and_then(|r| {
-                        let view = p.view(&key)?;
-                        r.spill.put(&(r.format)(&view))
-                    });
+                    let row = rows.next().flatten();
                     (
                         key.clone(),
                         self.sessions.insert(key, Entry::Parked(p, row)),
@@ -182,6 +200,54 @@ impl Table {
                 self.gauge(&key, old.state(), -1);
             }
         }
+    }
+
+    /// The rows of the sessions `batch` parks, in its order, one for each: formatted and
+    /// put in the spill a few hundred at a time.
+    fn park_rows(&self, batch: &Batch) -> Vec<Option<RowAt>> {
+        let parked = batch
+            .iter()
+            .filter(|c| matches!(c, SessionChange::Parked(..)));
+        let Some(r) = &self.rows else {
+            return parked.map(|_| None).collect();
+        };
+        let mut out = Vec::new();
+        // Rows formatted but not put yet: their bytes, and (index in `out`, from, len).
+        let mut buf = Vec::new();
+        let mut pending: Vec<(usize, u32, u32)> = Vec::new();
+        let put = |buf: &mut Vec<u8>, pending: &mut Vec<_>, out: &mut Vec<Option<RowAt>>| {
+            if let Some(p) = (!buf.is_empty()).then(|| r.spill.put(buf)).flatten() {
+                for &(i, from, len) in pending.iter() {
+                    out[i] = Some(RowAt {
+                        put: p.clone(),
+                        from,
+                        len,
+                    });
+                }
+            }
+            buf.clear();
+            pending.clear();
+        };
+        for change in parked {
+            let SessionChange::Parked(key, p) = change else {
+                continue;
+            };
+            out.push(None);
+            let Some(view) = p.view(key) else {
+                continue;
+            };
+            let row = (r.format)(&view);
+            let (Ok(from), Ok(len)) = (u32::try_from(buf.len()), u32::try_from(row.len())) else {
+                continue;
+            };
+            buf.extend_from_slice(&row);
+            pending.push((out.len() - 1, from, len));
+            if buf.len() >= ROWS_PUT {
+                put(&mut buf, &mut pending, &mut out);
+            }
+        }
+        put(&mut buf, &mut pending, &mut out);
+        out
     }
 
     fn gauge(&self, key: &SessionKey, state: SessionState, delta: i64) {

@@ -47,6 +47,21 @@ pub trait Spilled: Send + Sync + std::fmt::Debug {
             None => false,
         }
     }
+
+    /// [`Spilled::read_into`] for `len` bytes from `from` of what was put: one of many
+    /// small records put together (a batch of `status` rows).
+    fn read_range_into(&self, from: usize, len: usize, out: &mut Vec<u8>) -> bool {
+        match self.read() {
+            Some(b) => match b.get(from..from.saturating_add(len)) {
+                Some(r) => {
+                    out.extend_from_slice(r);
+                    true
+                }
+                None => false,
+            },
+            None => false,
+        }
+    }
 }
 
 /// A file's parked sessions as `SavedSession` JSON: in memory, or spilled.

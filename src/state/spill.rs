@@ -177,18 +177,26 @@ impl Spilled for Put {
     }
 
     fn read_into(&self, out: &mut Vec<u8>) -> bool {
+        self.read_range_into(0, self.len, out)
+    }
+
+    fn read_range_into(&self, from: usize, len: usize, out: &mut Vec<u8>) -> bool {
         if self.unreadable {
             tracing::error!("Cannot read the spill file back: a test said so.");
             return false;
         }
+        if from.checked_add(len).is_none_or(|end| end > self.len) {
+            return false;
+        }
+        let at = self.at + from as u64;
         {
             let tail = lock(&self.region.tail);
-            if self.at >= tail.written {
+            if at >= tail.written {
                 // Not written yet: from the buffer.
-                let Ok(from) = usize::try_from(self.at - tail.written) else {
+                let Ok(i) = usize::try_from(at - tail.written) else {
                     return false;
                 };
-                return match tail.buffer.get(from..from + self.len) {
+                return match tail.buffer.get(i..i + len) {
                     Some(b) => {
                         out.extend_from_slice(b);
                         true
@@ -199,8 +207,8 @@ impl Spilled for Put {
         }
         // Read straight into `out`: no buffer of its own per read.
         let start = out.len();
-        out.resize(start + self.len, 0);
-        match self.region.file.read_exact_at(&mut out[start..], self.at) {
+        out.resize(start + len, 0);
+        match self.region.file.read_exact_at(&mut out[start..], at) {
             Ok(()) => true,
             Err(e) => {
                 out.truncate(start);
@@ -312,6 +320,15 @@ mod tests {
             want.extend_from_slice(bytes);
         }
         assert_eq!(all, want);
+        // A part of what was put, and nothing past its end (the next put's bytes).
+        for (bytes, put) in puts.iter().step_by(7) {
+            let mut part = Vec::new();
+            let (from, len) = (bytes.len() / 3, bytes.len() / 2);
+            assert!(put.read_range_into(from, len, &mut part));
+            assert_eq!(part, bytes[from..from + len]);
+            assert!(!put.read_range_into(from, bytes.len(), &mut part));
+            assert_eq!(part, bytes[from..from + len], "left as it was");
+        }
         let gone = SpillFile::new(dir.path()).unwrap().unreadable(true);
         let put = gone.put(b"lost").unwrap();
         assert!(!put.read_into(&mut all), "unreadable");
