@@ -21,7 +21,7 @@ impl Files {
         warm.sort_by_key(|w| std::cmp::Reverse(w.0));
         for (_, p) in warm.into_iter().skip(HISTORY_WARM) {
             if let Some(t) = self.table.get_mut(p.as_path()) {
-                t.go_cold();
+                t.go_cold(self.spill.as_ref());
             }
         }
         // Tail-first reads are a start-up burst: a live file is read on from its offset.
@@ -74,7 +74,7 @@ impl Files {
         for (path, t) in &mut self.table {
             let idle = now - t.last_change;
             if t.feed.is_some() && idle > cold {
-                t.go_cold();
+                t.go_cold(self.spill.as_ref());
                 t.tail.close();
             }
             if idle > cold {
@@ -104,7 +104,7 @@ impl Files {
                 if let Some(t) = self.table.get_mut(path.as_path()) {
                     t.tail.close();
                     if drop_feed {
-                        t.go_cold();
+                        t.go_cold(self.spill.as_ref());
                     }
                 }
             }

@@ -104,8 +104,8 @@ impl Core {
         let run_id = format!("{}:{start}", std::process::id());
         let mut reducer = Reducer::new(settings.settle_ms, dedup_capacity());
         reducer.record_decided();
-        if let Some(spill) = spill {
-            reducer.spill_parked(spill);
+        if let Some(spill) = &spill {
+            reducer.spill_parked(spill.clone());
         }
         let restored = durable::restore(&mut loaded, &mut reducer, start);
         let clock = Clock::start();
@@ -118,7 +118,10 @@ impl Core {
             hang_core_on: settings.hang_core_on.clone(),
             history_threads: settings.history_threads,
         };
-        let files = Files::new(limits, clock);
+        let mut files = Files::new(limits, clock);
+        if let Some(spill) = spill {
+            files.spill_cold(spill);
+        }
         let mut reduce = Reduce::new(reducer, restored.resume, restored.since);
         reduce.pending.decided = restored.decided;
         let heartbeat = files.heartbeat();

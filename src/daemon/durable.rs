@@ -208,7 +208,7 @@ fn checkpoint(path: &Path, t: &Tracked, reducer: &Reducer, now: Now) -> Checkpoi
     let path_s = path.to_string_lossy();
     let projector = match (&t.feed, &t.cold) {
         (Some(f), _) => Some(f.save()),
-        (None, Some(c)) => Some(c.to_string()),
+        (None, Some(c)) => c.text(),
         (None, None) => None,
     };
     Checkpoint {

@@ -130,6 +130,8 @@ pub(super) struct Files {
     heartbeat: Arc<AtomicU64>,
     /// The databases agents keep their sessions in, followed beside the files.
     pub(super) rows: super::rows::RowTable,
+    /// Where cold files' projector contexts go, if anywhere ([`Files::spill_cold`]).
+    pub(super) spill: Option<Arc<dyn crate::reduce::Spill>>,
 }
 
 impl Files {
@@ -146,7 +148,13 @@ impl Files {
             log: RateLimit::new(std::time::Duration::from_secs(60)),
             heartbeat: Arc::new(AtomicU64::new(0)),
             rows: super::rows::RowTable::default(),
+            spill: None,
         }
+    }
+
+    /// Cold files keep their projector context in `spill`, not in memory.
+    pub fn spill_cold(&mut self, spill: Arc<dyn crate::reduce::Spill>) {
+        self.spill = Some(spill);
     }
 
     /// The database root a change to `path` (the database or its `-wal`) is about, for a

@@ -122,7 +122,7 @@ impl Files {
             // recently changed keep their projector.
             t.tail.close();
             if mono_i(now) - t.last_change > cold {
-                t.go_cold();
+                t.go_cold(self.spill.as_ref());
                 steps.push(Step::Park(name, now));
             } else {
                 self.history_warm.push((t.last_change, path.to_path_buf()));
@@ -130,7 +130,7 @@ impl Files {
                     self.history_warm.sort_by_key(|w| std::cmp::Reverse(w.0));
                     for (_, p) in self.history_warm.drain(HISTORY_WARM..) {
                         if let Some(t) = self.table.get_mut(p.as_path()) {
-                            t.go_cold();
+                            t.go_cold(self.spill.as_ref());
                         }
                     }
                 }

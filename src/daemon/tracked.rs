@@ -3,8 +3,35 @@
 
 use crate::feed::FileFeed;
 use crate::model::ProviderKind;
+use crate::reduce::{Spill, Spilled};
 use crate::tail::TailState;
 use std::path::Path;
+use std::sync::Arc;
+
+/// A cold file's projector context, as saved: in memory, or in the spill (most files
+/// are cold, and the context is a tenth of what an idle file costs).
+pub(super) enum Cold {
+    Here(Box<str>),
+    Out(Arc<dyn Spilled>),
+}
+
+impl Cold {
+    fn new(saved: String, spill: Option<&Arc<dyn Spill>>) -> Cold {
+        match spill.and_then(|s| s.put(saved.as_bytes())) {
+            Some(out) => Cold::Out(out),
+            None => Cold::Here(saved.into_boxed_str()),
+        }
+    }
+
+    /// The context as saved; `None` if it cannot be read back (then the file is read
+    /// again from its first byte, as a file without one is).
+    pub fn text(&self) -> Option<String> {
+        match self {
+            Cold::Here(s) => Some(s.to_string()),
+            Cold::Out(out) => String::from_utf8(out.read()?).ok(),
+        }
+    }
+}
 
 pub(super) struct Tracked {
     pub provider: ProviderKind,
@@ -13,7 +40,7 @@ pub(super) struct Tracked {
     /// pointer, not a whole feed.
     pub feed: Option<Box<FileFeed>>,
     /// While cold: the projector's context at the committed offset, as saved.
-    pub cold: Option<Box<str>>,
+    pub cold: Option<Cold>,
     /// Monotonic ms of the last change seen; negative for changes before the start.
     pub(super) last_change: i64,
     /// When a read error was last logged as a warning (at most one a minute per file).
@@ -28,9 +55,9 @@ pub(super) struct Tracked {
 
 impl Tracked {
     /// Drops the projector, keeping its context in saved form.
-    pub(super) fn go_cold(&mut self) {
+    pub(super) fn go_cold(&mut self, spill: Option<&Arc<dyn Spill>>) {
         if let Some(f) = self.feed.take() {
-            self.cold = Some(f.save().into_boxed_str());
+            self.cold = Some(Cold::new(f.save(), spill));
         }
     }
 
@@ -47,7 +74,7 @@ impl Tracked {
         if self.feed.is_some() {
             return true;
         }
-        let Some(saved) = self.cold.take() else {
+        let Some(saved) = self.cold.take().and_then(|c| c.text()) else {
             return false;
         };
         let at = (self.tail.offset(), self.tail.line_no());
