@@ -13,6 +13,9 @@ use std::process::ExitCode;
 /// system within seconds. glibc's malloc keeps what a burst left in each thread's arena
 /// (the first save of every file's state after a first history read, the first `status`
 /// table), which at 10,000 sessions stayed resident as a third of the daemon's memory.
+/// The `system-alloc` feature leaves it out, for a heap profiler that sees only the
+/// system's malloc (`benches/heap_idle.py`).
+#[cfg(not(feature = "system-alloc"))]
 #[global_allocator]
 static GLOBAL: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
 

@@ -78,9 +78,15 @@ impl Eq for FileName {}
 
 #[cfg(test)]
 mod tests {
+    use super::super::files::{Files, Limits, MAX_WARM};
+    use super::super::first::Admit;
+    use super::super::read::Mode;
     use super::*;
+    use crate::clock::Clock;
+    use crate::watch::Root;
     use std::collections::HashMap;
     use std::ffi::OsStr;
+    use std::fs;
     use std::os::unix::ffi::OsStrExt;
 
     #[test]
@@ -100,5 +106,47 @@ mod tests {
         let (k, _) = m.get_key_value(utf8).unwrap();
         assert_eq!(&**k.name(), "/t/a b/ünï.jsonl");
         assert_eq!(&**k, utf8);
+    }
+
+    fn files(root: &Path) -> Files {
+        Files::new(
+            Limits {
+                roots: vec![Root {
+                    path: root.to_path_buf(),
+                    provider: Some(crate::model::ProviderKind::Claude),
+                }],
+                max_line: 1 << 20,
+                max_warm: MAX_WARM,
+                catch_up_ms: 0,
+                liveness_after_ms: 60_000,
+                hang_core_on: None,
+                history_threads: 1,
+            },
+            Clock::start(),
+        )
+    }
+
+    #[test]
+    fn a_tracked_file_has_one_name_for_every_holder() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("projects").join("p").join("s.jsonl");
+        fs::create_dir_all(path.parent().unwrap()).unwrap();
+        fs::write(&path, b"{\"type\":\"user\"}\n").unwrap();
+        let meta = fs::metadata(&path).unwrap();
+        let mut f = files(&dir.path().join("projects"));
+        let before = f.name(&path);
+        assert!(!matches!(
+            f.admit(&path, &meta, Mode::Live, false),
+            Admit::Skip
+        ));
+        // A read carries its projector's own copy; the table hands back its own instead.
+        let name = f.name(&path);
+        assert_eq!(*name, *before);
+        assert!(!Arc::ptr_eq(&name, &before));
+        assert!(Arc::ptr_eq(&f.shared_name(before.clone()), &name));
+        assert!(Arc::ptr_eq(&f.name(&path), &name));
+        // Not tracked: the name given is kept.
+        let other: Arc<str> = Arc::from("/elsewhere/s.jsonl");
+        assert!(Arc::ptr_eq(&f.shared_name(other.clone()), &other));
     }
 }
