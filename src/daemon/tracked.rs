@@ -3,35 +3,10 @@
 
 use crate::feed::FileFeed;
 use crate::model::ProviderKind;
-use crate::reduce::{Spill, Spilled};
+use crate::reduce::{Kept, Spill};
 use crate::tail::TailState;
 use std::path::Path;
 use std::sync::Arc;
-
-/// A cold file's projector context, as saved: in memory, or in the spill (most files
-/// are cold, and the context is a tenth of what an idle file costs).
-pub(super) enum Cold {
-    Here(Box<str>),
-    Out(Arc<dyn Spilled>),
-}
-
-impl Cold {
-    fn new(saved: String, spill: Option<&Arc<dyn Spill>>) -> Cold {
-        match spill.and_then(|s| s.put(saved.as_bytes())) {
-            Some(out) => Cold::Out(out),
-            None => Cold::Here(saved.into_boxed_str()),
-        }
-    }
-
-    /// The context as saved; `None` if it cannot be read back (then the file is read
-    /// again from its first byte, as a file without one is).
-    pub fn text(&self) -> Option<String> {
-        match self {
-            Cold::Here(s) => Some(s.to_string()),
-            Cold::Out(out) => String::from_utf8(out.read()?).ok(),
-        }
-    }
-}
 
 pub(super) struct Tracked {
     pub provider: ProviderKind,
@@ -39,8 +14,11 @@ pub(super) struct Tracked {
     /// `None` while cold. Boxed: most files are cold, and a `None` should cost a
     /// pointer, not a whole feed.
     pub feed: Option<Box<FileFeed>>,
-    /// While cold: the projector's context at the committed offset, as saved.
-    pub cold: Option<Cold>,
+    /// While cold: the projector's context at the committed offset, as saved: in memory,
+    /// or in the spill (most files are cold, and the context is a tenth of what an idle
+    /// file costs). If it cannot be read back, the file is read again from its first
+    /// byte, as a file without one is.
+    pub cold: Option<Kept>,
     /// Monotonic ms of the last change seen; negative for changes before the start.
     pub(super) last_change: i64,
     /// When a read error was last logged as a warning (at most one a minute per file).
@@ -57,7 +35,7 @@ impl Tracked {
     /// Drops the projector, keeping its context in saved form.
     pub(super) fn go_cold(&mut self, spill: Option<&Arc<dyn Spill>>) {
         if let Some(f) = self.feed.take() {
-            self.cold = Some(Cold::new(f.save(), spill));
+            self.cold = Some(Kept::new(f.save(), spill));
         }
     }
 

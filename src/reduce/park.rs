@@ -64,27 +64,38 @@ pub trait Spilled: Send + Sync + std::fmt::Debug {
     }
 }
 
-/// A file's parked sessions as `SavedSession` JSON: in memory, or spilled.
+/// Saved text kept for later: in memory, or spilled when a [`Spill`] takes it. A parked
+/// file's sessions (`SavedSession` JSON), and the daemon's cold projector contexts.
 #[derive(Debug, Clone)]
-pub(super) enum Blob {
+pub enum Kept {
     Here(Arc<str>),
     Out(Arc<dyn Spilled>),
 }
 
-impl Blob {
-    fn new(json: String, spill: Option<&Arc<dyn Spill>>) -> Blob {
-        match spill.and_then(|s| s.put(json.as_bytes())) {
-            Some(out) => Blob::Out(out),
-            None => Blob::Here(Arc::from(json)),
+impl Kept {
+    pub fn new(text: String, spill: Option<&Arc<dyn Spill>>) -> Kept {
+        match spill.and_then(|s| s.put(text.as_bytes())) {
+            Some(out) => Kept::Out(out),
+            None => Kept::Here(Arc::from(text)),
         }
     }
 
-    /// The sessions, as saved.
+    /// The bytes as kept; `None` if they cannot be read back.
+    pub fn bytes(&self) -> Option<Cow<'_, [u8]>> {
+        match self {
+            Kept::Here(s) => Some(Cow::Borrowed(s.as_bytes())),
+            Kept::Out(o) => o.read().map(Cow::Owned),
+        }
+    }
+
+    /// The text as kept; `None` if it cannot be read back.
+    pub fn text(&self) -> Option<String> {
+        String::from_utf8(self.bytes()?.into_owned()).ok()
+    }
+
+    /// A parked file's sessions, as saved.
     pub(super) fn saved(&self) -> Result<Vec<SavedSession>, String> {
-        let bytes: Cow<'_, [u8]> = match self {
-            Blob::Here(s) => Cow::Borrowed(s.as_bytes()),
-            Blob::Out(o) => Cow::Owned(o.read().ok_or("the spill could not be read back")?),
-        };
+        let bytes = self.bytes().ok_or("the spill could not be read back")?;
         // `from_slice` checks UTF-8 as it parses: no second pass over the bytes.
         serde_json::from_slice(&bytes).map_err(|e| e.to_string())
     }
@@ -95,7 +106,7 @@ impl Blob {
 pub(super) struct Parked {
     /// By path: the file's sessions as saved (shared with the views of `status`, which
     /// read a parked session back from it when asked).
-    files: HashMap<Arc<str>, Blob>,
+    files: HashMap<Arc<str>, Kept>,
     /// A hash of each parked key → its file. A hash, not the key: the index must cost
     /// far less than the state it stands for, and a collision only unparks a file early.
     keys: HashMap<u64, Arc<str>>,
@@ -209,7 +220,7 @@ impl Reducer {
         let Some((path, keys)) = self.by_path.remove_entry(path) else {
             return false;
         };
-        let blob = Blob::new(json, self.parked.spill.as_ref());
+        let blob = Kept::new(json, self.parked.spill.as_ref());
         for key in keys {
             let Some(sess) = self.sessions.remove(&key) else {
                 continue;

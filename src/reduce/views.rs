@@ -77,7 +77,7 @@ pub struct ParkedView {
     pub path: Arc<str>,
     pub state: SessionState,
     /// The file's parked sessions, as saved.
-    pub(super) blob: super::park::Blob,
+    pub(super) blob: super::park::Kept,
 }
 
 impl ParkedView {
