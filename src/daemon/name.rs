@@ -1,9 +1,10 @@
 //! A tracked file's path, held once.
 //!
-//! At 10,000 files the path was the largest thing the daemon kept, three times over: the
-//! file table's key, the name the reducer parks the file's sessions under, and the name
-//! its sessions and views carry (each about 110 bytes, 3.3 MB in all). The table's key
-//! now holds the name as an `Arc<str>`, and the core hands that same name to the reducer
+//! At 10,000 files the path was kept twice, about 110 bytes each time: as the file
+//! table's key, and as the copy the file's projector made, which the reducer's sessions
+//! and views went on holding after the projector was gone (1.3 MB). The table's key now
+//! holds the name as an `Arc<str>`, and the core hands that same name to the reducer
+//! with every read ([`super::files::Files::shared_name`]) and every park
 //! ([`super::files::Files::name`]), so every holder shares one allocation.
 
 use std::borrow::Borrow;
