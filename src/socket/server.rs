@@ -13,14 +13,23 @@
 //!   depends on the socket's path (which may be gone).
 //! - **A socket file removed** while the daemon runs (or its directory: the runtime
 //!   directory goes at logout) is made again at the next check, every `sweep`.
+//!
+//! This file is the loop and its slots; what a request is answered with is in
+//! [`answer`], and the socket file's upkeep (made private, bound, made again) in
+//! [`file`]. They are child modules so that they can add methods to the one `Loop`
+//! while its fields stay private to the server.
 
-use super::{Hub, Since, end_line, mute_reply, write_status_line};
-use crate::clock::wall_now;
+mod answer;
+mod file;
+
+use super::{Hub, Since};
 use crate::error::Error;
 use crate::shutdown::Shutdown;
+use answer::{answer_status, follow, reply};
+use file::{bind, private_dir};
 use rustix::event::{PollFd, PollFlags, Timespec, poll};
-use std::io::{self, BufWriter, Read, Write};
-use std::os::unix::fs::{DirBuilderExt, MetadataExt, PermissionsExt};
+use std::io::{self, Read};
+use std::os::unix::fs::MetadataExt;
 use std::os::unix::net::{UnixListener, UnixStream};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -36,15 +45,6 @@ const MAX_PENDING: usize = 256;
 const MAX_REQUEST: usize = 4096;
 /// A client must send its request within this, or it is closed.
 const REQUEST_WITHIN: Duration = Duration::from_secs(5);
-/// A client must accept each write within this, or it is disconnected (its thread must
-/// not live forever).
-const WRITE_TIMEOUT: Duration = Duration::from_secs(10);
-/// The buffer a `status` answer is written through: its rows are formatted into it and
-/// written out whenever it fills, never gathered whole.
-const STATUS_BUF: usize = 64 * 1024;
-/// Replies written by the loop itself (errors, refusals) are tiny; it never waits on one
-/// longer than this.
-const INLINE_WRITE_TIMEOUT: Duration = Duration::from_millis(100);
 
 /// How the server serves.
 #[derive(Debug, Clone)]
@@ -74,24 +74,6 @@ pub struct Server {
 /// How long a stop waits for the followers to write what their queues still hold (the
 /// daemon's last events, `daemon_stopping` among them) before the process exits.
 const FOLLOWERS_GRACE: Duration = Duration::from_secs(2);
-
-/// Creates `dir` (and parents) and makes it 0700.
-fn private_dir(dir: &Path) -> io::Result<()> {
-    std::fs::DirBuilder::new()
-        .recursive(true)
-        .mode(0o700)
-        .create(dir)?;
-    std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o700))
-}
-
-/// Binds `path` (mode 0600) and returns the listener with the file's identity.
-fn bind(path: &Path) -> io::Result<(UnixListener, (u64, u64))> {
-    let listener = UnixListener::bind(path)?;
-    std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o600))?;
-    listener.set_nonblocking(true)?;
-    let meta = std::fs::symlink_metadata(path)?;
-    Ok((listener, (meta.dev(), meta.ino())))
-}
 
 impl Server {
     /// Binds `path` (mode 0600, in a 0700 directory), replacing a stale socket, and
@@ -199,24 +181,6 @@ impl Drop for Slot {
     fn drop(&mut self) {
         self.0.fetch_sub(1, Ordering::AcqRel);
     }
-}
-
-#[derive(serde::Deserialize)]
-struct Request {
-    cmd: String,
-    since_ms: Option<u64>,
-    since_id: Option<String>,
-    target: Option<String>,
-    for_ms: Option<u64>,
-    /// `hook`: which agent's hook (`claude`, `codex`) and its input as the agent gave it.
-    agent: Option<String>,
-    input: Option<serde_json::Value>,
-    /// `mute --project`: the target is a project name.
-    #[serde(default)]
-    project: bool,
-    /// `mute --branch`: the target is a git branch.
-    #[serde(default)]
-    branch: bool,
 }
 
 struct Loop {
@@ -372,73 +336,6 @@ impl Loop {
         }
     }
 
-    /// Serves one request line.
-    fn request(&mut self, p: Pending) {
-        let Pending { stream, buf, .. } = p;
-        let line = buf.split(|&b| b == b'\n').next().unwrap_or_default();
-        if line.iter().all(u8::is_ascii_whitespace) {
-            // Hung up without a word, or an empty line.
-            return;
-        }
-        let req: Request = match serde_json::from_slice(line) {
-            Ok(r) => r,
-            Err(e) => {
-                let msg = serde_json::json!({"error": format!("bad request: {e}")});
-                reply(&stream, &msg.to_string());
-                return;
-            }
-        };
-        match req.cmd.as_str() {
-            "status" => self.status(stream),
-            "tail" => self.follow(
-                stream,
-                Since::from_request(req.since_ms, req.since_id, wall_now()),
-            ),
-            "mute" | "unmute" => {
-                let line = mute_reply(
-                    &self.hub,
-                    &req.cmd,
-                    req.target.as_deref(),
-                    req.for_ms,
-                    if req.branch {
-                        super::MuteBy::Branch
-                    } else if req.project {
-                        super::MuteBy::Project
-                    } else {
-                        super::MuteBy::Any
-                    },
-                );
-                reply(&stream, &line);
-            }
-            "hook" => {
-                let line = self.hook(req.agent.as_deref(), req.input.as_ref());
-                reply(&stream, &line);
-            }
-            other => {
-                let msg = serde_json::json!({
-                    "error": format!("unknown command `{other}` (status, tail, mute, unmute, hook)")
-                });
-                reply(&stream, &msg.to_string());
-            }
-        }
-    }
-
-    /// A hook's input (untrusted): read by the agent's hook reader into a signal for
-    /// the core, which applies it like the registry's. Answers at once either way.
-    fn hook(&self, agent: Option<&str>, input: Option<&serde_json::Value>) -> String {
-        let Some(provider) = agent.and_then(crate::model::ProviderKind::parse) else {
-            return serde_json::json!({"error": "hook: unknown agent"}).to_string();
-        };
-        let signal = input
-            .and_then(|v| serde_json::to_vec(v).ok())
-            .and_then(|b| crate::provider::hook::parse(provider, &b));
-        let used = match (signal, &self.opts.hints) {
-            (Some(s), Some(tx)) => tx.send(crate::watch::Hint::Signal(Box::new(s))),
-            _ => false,
-        };
-        serde_json::json!({"ok": true, "signal": used}).to_string()
-    }
-
     fn status(&self, stream: UnixStream) {
         if self.requests.fetch_add(1, Ordering::AcqRel) >= REQUEST_SLOTS {
             self.requests.fetch_sub(1, Ordering::AcqRel);
@@ -531,110 +428,4 @@ impl Loop {
             self.hub.unsubscribe(id);
         }
     }
-
-    /// Makes the socket file again if it is gone; leaves a file someone else put there.
-    fn check_file(&mut self) {
-        match std::fs::symlink_metadata(&self.path) {
-            Ok(m) if (m.dev(), m.ino()) == self.bound => {}
-            Ok(_) => {
-                if !self.warned_other {
-                    self.warned_other = true;
-                    tracing::warn!(path = %self.path.display(), "The socket path now holds another file; leaving it (status and tail cannot reach this daemon).");
-                }
-            }
-            Err(e) if e.kind() == io::ErrorKind::NotFound => self.rebind(),
-            Err(e) => {
-                tracing::debug!(path = %self.path.display(), error = %e, "Cannot check the socket file.");
-            }
-        }
-    }
-
-    fn rebind(&mut self) {
-        // Only the socket's own directory is made again: a runtime directory that is gone
-        // (the session ended) is not ours to make.
-        if let Some(dir) = self.path.parent()
-            && !dir.exists()
-        {
-            let made = std::fs::DirBuilder::new().mode(0o700).create(dir);
-            if let Err(e) = made {
-                tracing::debug!(dir = %dir.display(), error = %e, "Cannot make the socket's directory again.");
-                return;
-            }
-        }
-        match bind(&self.path) {
-            Ok((listener, id)) => {
-                self.listener = listener;
-                self.bound = id;
-                self.warned_other = false;
-                tracing::warn!(path = %self.path.display(), "The socket file was gone; made it again.");
-            }
-            Err(e) => {
-                tracing::debug!(path = %self.path.display(), error = %e, "Cannot make the socket file again.");
-            }
-        }
-    }
-}
-
-/// A short reply from the loop itself, which must never wait long on a client.
-fn reply(stream: &UnixStream, line: &str) {
-    let _ = stream.set_write_timeout(Some(INLINE_WRITE_TIMEOUT));
-    let mut s = stream;
-    let _ = writeln!(s, "{line}");
-}
-
-fn answer_status(stream: &UnixStream, hub: &Hub) -> io::Result<()> {
-    stream.set_write_timeout(Some(WRITE_TIMEOUT))?;
-    // Rows go out as they are formatted, through one bounded buffer: a parked row is
-    // read from the spill straight into it.
-    let mut out = Vec::with_capacity(STATUS_BUF + 4096);
-    let mut stream = stream;
-    let rows = hub.views.rows();
-    let (now, after) = (crate::clock::wall_now(), hub.stale_after());
-    let mut n = 0;
-    for r in &rows {
-        // A parked session's row as formatted when it was parked; any other formatted now.
-        if r.row_into(&mut out) {
-            out.push(b'\n');
-        } else if let Some(v) = r.view() {
-            write_status_line(&v, now, after, &mut out)?;
-        } else {
-            continue;
-        }
-        n += 1;
-        if out.len() >= STATUS_BUF {
-            stream.write_all(&out)?;
-            out.clear();
-        }
-    }
-    writeln!(out, "{}", end_line(n, hub))?;
-    stream.write_all(&out)?;
-    stream.flush()
-}
-
-fn follow(
-    stream: &UnixStream,
-    backlog: Vec<Arc<str>>,
-    rx: &crossbeam_channel::Receiver<Arc<str>>,
-    slow: &std::sync::atomic::AtomicBool,
-) -> io::Result<()> {
-    stream.set_write_timeout(Some(WRITE_TIMEOUT))?;
-    let mut out = BufWriter::new(stream);
-    for l in backlog {
-        writeln!(out, "{l}")?;
-    }
-    out.flush()?;
-    // Ends when the hub lets go of this client: it hung up, fell behind, or the daemon
-    // is stopping.
-    for l in rx {
-        writeln!(out, "{l}")?;
-        out.flush()?;
-    }
-    if slow.load(Ordering::Acquire) {
-        writeln!(
-            out,
-            "{{\"notice\":\"dropped: this client fell behind the event stream\"}}"
-        )?;
-        out.flush()?;
-    }
-    Ok(())
 }
