@@ -19,6 +19,7 @@ pub mod quiet;
 pub mod registry;
 pub mod section;
 pub mod webhook;
+pub mod webhook_config;
 
 pub use desktop::DesktopSink;
 pub use exec::ExecSink;
