@@ -517,14 +517,14 @@ impl Files {
     /// file is looked at on every poll).
     pub(super) fn read_error(&mut self, path: &Path, e: &io::Error) {
         self.counters.read_errors += 1;
-        let now = mono_i(self.clock.now());
+        let now = mono_i(self.clock.now()) / 1000;
         let Some(t) = self.table.get_mut(path) else {
             return;
         };
-        if now.saturating_sub(t.warned_at) < 60_000 {
+        if now.saturating_sub(i64::from(t.warned_s)) < 60 {
             tracing::debug!(path = %path.display(), error = %e, "Cannot read transcript.");
         } else {
-            t.warned_at = now;
+            t.warned_s = i32::try_from(now).unwrap_or(i32::MAX);
             tracing::warn!(path = %path.display(), error = %e, "Cannot read transcript; will retry on change.");
         }
     }

@@ -81,7 +81,7 @@ impl Files {
                 feed: (!defer).then(|| Box::new(feed)),
                 cold: None,
                 last_change,
-                warned_at: i64::MIN,
+                warned_s: i32::MIN,
                 skew_ms: 0,
             }),
         );

@@ -28,16 +28,23 @@ pub struct FileId {
 pub struct Stat {
     pub id: FileId,
     pub size: u64,
-    pub mtime_ns: i128,
+    /// Nanoseconds since the epoch, saturated at `i64`'s ends (the years 1677 and 2262):
+    /// half the room of an `i128` in every tracked file's state.
+    pub mtime_ns: i64,
     /// Status change time: moves on any write and any metadata change, and, unlike the
     /// mtime, cannot be set back (so a rewrite that restores the old mtime still shows).
-    pub ctime_ns: i128,
+    pub ctime_ns: i64,
+}
+
+/// A time of `stat(2)` in nanoseconds since the epoch, saturated.
+fn nanos(secs: i64, nsec: i64) -> i64 {
+    secs.saturating_mul(1_000_000_000).saturating_add(nsec)
 }
 
 impl Stat {
     /// The modification time in Unix ms.
     pub fn mtime_ms(&self) -> i64 {
-        i64::try_from(self.mtime_ns / 1_000_000).unwrap_or(0)
+        self.mtime_ns / 1_000_000
     }
 
     pub fn of(m: &Metadata) -> Self {
@@ -47,8 +54,8 @@ impl Stat {
                 ino: m.ino(),
             },
             size: m.size(),
-            mtime_ns: i128::from(m.mtime()) * 1_000_000_000 + i128::from(m.mtime_nsec()),
-            ctime_ns: i128::from(m.ctime()) * 1_000_000_000 + i128::from(m.ctime_nsec()),
+            mtime_ns: nanos(m.mtime(), m.mtime_nsec()),
+            ctime_ns: nanos(m.ctime(), m.ctime_nsec()),
         }
     }
 }
@@ -77,8 +84,8 @@ pub struct TailState {
     /// How many bytes were read (the reader's position; bytes of an unfinished line
     /// included). A file shorter than this was truncated.
     size: u64,
-    mtime_ns: i128,
-    ctime_ns: i128,
+    mtime_ns: i64,
+    ctime_ns: i64,
     /// Committed offset: the start of the first incomplete line.
     offset: u64,
     /// 1-based number of the line at `offset`.
@@ -94,8 +101,8 @@ impl TailState {
         TailState {
             id,
             size: 0,
-            mtime_ns: i128::MIN,
-            ctime_ns: i128::MIN,
+            mtime_ns: i64::MIN,
+            ctime_ns: i64::MIN,
             offset: 0,
             line_no: 1,
             marker: marker_hash(&[]),
@@ -109,8 +116,8 @@ impl TailState {
         TailState {
             id,
             size: offset,
-            mtime_ns: i128::MIN,
-            ctime_ns: i128::MIN,
+            mtime_ns: i64::MIN,
+            ctime_ns: i64::MIN,
             offset,
             line_no,
             marker,
@@ -131,7 +138,7 @@ impl TailState {
     }
 
     /// The file's modification time when it was last read (ns since the epoch).
-    pub fn mtime_ns(&self) -> i128 {
+    pub fn mtime_ns(&self) -> i64 {
         self.mtime_ns
     }
 
@@ -153,7 +160,7 @@ impl TailState {
             Change::Replaced
         } else if now.size < self.size {
             Change::Truncated
-        } else if now.size == self.size && self.mtime_ns != i128::MIN {
+        } else if now.size == self.size && self.mtime_ns != i64::MIN {
             // No byte was added, so any write was in place: an append always grows it.
             if now.mtime_ns == self.mtime_ns && now.ctime_ns == self.ctime_ns {
                 Change::Same

@@ -25,7 +25,7 @@ use std::path::{Path, PathBuf};
 
 /// A directory listed less than this long after its last change is listed again on the
 /// next look, whatever its mtime says (file timestamps are coarse).
-const RACY_NS: i128 = 2_000_000_000;
+const RACY_NS: i64 = 2_000_000_000;
 
 /// The same problem is logged at most this often.
 const LOG_EVERY: std::time::Duration = std::time::Duration::from_secs(60);
@@ -37,8 +37,8 @@ pub const OPEN_TURN_MS: i64 = 6 * 3_600_000;
 /// At most this many files are polled as live; beyond it, the sweep bounds the delay.
 pub const MAX_LIVE: usize = 1024;
 
-fn wall_ns() -> i128 {
-    i128::from(wall_now()) * 1_000_000
+fn wall_ns() -> i64 {
+    wall_now().saturating_mul(1_000_000)
 }
 
 /// What the tree reports to the owner of the tracked files.
@@ -67,7 +67,7 @@ pub fn root_of(roots: &[Root], path: &Path) -> Option<usize> {
 }
 
 struct DirState {
-    mtime_ns: i128,
+    mtime_ns: i64,
     /// The listing may have missed a change made within the same timestamp tick as the
     /// one it saw (the mtime was too recent when it was listed): list again next time.
     racy: bool,
@@ -270,7 +270,7 @@ impl Tree {
                 self.dirs.insert(
                     dir.clone(),
                     DirState {
-                        mtime_ns: i128::MIN,
+                        mtime_ns: i64::MIN,
                         racy: true,
                         watched,
                     },
@@ -300,7 +300,7 @@ impl Tree {
             };
             if let Some(d) = self.dirs.get_mut(&dir) {
                 d.mtime_ns = mtime;
-                d.racy = wall_ns() - mtime < RACY_NS;
+                d.racy = wall_ns().saturating_sub(mtime) < RACY_NS;
             }
             for sub in listing.dirs {
                 // Another root's directory is that root's business.
