@@ -60,6 +60,8 @@ struct Current {
 struct Region {
     file: File,
     tail: Mutex<Tail>,
+    /// Test only: every read back fails, as on a failing disk.
+    unreadable: AtomicBool,
 }
 
 #[derive(Debug, Default)]
@@ -71,13 +73,15 @@ struct Tail {
     failed: bool,
 }
 
-/// Bytes put: where they are, in which file.
+/// Bytes put: where they are, in which file. Sixteen bytes, so that with the `Arc`'s
+/// counts a handle is a 32-byte allocation (there is one per cold file and one per
+/// parked file: 200,000 at 100,000 files); a region is never much past [`ROLL_AT`], so
+/// its offsets fit 32 bits, and a put that would not is refused (it stays in memory).
 #[derive(Debug)]
 struct Put {
     region: Arc<Region>,
-    at: u64,
-    len: usize,
-    unreadable: bool,
+    at: u32,
+    len: u32,
 }
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -90,7 +94,7 @@ impl SpillFile {
     /// scratch file there is a crashed run's, and is removed).
     pub fn new(dir: &Path) -> io::Result<SpillFile> {
         remove_stale(dir);
-        let region = Region::create(dir, 0)?;
+        let region = Region::create(dir, 0, false)?;
         Ok(SpillFile {
             dir: dir.to_path_buf(),
             current: Mutex::new(Current {
@@ -109,6 +113,10 @@ impl SpillFile {
     #[must_use]
     pub fn unreadable(mut self, yes: bool) -> SpillFile {
         self.unreadable = yes;
+        lock(&self.current)
+            .region
+            .unreadable
+            .store(yes, Ordering::Relaxed);
         self
     }
 
@@ -124,7 +132,7 @@ impl SpillFile {
                 return None;
             }
             self.capped.store(false, Ordering::Relaxed);
-            match Region::create(&self.dir, current.started) {
+            match Region::create(&self.dir, current.started, self.unreadable) {
                 Ok(r) => {
                     let old = std::mem::replace(&mut current.region, Arc::new(r));
                     current.older.push(Arc::downgrade(&old));
@@ -148,9 +156,11 @@ impl Spill for SpillFile {
             return None;
         }
         let region = self.region()?;
-        let at = {
+        let (at, len) = {
             let mut tail = lock(&region.tail);
-            let at = tail.end();
+            let (Ok(at), Ok(len)) = (u32::try_from(tail.end()), u32::try_from(bytes.len())) else {
+                return None;
+            };
             tail.buffer.extend_from_slice(bytes);
             if tail.buffer.len() >= FLUSH_AT
                 && let Err(e) = region.flush(&mut tail)
@@ -159,36 +169,37 @@ impl Spill for SpillFile {
                     "Cannot write the spill file; parked sessions stay in memory.");
                 self.failed.store(true, Ordering::Relaxed);
             }
-            at
+            (at, len)
         };
-        Some(Arc::new(Put {
-            region,
-            at,
-            len: bytes.len(),
-            unreadable: self.unreadable,
-        }))
+        Some(Arc::new(Put { region, at, len }))
     }
 }
 
+// See `Put`: a handle's allocation is 32 bytes with the `Arc`'s two counts.
+const _: () = assert!(size_of::<Put>() <= 16);
+
 impl Spilled for Put {
     fn read(&self) -> Option<Vec<u8>> {
-        let mut out = Vec::with_capacity(self.len);
+        let mut out = Vec::with_capacity(self.len as usize);
         self.read_into(&mut out).then_some(out)
     }
 
     fn read_into(&self, out: &mut Vec<u8>) -> bool {
-        self.read_range_into(0, self.len, out)
+        self.read_range_into(0, self.len as usize, out)
     }
 
     fn read_range_into(&self, from: usize, len: usize, out: &mut Vec<u8>) -> bool {
-        if self.unreadable {
+        if self.region.unreadable.load(Ordering::Relaxed) {
             tracing::error!("Cannot read the spill file back: a test said so.");
             return false;
         }
-        if from.checked_add(len).is_none_or(|end| end > self.len) {
+        if from
+            .checked_add(len)
+            .is_none_or(|end| end > self.len as usize)
+        {
             return false;
         }
-        let at = self.at + from as u64;
+        let at = u64::from(self.at) + from as u64;
         {
             let tail = lock(&self.region.tail);
             if at >= tail.written {
@@ -226,7 +237,7 @@ impl Tail {
 }
 
 impl Region {
-    fn create(dir: &Path, n: u64) -> io::Result<Region> {
+    fn create(dir: &Path, n: u64, unreadable: bool) -> io::Result<Region> {
         let path = dir.join(format!("{PREFIX}{}-{n}{SUFFIX}", std::process::id()));
         // `create_new`: never opens what is there already (a link planted in its place).
         let file = OpenOptions::new()
@@ -240,6 +251,7 @@ impl Region {
         Ok(Region {
             file,
             tail: Mutex::new(Tail::default()),
+            unreadable: AtomicBool::new(unreadable),
         })
     }
 
@@ -379,6 +391,7 @@ mod tests {
         lock(&spill.current).region = Arc::new(Region {
             file: ro,
             tail: Mutex::new(Tail::default()),
+            unreadable: AtomicBool::new(false),
         });
         let big = vec![b'z'; FLUSH_AT + 10];
         let put = spill.put(&big).expect("taken: the write fails only after");
