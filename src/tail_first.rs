@@ -17,16 +17,16 @@
 
 use crate::feed::FileFeed;
 use crate::model::ProviderKind;
-use crate::provider::restart::{self, Hazard, Restart};
+use crate::provider::restart::{self, Restart};
 use crate::tail::scratch;
-use memchr::memmem::Finder;
 use std::io::{self, Read, Seek, SeekFrom};
 use std::path::Path;
 
+mod prefix;
+use prefix::scan_prefix;
+
 /// Chunk for the backward search (turns are usually near the end).
 const BACK_CHUNK: usize = 64 * 1024;
-/// Chunk for the forward newline count over the skipped part.
-const COUNT_CHUNK: usize = 256 * 1024;
 /// The bytes read backwards are kept for the forward parse up to this much; a longer
 /// tail is read again.
 const KEEP_MAX: usize = 4 * 1024 * 1024;
@@ -335,150 +335,6 @@ fn read_head<F: Read + Seek>(file: &mut F, limit: u64) -> io::Result<Option<Vec<
         step *= 2;
     }
     Ok(None)
-}
-
-/// Counts the newlines in `[0, mark)` and `[0, end)` and looks for what makes a restart
-/// unsafe: the provider's hazards after the first line (from `head_end`), and a copy of
-/// the restart turn's record before `mark` (its own start: a copy would make it no new
-/// turn).
-fn scan_prefix<F: Read + Seek>(
-    file: &mut F,
-    (mark, end): (u64, u64),
-    head_end: u64,
-    kind: ProviderKind,
-    path: &Path,
-    turn: &[u8],
-) -> io::Result<Result<(u64, u64), &'static str>> {
-    let hazards: Vec<HazardSearch> = restart::hazards(kind, path)
-        .iter()
-        .map(HazardSearch::new)
-        .collect();
-    let turn_finder = (!turn.is_empty()).then(|| Finder::new(turn));
-    // Every whole pattern must fit in one window for its hit to be confirmed.
-    let overlap = hazards
-        .iter()
-        .map(HazardSearch::longest)
-        .chain(std::iter::once(turn.len()))
-        .max()
-        .unwrap_or(1)
-        .saturating_sub(1);
-    scratch::with(scratch::Use::Count, overlap + COUNT_CHUNK, |win| {
-        scan_prefix_in(
-            file,
-            (mark, end),
-            head_end,
-            (&hazards, turn_finder.as_ref(), overlap),
-            win,
-        )
-    })
-}
-
-/// One hazard's search: its key's searcher, and where the key sits in each needle.
-struct HazardSearch {
-    key: Finder<'static>,
-    needles: Vec<(&'static [u8], usize)>,
-    why: &'static str,
-}
-
-impl HazardSearch {
-    fn new(h: &Hazard) -> Self {
-        let needles = h
-            .needles
-            .iter()
-            .filter_map(|n| memchr::memmem::find(n, h.key).map(|at| (*n, at)))
-            .collect();
-        Self {
-            key: Finder::new(h.key),
-            needles,
-            why: h.why,
-        }
-    }
-
-    fn longest(&self) -> usize {
-        self.needles
-            .iter()
-            .map(|(n, _)| n.len())
-            .chain(std::iter::once(self.key.needle().len()))
-            .max()
-            .unwrap_or(0)
-    }
-
-    /// Whether a whole pattern lies in `hay` (one lying partly outside it lies whole in
-    /// the window before or after, which overlap this one by the longest pattern).
-    fn found(&self, hay: &[u8]) -> bool {
-        if self.needles.is_empty() {
-            return self.key.find(hay).is_some();
-        }
-        self.key.find_iter(hay).any(|hit| {
-            self.needles.iter().any(|(n, at)| {
-                hit.checked_sub(*at)
-                    .and_then(|start| hay.get(start..start + n.len()))
-                    .is_some_and(|w| w == *n)
-            })
-        })
-    }
-}
-
-fn scan_prefix_in<F: Read + Seek>(
-    file: &mut F,
-    (mark, end): (u64, u64),
-    head_end: u64,
-    (hazards, turn_finder, overlap): (&[HazardSearch], Option<&Finder<'_>>, usize),
-    win: &mut [u8],
-) -> io::Result<Result<(u64, u64), &'static str>> {
-    file.seek(SeekFrom::Start(0))?;
-    // The window: the last `overlap` bytes of the previous chunk, then the new chunk, so
-    // a pattern cut by a chunk boundary is still found.
-    let mut kept = 0usize;
-    let mut at = 0u64;
-    let mut newlines = 0u64;
-    let mut before_mark = 0u64;
-    while at < end {
-        let want = usize::try_from(end - at)
-            .unwrap_or(COUNT_CHUNK)
-            .min(COUNT_CHUNK);
-        let got = file.read(&mut win[kept..kept + want])?;
-        if got == 0 {
-            // The file shrank under us: the caller's full read sees what is there.
-            return Ok(Err("changed"));
-        }
-        let fresh = &win[kept..kept + got];
-        // Each byte counted once: the part before `mark`, then the rest.
-        let upto = usize::try_from(mark.saturating_sub(at))
-            .unwrap_or(usize::MAX)
-            .min(got);
-        let first = memchr::memchr_iter(b'\n', &fresh[..upto]).count() as u64;
-        if upto > 0 {
-            before_mark = newlines + first;
-        }
-        newlines += first + memchr::memchr_iter(b'\n', &fresh[upto..]).count() as u64;
-        let hay = &win[..kept + got];
-        let hay_start = at - kept as u64;
-        let from = usize::try_from(head_end.saturating_sub(hay_start))
-            .unwrap_or(usize::MAX)
-            .min(hay.len());
-        if let Some(h) = hazards.iter().find(|h| h.found(&hay[from..])) {
-            return Ok(Err(h.why));
-        }
-        // Only before the turn's own start (`mark`).
-        let mark_in = usize::try_from(mark.saturating_sub(hay_start))
-            .unwrap_or(usize::MAX)
-            .min(hay.len());
-        if turn_finder
-            .as_ref()
-            .is_some_and(|f| f.find(&hay[..mark_in]).is_some())
-        {
-            return Ok(Err("turn_seen_before"));
-        }
-        at += got as u64;
-        let keep = overlap.min(kept + got);
-        win.copy_within(kept + got - keep..kept + got, 0);
-        kept = keep;
-    }
-    if mark >= end {
-        before_mark = newlines;
-    }
-    Ok(Ok((before_mark, newlines)))
 }
 
 /// A feed for the file at `path` that starts at its restart point, its projector shown

@@ -7,7 +7,7 @@ use crate::provider::background::LAUNCH_NEEDLES;
 use crate::provider::descriptor::{
     Agent, EnvDir, WRITER_ARGS, Writer, agent_names, env_or_home, uuid_of,
 };
-use crate::provider::restart::{Hazard, Restart, Restarts, finders};
+use crate::provider::restart::{AnyOf, Hazard, Restart, Restarts, finders};
 use crate::provider::{ObsKind, Projector, file_stem};
 use memchr::memmem::Finder;
 use std::ffi::OsString;
@@ -134,9 +134,9 @@ impl Restarts for ClaudeRestarts {
         &ASSISTANT
     }
 
-    fn end_needles(&self) -> &'static [Finder<'static>] {
-        static ENDS: LazyLock<Vec<Finder<'static>>> = LazyLock::new(|| {
-            finders(&[
+    fn end_needles(&self) -> &'static AnyOf {
+        static ENDS: LazyLock<AnyOf> = LazyLock::new(|| {
+            AnyOf::new(&[
                 b"\"stop_reason\":\"end_turn\"",
                 b"\"stop_reason\":\"stop_sequence\"",
                 b"\"stop_reason\":\"max_tokens\"",

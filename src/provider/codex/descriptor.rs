@@ -5,7 +5,7 @@ use super::CodexProjector;
 use crate::provider::Projector;
 use crate::provider::audit::{self, Audit};
 use crate::provider::descriptor::{Agent, EnvDir, Writer, agent_names, env_or_home, has_ext};
-use crate::provider::restart::{Hazard, Restart, Restarts, finders};
+use crate::provider::restart::{AnyOf, Hazard, Restart, Restarts, finders};
 use memchr::memmem::Finder;
 use std::path::{Path, PathBuf};
 use std::sync::LazyLock;
@@ -75,9 +75,9 @@ impl Restarts for CodexRestarts {
         &ASSISTANT
     }
 
-    fn end_needles(&self) -> &'static [Finder<'static>] {
-        static ENDS: LazyLock<Vec<Finder<'static>>> = LazyLock::new(|| {
-            finders(&[
+    fn end_needles(&self) -> &'static AnyOf {
+        static ENDS: LazyLock<AnyOf> = LazyLock::new(|| {
+            AnyOf::new(&[
                 b"\"task_complete\"",
                 b"\"turn_complete\"",
                 b"\"turn_aborted\"",

@@ -1,0 +1,322 @@
+//! The part of a file before its restart point: its newlines counted (for line numbers)
+//! and searched for what makes the restart unsafe, the provider's hazards and a copy of
+//! the restart turn's own record.
+//!
+//! The search is one pass for all patterns (aho-corasick's packed searcher, Teddy),
+//! where it used to be one `memmem` pass per pattern: that was a third of `scan`'s CPU
+//! on a generated tree. The searcher reports the leftmost pattern start; every pattern
+//! starting there is then checked, and the search goes on from the next byte, so no
+//! start of any pattern is passed over. Where the packed searcher is not available (a
+//! CPU without SSSE3 or NEON), each pattern gets its own pass, as before.
+
+use crate::model::ProviderKind;
+use crate::provider::restart::{self, Hazard};
+use crate::tail::scratch;
+use aho_corasick::Span;
+use aho_corasick::packed::{Config, MatchKind, Searcher};
+use memchr::memmem::Finder;
+use std::io::{self, Read, Seek, SeekFrom};
+use std::path::Path;
+
+/// Chunk for the forward newline count over the skipped part.
+const COUNT_CHUNK: usize = 256 * 1024;
+
+/// Counts the newlines in `[0, mark)` and `[0, end)` and looks for what makes a restart
+/// unsafe: the provider's hazards after the first line (from `head_end`), and a copy of
+/// the restart turn's record before `mark` (its own start: a copy would make it no new
+/// turn).
+pub(super) fn scan_prefix<F: Read + Seek>(
+    file: &mut F,
+    (mark, end): (u64, u64),
+    head_end: u64,
+    kind: ProviderKind,
+    path: &Path,
+    turn: &[u8],
+) -> io::Result<Result<(u64, u64), &'static str>> {
+    let look = Look::new(restart::hazards(kind, path), turn);
+    // Every whole pattern must fit in one window for its hit to be confirmed.
+    let overlap = look.longest().saturating_sub(1);
+    scratch::with(scratch::Use::Count, overlap + COUNT_CHUNK, |win| {
+        scan_prefix_in(file, (mark, end), head_end, (&look, overlap), win)
+    })
+}
+
+/// One hazard: its key, where the key sits in each of its needles, and its reason.
+struct HazardSearch {
+    key: Finder<'static>,
+    needles: Vec<(&'static [u8], usize)>,
+    why: &'static str,
+}
+
+impl HazardSearch {
+    fn new(h: &Hazard) -> Self {
+        let needles = h
+            .needles
+            .iter()
+            .filter_map(|n| memchr::memmem::find(n, h.key).map(|at| (*n, at)))
+            .collect();
+        Self {
+            key: Finder::new(h.key),
+            needles,
+            why: h.why,
+        }
+    }
+
+    fn longest(&self) -> usize {
+        self.needles
+            .iter()
+            .map(|(n, _)| n.len())
+            .chain(std::iter::once(self.key.needle().len()))
+            .max()
+            .unwrap_or(0)
+    }
+
+    /// Whether the key's hit at `hit` counts: a whole needle stands around it, at or
+    /// after `from`.
+    fn confirms(&self, hay: &[u8], hit: usize, from: usize) -> bool {
+        if hit < from {
+            return false;
+        }
+        if self.needles.is_empty() {
+            return true;
+        }
+        self.needles.iter().any(|(n, at)| {
+            hit.checked_sub(*at)
+                .filter(|start| *start >= from)
+                .and_then(|start| hay.get(start..start + n.len()))
+                .is_some_and(|w| w == *n)
+        })
+    }
+
+    /// Whether a whole pattern lies in `hay[from..]`, by a pass of its own.
+    fn found(&self, hay: &[u8], from: usize) -> bool {
+        self.key
+            .find_iter(&hay[from..])
+            .any(|hit| self.confirms(hay, from + hit, from))
+    }
+}
+
+/// What one pass looks for: the hazards, in the order their reasons are preferred, then
+/// the restart turn's needle.
+struct Look {
+    hazards: Vec<HazardSearch>,
+    turn: Option<Finder<'static>>,
+    /// All patterns at once: the hazards' keys (pattern `i` is hazard `i`'s), then the
+    /// turn's needle.
+    packed: Option<Searcher>,
+}
+
+impl Look {
+    fn new(hazards: &[Hazard], turn: &[u8]) -> Self {
+        let hazards: Vec<HazardSearch> = hazards.iter().map(HazardSearch::new).collect();
+        let turn = (!turn.is_empty()).then(|| Finder::new(turn).into_owned());
+        let mut builder = Config::new().match_kind(MatchKind::LeftmostFirst).builder();
+        for h in &hazards {
+            builder.add(h.key.needle());
+        }
+        if let Some(t) = &turn {
+            builder.add(t.needle());
+        }
+        let packed = (builder.len() > 0).then(|| builder.build()).flatten();
+        Self {
+            hazards,
+            turn,
+            packed,
+        }
+    }
+
+    fn longest(&self) -> usize {
+        self.hazards
+            .iter()
+            .map(HazardSearch::longest)
+            .chain(self.turn.iter().map(|t| t.needle().len()))
+            .max()
+            .unwrap_or(1)
+    }
+
+    /// The reason of the first hazard (in their order) whose whole pattern lies in
+    /// `hay[from..]`, else `turn_seen_before` if the turn's needle lies whole in
+    /// `hay[..mark]`.
+    fn first_in(&self, hay: &[u8], from: usize, mark: usize) -> Option<&'static str> {
+        let rank = match &self.packed {
+            Some(packed) => self.first_packed(packed, hay, from, mark),
+            None => self.first_each(hay, from, mark),
+        }?;
+        Some(self.hazards.get(rank).map_or("turn_seen_before", |h| h.why))
+    }
+
+    /// [`Look::first_in`] by one pass of the packed searcher; the rank of the reason
+    /// found (a hazard's index, or the number of hazards for the turn).
+    fn first_packed(
+        &self,
+        packed: &Searcher,
+        hay: &[u8],
+        from: usize,
+        mark: usize,
+    ) -> Option<usize> {
+        let mut best: Option<usize> = None;
+        let mut pos = 0;
+        while pos < hay.len() {
+            let Some(hit) = packed.find_in(hay, Span::from(pos..hay.len())) else {
+                break;
+            };
+            let at = hit.start();
+            let rest = &hay[at..];
+            for (i, h) in self.hazards.iter().enumerate() {
+                if best.is_some_and(|b| b <= i) {
+                    break;
+                }
+                if rest.starts_with(h.key.needle()) && h.confirms(hay, at, from) {
+                    best = Some(i);
+                }
+            }
+            if best == Some(0) {
+                return best;
+            }
+            if best.is_none()
+                && let Some(t) = &self.turn
+                && rest.starts_with(t.needle())
+                && at + t.needle().len() <= mark
+            {
+                best = Some(self.hazards.len());
+            }
+            pos = at + 1;
+        }
+        best
+    }
+
+    /// [`Look::first_packed`] by one pass per pattern.
+    fn first_each(&self, hay: &[u8], from: usize, mark: usize) -> Option<usize> {
+        if let Some(i) = self.hazards.iter().position(|h| h.found(hay, from)) {
+            return Some(i);
+        }
+        let t = self.turn.as_ref()?;
+        t.find(&hay[..mark]).map(|_| self.hazards.len())
+    }
+}
+
+fn scan_prefix_in<F: Read + Seek>(
+    file: &mut F,
+    (mark, end): (u64, u64),
+    head_end: u64,
+    (look, overlap): (&Look, usize),
+    win: &mut [u8],
+) -> io::Result<Result<(u64, u64), &'static str>> {
+    file.seek(SeekFrom::Start(0))?;
+    // The window: the last `overlap` bytes of the previous chunk, then the new chunk, so
+    // a pattern cut by a chunk boundary is still found.
+    let mut kept = 0usize;
+    let mut at = 0u64;
+    let mut newlines = 0u64;
+    let mut before_mark = 0u64;
+    while at < end {
+        let want = usize::try_from(end - at)
+            .unwrap_or(COUNT_CHUNK)
+            .min(COUNT_CHUNK);
+        let got = file.read(&mut win[kept..kept + want])?;
+        if got == 0 {
+            // The file shrank under us: the caller's full read sees what is there.
+            return Ok(Err("changed"));
+        }
+        let fresh = &win[kept..kept + got];
+        // Each byte counted once: the part before `mark`, then the rest.
+        let upto = usize::try_from(mark.saturating_sub(at))
+            .unwrap_or(usize::MAX)
+            .min(got);
+        let first = memchr::memchr_iter(b'\n', &fresh[..upto]).count() as u64;
+        if upto > 0 {
+            before_mark = newlines + first;
+        }
+        newlines += first + memchr::memchr_iter(b'\n', &fresh[upto..]).count() as u64;
+        let hay = &win[..kept + got];
+        let hay_start = at - kept as u64;
+        let from = usize::try_from(head_end.saturating_sub(hay_start))
+            .unwrap_or(usize::MAX)
+            .min(hay.len());
+        // The turn's copy counts only before its own start (`mark`).
+        let mark_in = usize::try_from(mark.saturating_sub(hay_start))
+            .unwrap_or(usize::MAX)
+            .min(hay.len());
+        if let Some(why) = look.first_in(hay, from, mark_in) {
+            return Ok(Err(why));
+        }
+        at += got as u64;
+        let keep = overlap.min(kept + got);
+        win.copy_within(kept + got - keep..kept + got, 0);
+        kept = keep;
+    }
+    if mark >= end {
+        before_mark = newlines;
+    }
+    Ok(Ok((before_mark, newlines)))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    const HAZARDS: [Hazard; 3] = [
+        Hazard::plain(b"\"isSidechain\":true", "sidechain"),
+        Hazard {
+            key: b"background",
+            needles: &[b"in background with ID", b"moved to the background"],
+            why: "background",
+        },
+        Hazard::plain(b"agent launched", "agent"),
+    ];
+    const TURN: &[u8] = b"\"uuid\":\"u-7\"";
+
+    /// Pieces that make hits, near misses and overlaps of the patterns above.
+    fn piece() -> impl Strategy<Value = Vec<u8>> {
+        prop_oneof![
+            Just(b"\"isSidechain\":true".to_vec()),
+            Just(b"\"isSidechain\":false".to_vec()),
+            Just(b"background".to_vec()),
+            Just(b"in background with ID".to_vec()),
+            Just(b"moved to the background".to_vec()),
+            Just(b"moved to the backgroun".to_vec()),
+            Just(b"agent launched".to_vec()),
+            Just(b"agent launche".to_vec()),
+            Just(TURN.to_vec()),
+            Just(b"\"uuid\":\"u-".to_vec()),
+            proptest::collection::vec(any::<u8>(), 0..40),
+        ]
+    }
+
+    proptest! {
+        /// One pass finds what a pass per pattern finds, with the same reason, for any
+        /// window and any bounds.
+        #[test]
+        fn one_pass_agrees_with_a_pass_per_pattern(
+            pieces in proptest::collection::vec(piece(), 0..40),
+            from in 0usize..2000,
+            mark in 0usize..2000,
+        ) {
+            let hay = pieces.concat();
+            let (from, mark) = (from.min(hay.len()), mark.min(hay.len()));
+            let look = Look::new(&HAZARDS, TURN);
+            let packed = look.packed.as_ref().expect("a packed searcher on this CPU");
+            prop_assert_eq!(
+                look.first_packed(packed, &hay, from, mark),
+                look.first_each(&hay, from, mark)
+            );
+        }
+    }
+
+    #[test]
+    fn the_first_hazard_in_order_wins_and_bounds_hold() {
+        let look = Look::new(&HAZARDS, TURN);
+        let hay = b"x agent launched y \"uuid\":\"u-7\" \"isSidechain\":true z";
+        assert_eq!(look.first_in(hay, 0, hay.len()), Some("sidechain"));
+        // The sidechain marker before `from` does not count; the turn's copy does only
+        // before `mark`.
+        let hay = b"\"isSidechain\":true \"uuid\":\"u-7\" background";
+        assert_eq!(look.first_in(hay, 1, hay.len()), Some("turn_seen_before"));
+        assert_eq!(look.first_in(hay, 1, 30), None);
+        // A key's hit counts only with a whole needle around it.
+        let hay = b"css: background: red; moved to the background.";
+        assert_eq!(look.first_in(hay, 0, 0), Some("background"));
+        assert_eq!(look.first_in(hay, 30, 0), None);
+    }
+}
