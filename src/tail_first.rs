@@ -302,17 +302,24 @@ impl Kept {
         self.chunks.push((at, chunk.to_vec()));
     }
 
-    /// The bytes from `offset` to the end, if every chunk since is kept.
-    fn from(self, offset: u64) -> Option<Vec<u8>> {
+    /// The bytes from `offset` to the end, if every chunk since is kept. They are
+    /// gathered in the earliest chunk's own buffer: a tail of one chunk (the usual) is
+    /// neither copied again nor given fresh pages, which `scan` paid for on every file.
+    fn from(mut self, offset: u64) -> Option<Vec<u8>> {
         if self.full {
             return None;
         }
-        let mut out = Vec::with_capacity(self.bytes);
-        for (at, chunk) in self.chunks.iter().rev() {
-            let skip = usize::try_from(offset.saturating_sub(*at)).ok()?;
-            out.extend_from_slice(chunk.get(skip..).unwrap_or_default());
+        let (at, mut out) = self.chunks.pop()?;
+        if at > offset {
+            return None;
         }
-        (self.chunks.last()?.0 <= offset).then_some(out)
+        let skip = usize::try_from(offset - at).ok()?.min(out.len());
+        out.drain(..skip);
+        out.reserve_exact(self.chunks.iter().map(|(_, c)| c.len()).sum());
+        for (_, chunk) in self.chunks.iter().rev() {
+            out.extend_from_slice(chunk);
+        }
+        Some(out)
     }
 }
 

@@ -9,15 +9,22 @@ use std::path::Path;
 
 /// Guesses the provider of a transcript from its path and, failing that, its first line.
 pub fn detect(path: &Path, first_line: &[u8]) -> Option<ProviderKind> {
-    path.file_name()?;
-    if let Some(a) = detection_order().find(|a| a.claims_path(path)) {
-        return Some(a.kind());
+    if let Some(kind) = detect_by_path(path) {
+        return Some(kind);
     }
     // Markdown is told by its path alone.
     if !has_ext(path, ".jsonl") {
         return None;
     }
     sniff(first_line)
+}
+
+/// The provider the path alone names, if any: then the file need not be opened.
+pub fn detect_by_path(path: &Path) -> Option<ProviderKind> {
+    path.file_name()?;
+    detection_order()
+        .find(|a| a.claims_path(path))
+        .map(|a| a.kind())
 }
 
 /// Content detection from one record's top-level keys.

@@ -26,7 +26,7 @@ use crate::model::ProviderKind;
 pub use descriptor::{ALL, Agent, RowSchema, UNNAMED, Writer};
 // Kept in `model`, which the events' `origin` field is read back in.
 pub use crate::model::Origin;
-pub use detect::{detect, is_candidate, sniff};
+pub use detect::{detect, detect_by_path, is_candidate, sniff};
 pub use glued::{Around, glued_around, split_glued};
 use std::path::Path;
 

@@ -28,7 +28,7 @@ pub use crate::provider::is_candidate;
 
 /// The provider of one file: the root's, else from its path and first line.
 pub fn classify(path: &Path, root_provider: Option<ProviderKind>) -> Option<ProviderKind> {
-    if let Some(p) = root_provider {
+    if let Some(p) = root_provider.or_else(|| provider::detect_by_path(path)) {
         return Some(p);
     }
     let first = first_line(path).unwrap_or_default();
@@ -64,6 +64,7 @@ pub fn find(root: &Root) -> Vec<Found> {
         }
         return out;
     }
+    let mut cands = Vec::new();
     let mut stack = vec![root.path.clone()];
     while let Some(dir) = stack.pop() {
         let entries = match fs::read_dir(&dir) {
@@ -82,18 +83,99 @@ pub fn find(root: &Root) -> Vec<Found> {
                 }
             } else if (ft.is_file() || ft.is_symlink() && path.is_file())
                 && is_candidate(&path, root.provider)
-                && let Some(provider) = classify(&path, root.provider)
             {
-                out.push(Found { path, provider });
+                cands.push(path);
             }
         }
     }
+    classify_all(cands, root.provider, &mut out);
     out.sort();
     out
+}
+
+/// Below this many files, a root without a provider has their first lines read on the
+/// calling thread: starting threads would cost more.
+const SNIFF_ALONE: usize = 64;
+
+/// Each candidate's provider, into `out` (in any order). Without the root's provider,
+/// each file's first line is read: on every core, since a `scan` of a directory given
+/// by path waited for that one file at a time before reading any.
+fn classify_all(cands: Vec<PathBuf>, root_provider: Option<ProviderKind>, out: &mut Vec<Found>) {
+    if root_provider.is_some() || cands.len() < SNIFF_ALONE {
+        out.extend(cands.into_iter().filter_map(|path| {
+            classify(&path, root_provider).map(|provider| Found { path, provider })
+        }));
+        return;
+    }
+    let threads = crate::pool::threads_for(cands.len());
+    let mut kinds = Vec::with_capacity(cands.len());
+    let _ = crate::pool::in_order(
+        cands.len(),
+        threads,
+        threads * 16,
+        |i| classify(&cands[i], None),
+        |_, kind| {
+            kinds.push(kind);
+            Ok::<(), ()>(())
+        },
+    );
+    out.extend(
+        cands
+            .into_iter()
+            .zip(kinds)
+            .filter_map(|(path, kind)| kind.map(|provider| Found { path, provider })),
+    );
 }
 
 /// Directories that hold no transcripts (SGME archives are compressed history).
 pub fn skip_dir(path: &Path) -> bool {
     path.file_name()
         .is_some_and(|n| n == "archive" || n == "node_modules" || n == ".git")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_root_without_a_provider_has_each_file_told_by_path_or_first_line() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut want = Vec::new();
+        let claude = dir.path().join("proj");
+        let codex = dir.path().join("sessions/2026/12/04");
+        fs::create_dir_all(&claude).unwrap();
+        fs::create_dir_all(&codex).unwrap();
+        // More than SNIFF_ALONE files to sniff, so the threads read them.
+        for i in 0..SNIFF_ALONE + 20 {
+            let path = claude.join(format!("{i:03}.jsonl"));
+            fs::write(&path, "{\"type\":\"user\",\"sessionId\":\"s\"}\n{}\n").unwrap();
+            want.push(Found {
+                path,
+                provider: ProviderKind::Claude,
+            });
+        }
+        for i in 0..10 {
+            // The path names Codex; the first line is never read.
+            let path = codex.join(format!("rollout-{i}.jsonl"));
+            fs::write(&path, "not json\n").unwrap();
+            want.push(Found {
+                path,
+                provider: ProviderKind::Codex,
+            });
+        }
+        for i in 0..5 {
+            fs::write(claude.join(format!("other-{i}.jsonl")), "{\"foo\":1}\n").unwrap();
+        }
+        fs::write(claude.join("empty.jsonl"), "").unwrap();
+        want.sort();
+        let root = |provider| Root {
+            path: dir.path().to_path_buf(),
+            provider,
+        };
+        assert_eq!(find(&root(None)), want);
+        // Given the provider, every file it would write is that provider's, unread.
+        let all = find(&root(Some(ProviderKind::Claude)));
+        assert_eq!(all.len(), SNIFF_ALONE + 20 + 10 + 5 + 1);
+        assert!(all.iter().all(|f| f.provider == ProviderKind::Claude));
+    }
 }
