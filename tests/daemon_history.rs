@@ -353,7 +353,7 @@ fn extras(dir: &Path) {
     let mut big = vec![c::prompt("p1", 0, "one long turn")];
     let filler = "x".repeat(1000);
     let mut n = 0;
-    // One turn (no restart point before it): read whole, past 8 MiB.
+    // One turn (no restart point before it): read whole, past what a worker reads (4 MiB).
     while big.iter().map(String::len).sum::<usize>() < 9 * 1024 * 1024 {
         n += 1;
         big.push(c::text(

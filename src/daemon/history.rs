@@ -33,12 +33,16 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
 /// How many files may be read ahead of the one being applied, per thread: bounds the
-/// observations held at once.
-const READ_AHEAD: usize = 4;
-/// A worker reads at most this much of a file (from its restart point); the core
-/// thread reads the rest, as a live read would, so a huge file read whole never sits in
-/// memory as observations.
-const READ_MAX: u64 = 8 * 1024 * 1024;
+/// observations held at once. With 4, a worker that met a large file left the other
+/// idle once it was four files ahead: 16 made a first start on 10,000 sessions 6–10%
+/// faster (BENCHMARKS.md, round 8).
+const READ_AHEAD: usize = 16;
+/// A worker reads at most this much of a file (from its restart point; the tail the
+/// backward read kept, at most 4 MiB, counts towards it); the core thread reads the
+/// rest, as a live read would, so a huge file read whole never sits in memory as
+/// observations. In flight at once: at most READ_AHEAD files' observations of at most 4
+/// MiB of lines each, a worker (32 MiB of lines before round 8, 64 now).
+const READ_MAX: u64 = 4 * 1024 * 1024;
 
 /// A file found by the walk, not read yet.
 #[derive(Clone)]
