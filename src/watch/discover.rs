@@ -140,28 +140,31 @@ mod tests {
     #[test]
     fn a_root_without_a_provider_has_each_file_told_by_path_or_first_line() {
         let dir = tempfile::tempdir().unwrap();
-        let mut want = Vec::new();
         let claude = dir.path().join("proj");
         let codex = dir.path().join("sessions/2026/12/04");
         fs::create_dir_all(&claude).unwrap();
         fs::create_dir_all(&codex).unwrap();
+        let mut want = Vec::new();
+        let mut add = |path: PathBuf, first: &str, provider| {
+            fs::write(&path, first).unwrap();
+            want.push(Found { path, provider });
+        };
         // More than SNIFF_ALONE files to sniff, so the threads read them.
         for i in 0..SNIFF_ALONE + 20 {
-            let path = claude.join(format!("{i:03}.jsonl"));
-            fs::write(&path, "{\"type\":\"user\",\"sessionId\":\"s\"}\n{}\n").unwrap();
-            want.push(Found {
-                path,
-                provider: ProviderKind::Claude,
-            });
+            let first = "{\"type\":\"user\",\"sessionId\":\"s\"}\n{}\n";
+            add(
+                claude.join(format!("{i:03}.jsonl")),
+                first,
+                ProviderKind::Claude,
+            );
         }
+        // The path names Codex; the first line is never read.
         for i in 0..10 {
-            // The path names Codex; the first line is never read.
-            let path = codex.join(format!("rollout-{i}.jsonl"));
-            fs::write(&path, "not json\n").unwrap();
-            want.push(Found {
-                path,
-                provider: ProviderKind::Codex,
-            });
+            add(
+                codex.join(format!("rollout-{i}.jsonl")),
+                "not json\n",
+                ProviderKind::Codex,
+            );
         }
         for i in 0..5 {
             fs::write(claude.join(format!("other-{i}.jsonl")), "{\"foo\":1}\n").unwrap();
