@@ -84,7 +84,7 @@ pub(super) fn restore(loaded: &mut Loaded, reducer: &mut Reducer, start: i64) ->
         Some(base) => {
             let mut ledger = base.ledger;
             ledger.prune(start);
-            let mut ids: HashSet<String> = ledger.ids().map(str::to_owned).collect();
+            let mut ids: HashSet<String> = ledger.ids().collect();
             ids.extend(base.decided.into_iter().map(|d| d.id));
             let files = base
                 .files

@@ -8,7 +8,7 @@
 //! [`PER_SESSION`] ids and the whole ledger at most [`TOTAL`]: it never grows without
 //! bound.
 
-use serde::{Deserialize, Serialize};
+use serde::{Deserialize, Deserializer, Serialize, Serializer};
 use std::collections::BTreeMap;
 
 pub const PER_SESSION: usize = 256;
@@ -18,10 +18,92 @@ const NO_TIME_TTL_MS: i64 = 24 * 3_600_000;
 
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
 pub struct Ledger {
-    /// Session → (id, expiry in Unix ms), oldest first.
-    sessions: BTreeMap<String, Vec<(String, i64)>>,
+    /// Session → (id, expiry in Unix ms), oldest first. Each list is kept at its length:
+    /// most sessions hold one or two ids, and the ledger is full on a busy machine.
+    sessions: BTreeMap<Box<str>, Vec<(Id, i64)>>,
     #[serde(skip)]
     len: usize,
+}
+
+/// An id as the ledger holds it: the 32 hex digits of a content hash (every id baton
+/// makes) in 16 bytes, any other id as its text. It is written back as the same text.
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum Id {
+    Hash([u8; 16]),
+    Text(Box<str>),
+}
+
+impl Id {
+    const HEX: &[u8; 16] = b"0123456789abcdef";
+
+    fn new(s: &str) -> Self {
+        Self::hash(s).map_or_else(|| Id::Text(s.into()), Id::Hash)
+    }
+
+    /// The 16 bytes of 32 lowercase hex digits (uppercase ones would not be written
+    /// back the same).
+    fn hash(s: &str) -> Option<[u8; 16]> {
+        let digit = |c: u8| Self::HEX.iter().position(|h| *h == c);
+        let b = s.as_bytes();
+        if b.len() != 32 {
+            return None;
+        }
+        let mut out = [0u8; 16];
+        for (o, pair) in out.iter_mut().zip(b.chunks_exact(2)) {
+            let (hi, lo) = (digit(pair[0])?, digit(pair[1])?);
+            // Both are below 16.
+            *o = u8::try_from(hi * 16 + lo).ok()?;
+        }
+        Some(out)
+    }
+
+    fn is(&self, s: &str) -> bool {
+        match self {
+            Id::Hash(h) => Self::hash(s).is_some_and(|x| x == *h),
+            Id::Text(t) => **t == *s,
+        }
+    }
+
+    fn text(&self) -> String {
+        match self {
+            Id::Hash(h) => h
+                .iter()
+                .flat_map(|b| {
+                    [
+                        Self::HEX[usize::from(b >> 4)],
+                        Self::HEX[usize::from(b & 15)],
+                    ]
+                })
+                .map(char::from)
+                .collect(),
+            Id::Text(t) => t.to_string(),
+        }
+    }
+}
+
+impl Serialize for Id {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        match self {
+            Id::Text(t) => s.serialize_str(t),
+            Id::Hash(_) => s.serialize_str(&self.text()),
+        }
+    }
+}
+
+impl<'de> Deserialize<'de> for Id {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct V;
+        impl serde::de::Visitor<'_> for V {
+            type Value = Id;
+            fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+                f.write_str("an event id")
+            }
+            fn visit_str<E: serde::de::Error>(self, v: &str) -> Result<Id, E> {
+                Ok(Id::new(v))
+            }
+        }
+        d.deserialize_str(V)
+    }
 }
 
 /// When an id decided now about a record of `record_ts` can no longer come out again.
@@ -52,11 +134,16 @@ impl Ledger {
         if expires <= now {
             return;
         }
-        let ids = self.sessions.entry(session.to_owned()).or_default();
-        if ids.iter().any(|(i, _)| *i == id) {
+        let ids = match self.sessions.get_mut(session) {
+            Some(ids) => ids,
+            None => self.sessions.entry(session.into()).or_default(),
+        };
+        if ids.iter().any(|(i, _)| i.is(&id)) {
             return;
         }
-        ids.push((id, expires));
+        // One more place, not the four a first push takes (see `sessions`).
+        ids.reserve_exact(1);
+        ids.push((Id::new(&id), expires));
         self.len += 1;
         if ids.len() > PER_SESSION {
             ids.remove(0);
@@ -74,6 +161,7 @@ impl Ledger {
     pub fn prune(&mut self, now: i64) {
         self.sessions.retain(|_, ids| {
             ids.retain(|(_, exp)| *exp > now);
+            ids.shrink_to_fit();
             !ids.is_empty()
         });
         self.recount();
@@ -92,6 +180,7 @@ impl Ledger {
         };
         self.sessions.retain(|_, ids| {
             ids.retain(|(_, exp)| *exp > cut);
+            ids.shrink_to_fit();
             !ids.is_empty()
         });
         self.recount();
@@ -116,11 +205,11 @@ impl Ledger {
     }
 
     pub fn contains(&self, id: &str) -> bool {
-        self.sessions.values().flatten().any(|(i, _)| i == id)
+        self.sessions.values().flatten().any(|(i, _)| i.is(id))
     }
 
-    pub fn ids(&self) -> impl Iterator<Item = &str> {
-        self.sessions.values().flatten().map(|(i, _)| i.as_str())
+    pub fn ids(&self) -> impl Iterator<Item = String> {
+        self.sessions.values().flatten().map(|(i, _)| i.text())
     }
 }
 
@@ -175,5 +264,37 @@ mod tests {
             l.contains(&format!("b{}", TOTAL * 2 - 1)),
             "the newest stays"
         );
+    }
+
+    #[test]
+    fn ids_are_written_back_as_they_were_read_whatever_their_form() {
+        let hash = "0123456789abcdef00ff10a0b0c0d0e0";
+        let json = format!(
+            r#"{{"sessions":{{"claude/s":[["{hash}",5],["0123456789ABCDEF00FF10A0B0C0D0E0",6],["short",7],["{hash}0",8]]}}}}"#
+        );
+        let l: Ledger = serde_json::from_str::<Ledger>(&json).unwrap().loaded();
+        assert_eq!(l.len(), 4);
+        assert!(l.contains(hash) && l.contains("short"));
+        assert!(!l.contains("0123456789abcdef00ff10a0b0c0d0e1"));
+        assert_eq!(serde_json::to_string(&l).unwrap(), json);
+        // Baton's own ids are held in 16 bytes; any other text as it is.
+        assert!(matches!(Id::new(hash), Id::Hash(_)));
+        assert!(matches!(
+            Id::new("0123456789ABCDEF00FF10A0B0C0D0E0"),
+            Id::Text(_)
+        ));
+        assert_eq!(Id::new(hash).text(), hash);
+    }
+
+    #[test]
+    fn a_hash_id_is_found_by_its_text() {
+        let mut l = Ledger::default();
+        let now = 10_000_000_000;
+        let id = crate::provider::content_hash(&[b"claude", b"turn_completed", b"t1"]);
+        l.record("s", id.clone(), Some(now), now, CATCH_UP);
+        l.record("s", id.clone(), Some(now), now, CATCH_UP);
+        assert_eq!(l.len(), 1);
+        assert!(l.contains(&id));
+        assert_eq!(l.ids().collect::<Vec<_>>(), [id]);
     }
 }

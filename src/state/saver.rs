@@ -418,7 +418,7 @@ impl Saver {
         for (_, at) in rest {
             w.line(&newer(&at)?)?;
         }
-        w.line(&Line::Ledger(self.ledger.clone()).encode())?;
+        w.line(&Line::encode_ledger(&self.ledger))?;
         w.finish(&self.dir, self.base_name != store::CURRENT)
     }
 }
