@@ -172,3 +172,29 @@ fn one_huge_append_is_read_a_chunk_at_a_time() {
     let events = d.stop();
     assert_eq!(common::count(&events, "turn_completed", &turn), 1);
 }
+
+/// The allocator's settings built into the binary (`.cargo/config.toml`): one arena and
+/// small thread caches, which an idle daemon's memory is measured with. jemalloc prints
+/// the options it runs with at exit when asked to.
+#[cfg(not(feature = "system-alloc"))]
+#[test]
+fn the_binary_carries_its_allocator_settings() {
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_baton"))
+        .arg("--version")
+        .env("_RJEM_MALLOC_CONF", "stats_print:true")
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    for opt in [
+        "opt.narenas: 1\n",
+        "opt.tcache_nslots_small_max: 16\n",
+        "opt.tcache_nslots_large: 4\n",
+        "opt.background_thread: true",
+    ] {
+        assert!(
+            err.contains(opt),
+            "{opt:?} not in jemalloc's options:\n{err}"
+        );
+    }
+}
