@@ -173,8 +173,8 @@ fn one_huge_append_is_read_a_chunk_at_a_time() {
     assert_eq!(common::count(&events, "turn_completed", &turn), 1);
 }
 
-/// The allocator's settings built into the binary (`.cargo/config.toml`): one arena and
-/// small thread caches, which an idle daemon's memory is measured with. jemalloc prints
+/// The allocator's settings built into the binary (`.cargo/config.toml`): one arena,
+/// small thread caches and a short decay, which an idle daemon's memory is measured with. jemalloc prints
 /// the options it runs with at exit when asked to.
 #[cfg(not(feature = "system-alloc"))]
 #[test]
@@ -190,6 +190,7 @@ fn the_binary_carries_its_allocator_settings() {
         "opt.narenas: 1\n",
         "opt.tcache_nslots_small_max: 16\n",
         "opt.tcache_nslots_large: 4\n",
+        "opt.dirty_decay_ms: 1000 ",
         "opt.background_thread: true",
     ] {
         assert!(
