@@ -57,13 +57,6 @@ impl Id {
         Some(out)
     }
 
-    fn is(&self, s: &str) -> bool {
-        match self {
-            Id::Hash(h) => Self::hash(s).is_some_and(|x| x == *h),
-            Id::Text(t) => **t == *s,
-        }
-    }
-
     fn text(&self) -> String {
         match self {
             Id::Hash(h) => h
@@ -138,12 +131,14 @@ impl Ledger {
             Some(ids) => ids,
             None => self.sessions.entry(session.into()).or_default(),
         };
-        if ids.iter().any(|(i, _)| i.is(&id)) {
+        // Every id is made by `Id::new`, so one text has one form.
+        let id = Id::new(&id);
+        if ids.iter().any(|(i, _)| *i == id) {
             return;
         }
         // One more place, not the four a first push takes (see `sessions`).
         ids.reserve_exact(1);
-        ids.push((Id::new(&id), expires));
+        ids.push((id, expires));
         self.len += 1;
         if ids.len() > PER_SESSION {
             ids.remove(0);
@@ -205,7 +200,8 @@ impl Ledger {
     }
 
     pub fn contains(&self, id: &str) -> bool {
-        self.sessions.values().flatten().any(|(i, _)| i.is(id))
+        let id = Id::new(id);
+        self.sessions.values().flatten().any(|(i, _)| *i == id)
     }
 
     pub fn ids(&self) -> impl Iterator<Item = String> {
