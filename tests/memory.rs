@@ -174,8 +174,8 @@ fn one_huge_append_is_read_a_chunk_at_a_time() {
 }
 
 /// The allocator's settings built into the binary (`.cargo/config.toml`): one arena,
-/// small thread caches and a short decay, which an idle daemon's memory is measured with. jemalloc prints
-/// the options it runs with at exit when asked to.
+/// small thread caches and a short decay, which an idle daemon's memory is measured
+/// with. jemalloc prints the options it runs with at exit when asked to.
 #[cfg(not(feature = "system-alloc"))]
 #[test]
 fn the_binary_carries_its_allocator_settings() {

@@ -34,41 +34,22 @@ enum Id {
 }
 
 impl Id {
-    const HEX: &[u8; 16] = b"0123456789abcdef";
-
     fn new(s: &str) -> Self {
         Self::hash(s).map_or_else(|| Id::Text(s.into()), Id::Hash)
     }
 
-    /// The 16 bytes of 32 lowercase hex digits (uppercase ones would not be written
-    /// back the same).
+    /// The 16 bytes of 32 lowercase hex digits: only those are written back the same
+    /// (`from_str_radix` would take uppercase digits and a sign too).
     fn hash(s: &str) -> Option<[u8; 16]> {
-        let digit = |c: u8| Self::HEX.iter().position(|h| *h == c);
-        let b = s.as_bytes();
-        if b.len() != 32 {
-            return None;
-        }
-        let mut out = [0u8; 16];
-        for (o, pair) in out.iter_mut().zip(b.chunks_exact(2)) {
-            let (hi, lo) = (digit(pair[0])?, digit(pair[1])?);
-            // Both are below 16.
-            *o = u8::try_from(hi * 16 + lo).ok()?;
-        }
-        Some(out)
+        let digits = s.len() == 32 && s.bytes().all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f'));
+        let n = u128::from_str_radix(s, 16).ok().filter(|_| digits)?;
+        Some(n.to_be_bytes())
     }
 
     fn text(&self) -> String {
         match self {
-            Id::Hash(h) => h
-                .iter()
-                .flat_map(|b| {
-                    [
-                        Self::HEX[usize::from(b >> 4)],
-                        Self::HEX[usize::from(b & 15)],
-                    ]
-                })
-                .map(char::from)
-                .collect(),
+            // Not a hot path (a base's write, a start): the standard formatter serves.
+            Id::Hash(h) => format!("{:032x}", u128::from_be_bytes(*h)),
             Id::Text(t) => t.to_string(),
         }
     }
