@@ -16,9 +16,10 @@ latency: starts the daemon with `--events -` on a pipe, then, over and over, wri
 
 idle: starts the daemon on a corpus tree (from ../shared/tools/gen-corpus.py), waits
     for daemon_ready, then measures CPU time (sum of the threads' schedstat, ns) and RSS
-    over --seconds. Generated files have fresh mtimes; real trees do not (only the
-    sessions in use were written lately), so by default mtimes are set back
-    --backdate-days (0 sets them to now: the worst case, every file "recently changed").
+    over --seconds, reading the event stream all along. Generated files have fresh
+    mtimes; real trees do not (only the sessions in use were written lately), so by
+    default mtimes are set back --backdate-days (0 sets them to now: the worst case,
+    every file "recently changed").
 
 firststart: time from starting `baton run` with no saved state (a first run) to its
     daemon_ready, against `wc -l` over the same files, alternating, warm page cache;
@@ -34,6 +35,7 @@ restart: a first run on the tree, stopped after --settle seconds (its first save
     daemon_ready, warm page cache.
 """
 import argparse
+import threading
 import json
 import os
 import select
@@ -216,6 +218,23 @@ def idle(a):
     roots = [("claude", os.path.join(tree, "claude", "projects")), ("codex", os.path.join(tree, "codex", "sessions"))]
     proc, ev, ready = start(roots, [])
     pid = proc.pid
+    # Read the event stream as a dashboard would. Left unread, the pipe fills (64 KiB)
+    # and the daemon holds what it could not write yet: the liveness sweep's
+    # turn_interrupted events, about 2.5 minutes after the start on a generated tree,
+    # then showed as a step of 2-3 MiB that was the bench's, not the daemon's.
+    counts = {}
+
+    def drain():
+        while True:
+            try:
+                e = ev.next(timeout=3600)
+            except TimeoutError:
+                continue
+            except (EOFError, ValueError, OSError):
+                return
+            counts[e["event"]] = counts.get(e["event"], 0) + 1
+
+    threading.Thread(target=drain, daemon=True).start()
     # Let the history read's last allocations settle; --after also skips the first
     # save of every file's state, which a first run makes right after daemon_ready.
     time.sleep(max(1.0, a.after))
@@ -240,6 +259,7 @@ def idle(a):
     print(f"idle {t1 - t0:.0f}s: cpu={(c1 - c0) / 1e9:.4f} cpu-s  rss_end={rss / 1024:.1f} MiB "
           f"rss_max_idle={rss_max / 1024:.1f} MiB  peak(VmHWM, incl. history read)={hwm / 1024:.1f} MiB  fds={fds}")
     print(f"at end: RssAnon={anon / 1024:.1f} MiB (heap, stacks) RssFile={file / 1024:.1f} MiB (code pages)")
+    print(f"events read while idle and after: {dict(sorted(counts.items()))}")
 
 
 def wc_seconds(tree):
