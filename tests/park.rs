@@ -9,13 +9,16 @@ use crate::common::{Claude, Daemon, SETTLE_MS, ts_ago};
 use baton::clock::Now;
 use baton::feed::FileFeed;
 use baton::model::Event;
+use baton::model::ProviderKind;
 use baton::reduce::{Reducer, SessionView};
+use baton::reduce::{Spill, Spilled};
 use baton::session_row::Command;
 use baton::state::spill::SpillFile;
-use baton::views::{ParkedRows, RowSource, Table};
+use baton::views::{ParkedRows, RowReads, RowSource, Table};
 use baton::watch::{self, Root};
 use std::io::Write;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
 const MAX_LINE: usize = 8 << 20;
@@ -135,6 +138,103 @@ fn parked_rows_are_the_status_rows(table: &Table, sessions: &[SessionView], cloc
         }
     }
     assert!(parked > 20, "rows kept for parked sessions: {parked}");
+}
+
+/// A spill that counts the reads of what it took.
+#[derive(Debug)]
+struct Counted {
+    inner: Arc<dyn Spill>,
+    reads: Arc<AtomicUsize>,
+}
+
+#[derive(Debug)]
+struct CountedPut {
+    inner: Arc<dyn Spilled>,
+    reads: Arc<AtomicUsize>,
+}
+
+impl Spill for Counted {
+    fn put(&self, bytes: &[u8]) -> Option<Arc<dyn Spilled>> {
+        let inner = self.inner.put(bytes)?;
+        Some(Arc::new(CountedPut {
+            inner,
+            reads: self.reads.clone(),
+        }))
+    }
+}
+
+impl Spilled for CountedPut {
+    fn read(&self) -> Option<Vec<u8>> {
+        self.reads.fetch_add(1, Ordering::Relaxed);
+        self.inner.read()
+    }
+
+    fn read_range_into(&self, from: usize, len: usize, out: &mut Vec<u8>) -> bool {
+        self.reads.fetch_add(1, Ordering::Relaxed);
+        self.inner.read_range_into(from, len, out)
+    }
+}
+
+/// Sessions parked together, in any order, are read back for `status` (in key order) a
+/// put at a time, not one read per row, and each row is still its own session's.
+#[test]
+fn parked_rows_are_read_back_a_put_at_a_time() {
+    let dir = tempfile::tempdir().unwrap();
+    let reads = Arc::new(AtomicUsize::new(0));
+    let spill: Arc<dyn Spill> = Arc::new(Counted {
+        inner: Arc::new(SpillFile::new(dir.path()).unwrap()),
+        reads: reads.clone(),
+    });
+    let mut r = Reducer::new(SETTLE_MS, 65_536);
+    r.spill_parked(spill.clone());
+    let mut table = Table::with_parked_rows(ParkedRows {
+        spill,
+        format: baton::socket::parked_row,
+    });
+    r.track_changes();
+    let (mut out, mut clock) = (Vec::new(), 0);
+    let old = ts_ago(Duration::from_secs(2 * 3600));
+    let files = tempfile::tempdir().unwrap();
+    let n = 1500;
+    let mut paths = Vec::new();
+    for i in 0..n {
+        let c = Claude::new();
+        let (p, _) = c.prompt_at(&format!("prompt {i}"), &old);
+        let bytes = p + &c.answer_at(&format!("answer {i}"), &old);
+        let mut fd = FileFeed::new(&c.path_in(files.path()), ProviderKind::Claude, MAX_LINE);
+        common::feed_ticking(&mut fd, &mut r, &mut clock, bytes.as_bytes(), &mut out);
+        paths.push(fd.path.clone());
+    }
+    table.apply(r.take_changes());
+    // One batch, in an order far from the sessions' key order.
+    let mut order: Vec<usize> = (0..n).collect();
+    order.sort_by_key(|i| (i * 7919) % n);
+    for i in order {
+        assert!(r.park_path(&paths[i], Now::virtual_at(clock)));
+    }
+    table.apply(r.take_changes());
+    let sessions = r.sessions();
+    let rows = table.rows();
+    assert_eq!(rows.len(), n);
+    let before = reads.load(Ordering::Relaxed);
+    let mut via = RowReads::default();
+    for (source, view) in rows.iter().zip(&sessions) {
+        let mut row = Vec::new();
+        assert!(
+            source.row_via(&mut via, &mut row),
+            "a parked row unreadable"
+        );
+        let mut line = Vec::new();
+        baton::session_row::write_line(view, clock, 1, Command::Status, &mut line).unwrap();
+        assert_eq!(
+            String::from_utf8_lossy(&row) + "\n",
+            String::from_utf8_lossy(&line)
+        );
+    }
+    // 1,500 rows of a few hundred bytes fill about a dozen puts; one read per row
+    // would be 1,500.
+    let taken = reads.load(Ordering::Relaxed) - before;
+    assert!(taken <= n / 20, "{taken} reads for {n} parked rows");
 }
 
 /// Asserts that a run with parking (`parked`) saw what one without did.

@@ -125,9 +125,10 @@ pub(super) fn answer_status(stream: &UnixStream, hub: &Hub) -> io::Result<()> {
     let rows = hub.views.rows();
     let (now, after) = (crate::clock::wall_now(), hub.stale_after());
     let mut n = 0;
+    let mut reads = crate::views::RowReads::default();
     for r in &rows {
         // A parked session's row as formatted when it was parked; any other formatted now.
-        if r.row_into(&mut out) {
+        if r.row_via(&mut reads, &mut out) {
             out.push(b'\n');
         } else if let Some(v) = r.view() {
             write_status_line(&v, now, after, &mut out)?;
