@@ -163,6 +163,17 @@ pub struct StatusLine<'a> {
     pub background_tasks: Option<u64>,
 }
 
+/// A line of a `status` answer as `status --json` reads it when it keeps every row:
+/// only whether it is the end line or the daemon's refusal. The rest of the line is
+/// checked as JSON and skipped, not kept.
+#[derive(Debug, Default, serde::Deserialize)]
+pub struct StatusMark<'a> {
+    #[serde(default)]
+    pub end: bool,
+    #[serde(borrow, default)]
+    pub error: Option<Cow<'a, str>>,
+}
+
 /// What to show (`--state`, `--project`, `--agent`, `--all`). The default shows every
 /// session active within [`OLD_MS`].
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -179,6 +190,15 @@ pub struct Filter {
 }
 
 impl Filter {
+    /// Whether every row passes [`Filter::matches`] (no state, branch, project or agent
+    /// filter): `--json` then need not read the rows, only pass them on.
+    pub fn keeps_every_row(&self) -> bool {
+        self.states.is_empty()
+            && self.branch.is_none()
+            && self.project.is_none()
+            && self.agent.is_none()
+    }
+
     /// Whether `r` passes the state, project and agent filters (not the age cut): this
     /// is also what filters `--json` rows.
     pub fn matches(&self, r: &Row) -> bool {
