@@ -42,6 +42,58 @@ fn ask(mut stream: std::os::unix::net::UnixStream, req: &Value) -> Result<Value,
 /// Bytes of the daemon's answer read, and of rows written, at a time.
 const STATUS_BUF: usize = 64 * 1024;
 
+/// Hands each line of `reader` (without its line end) to `each` until `each` returns
+/// `Some`. A line is lent from the reader's buffer where it lies whole in it: a long
+/// answer is neither copied a line at a time nor checked for UTF-8 apart from its
+/// parse. The stream ending first is an error (the daemon hung up mid-answer).
+fn each_line<R: BufRead, T>(
+    reader: &mut R,
+    mut each: impl FnMut(&[u8]) -> Result<Option<T>, Error>,
+) -> Result<T, Error> {
+    let trim = |l: &[u8]| -> usize { l.len() - usize::from(l.ends_with(b"\r")) };
+    // A line split between two reads of the buffer.
+    let mut carry = Vec::new();
+    loop {
+        let buf = reader.fill_buf().map_err(socket_err)?;
+        if buf.is_empty() {
+            // A last line without its line end still counts, as `read_line` had it.
+            if !carry.is_empty()
+                && let Some(t) = each(&carry[..trim(&carry)])?
+            {
+                return Ok(t);
+            }
+            return Err(socket_err(io::Error::other(
+                "the daemon hung up mid-answer",
+            )));
+        }
+        let n = buf.len();
+        let mut at = 0;
+        while let Some(nl) = memchr::memchr(b'\n', &buf[at..]) {
+            let line = &buf[at..at + nl];
+            let found = if carry.is_empty() {
+                each(&line[..trim(line)])?
+            } else {
+                carry.extend_from_slice(line);
+                let found = each(&carry[..trim(&carry)])?;
+                carry.clear();
+                found
+            };
+            if let Some(t) = found {
+                return Ok(t);
+            }
+            at += nl + 1;
+        }
+        carry.extend_from_slice(&buf[at..]);
+        reader.consume(n);
+    }
+}
+
+fn write_line(out: &mut impl Write, line: &[u8]) -> Result<(), Error> {
+    out.write_all(line)
+        .and_then(|()| out.write_all(b"\n"))
+        .map_err(Error::Output)
+}
+
 /// Prints every session the daemon knows: the person's table ([`crate::people`]), or
 /// with `json` every row as the daemon sent it (only `table.filter` applied).
 ///
@@ -62,40 +114,31 @@ pub fn status(
     let mut out = io::BufWriter::with_capacity(STATUS_BUF, out);
     let mut fit = Fit::new(&table.filter, table.now, table.rows);
     let mut keep = Matching::new(&table.filter);
-    let mut line = String::new();
     // `--json` with no filter passes every row on as it came: each line is then only
     // checked for the end and a refusal, not read into a row (at 100,000 sessions that
     // was most of the client's time).
     let pass_all = json && table.filter.keeps_every_row();
-    let end = loop {
-        line.clear();
-        if reader.read_line(&mut line).map_err(socket_err)? == 0 {
-            return Err(socket_err(io::Error::other(
-                "the daemon hung up mid-answer",
-            )));
-        }
-        let text = line.trim_end_matches(['\n', '\r']);
-        if pass_all && let Ok(mark) = serde_json::from_str::<people::StatusMark<'_>>(text) {
+    let bad = |e: serde_json::Error| socket_err(io::Error::other(e));
+    let end = each_line(&mut reader, |text| {
+        if pass_all && let Ok(mark) = serde_json::from_slice::<people::StatusMark<'_>>(text) {
             if mark.end {
-                break serde_json::from_str::<Value>(text)
-                    .map_err(|e| socket_err(io::Error::other(e)))?;
+                return serde_json::from_slice::<Value>(text).map(Some).map_err(bad);
             }
             if let Some(e) = mark.error {
                 return Err(Error::Usage(format!("the daemon says: {e}")));
             }
-            writeln!(out, "{text}").map_err(Error::Output)?;
-            continue;
+            write_line(&mut out, text)?;
+            return Ok(None);
         }
         // A line the typed reader cannot take (a field of another type, say) is read
         // the slow way, as it always was.
-        let (is_end, error, row) = match serde_json::from_str::<StatusLine<'_>>(text) {
+        let (is_end, error, row) = match serde_json::from_slice::<StatusLine<'_>>(text) {
             Ok(l) => {
                 let row = Row::from_status_line(&l);
                 (l.end, l.error.map(|e| e.into_owned()), row)
             }
             Err(_) => {
-                let v: Value =
-                    serde_json::from_str(text).map_err(|e| socket_err(io::Error::other(e)))?;
+                let v: Value = serde_json::from_slice(text).map_err(bad)?;
                 (
                     v["end"] == true,
                     v["error"].as_str().map(str::to_owned),
@@ -104,24 +147,24 @@ pub fn status(
             }
         };
         if is_end {
-            break serde_json::from_str::<Value>(text)
-                .map_err(|e| socket_err(io::Error::other(e)))?;
+            return serde_json::from_slice::<Value>(text).map(Some).map_err(bad);
         }
         if let Some(e) = error {
             return Err(Error::Usage(format!("the daemon says: {e}")));
         }
         match (json, row) {
             // A line that is no session row is passed on as it came.
-            (true, None) => writeln!(out, "{text}").map_err(Error::Output)?,
+            (true, None) => write_line(&mut out, text)?,
             (true, Some(row)) => {
                 if keep.matches(row) {
-                    writeln!(out, "{text}").map_err(Error::Output)?;
+                    write_line(&mut out, text)?;
                 }
             }
             (false, Some(row)) => fit.push(row),
             (false, None) => {}
         }
-    };
+        Ok(None)
+    })?;
     let blocked = blocked_line(&end["stream"]);
     let home = std::env::var("HOME").ok();
     let waiting = Waiting::from_end(&end, home.as_deref());

@@ -4,11 +4,12 @@
 //!
 //! The daemon sends its rows in key order (agent, session, subagent), so a session's row
 //! comes just before its subagents': one session is gathered, run through the same
-//! [`view`] as a whole table, and its rows join the kept ones. Past twice the limit the
-//! kept rows are sorted ([`order`]) and cut back to the limit, so the table is the
-//! `limit` most urgent rows (what waits for the person, then the newest) of all of them.
+//! filter and age cut as a whole table ([`gather`]), and its rows join the kept ones.
+//! Past twice the limit the kept rows are sorted ([`order`]) and cut back to the limit,
+//! so the table is the `limit` most urgent rows (what waits for the person, then the
+//! newest) of all of them.
 
-use super::{Filter, Row, Shown, View, name_projects, order, view};
+use super::{Filter, Row, Shown, View, gather, name_projects, order};
 use crate::model::ProviderKind;
 
 /// Rows of the table being gathered.
@@ -63,9 +64,11 @@ impl Fit {
 
     fn end_session(&mut self) {
         let rows = std::mem::take(&mut self.session);
-        let v = view(rows, &self.filter, self.now);
-        self.older += v.older;
-        self.kept.extend(v.shown);
+        // Named and sorted once, among the kept rows ([`Fit::cut`], [`Fit::finish`]),
+        // not once per session as well.
+        let (shown, older) = gather(rows, &self.filter, self.now);
+        self.older += older;
+        self.kept.extend(shown);
         if let Some(n) = self.limit
             && self.kept.len() >= 2 * n
         {
@@ -140,6 +143,7 @@ impl Matching {
 mod tests {
     #![allow(clippy::unwrap_used)]
     use super::*;
+    use crate::people::view;
 
     fn row(session: &str, sub: Option<&str>, state: &str, at: i64, project: &str) -> Row {
         Row {

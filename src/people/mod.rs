@@ -301,7 +301,38 @@ pub struct View {
 /// view stays a row of its own), names a project by two components where two rows in
 /// view share its name but not its directory, leaves out (and counts) sessions idle
 /// longer than [`OLD_MS`] unless `filter.all`, and sorts ([`order`]).
-pub fn view(mut rows: Vec<Row>, filter: &Filter, now: i64) -> View {
+pub fn view(rows: Vec<Row>, filter: &Filter, now: i64) -> View {
+    let (mut shown, older) = gather(rows, filter, now);
+    name_projects(&mut shown);
+    order(&mut shown);
+    View {
+        shown,
+        older,
+        more: 0,
+        waiting: Vec::new(),
+    }
+}
+
+/// [`view`]'s rows before they are named and sorted, and how many were cut for age. A
+/// session alone (no subagent rows), most of a large table, needs neither of the maps
+/// that pair subagents with their sessions.
+pub(super) fn gather(mut rows: Vec<Row>, filter: &Filter, now: i64) -> (Vec<Shown>, usize) {
+    if rows.len() == 1
+        && let Some(row) = rows.pop()
+    {
+        if !filter.matches(&row) {
+            return (Vec::new(), 0);
+        }
+        if !filter.all && row.is_old(now) {
+            return (Vec::new(), 1);
+        }
+        let shown = Shown {
+            project: row.project.clone(),
+            row,
+            subagents: Vec::new(),
+        };
+        return (vec![shown], 0);
+    }
     inherit_projects(&mut rows);
     let (mains, subs): (Vec<Row>, Vec<Row>) = rows
         .into_iter()
@@ -337,14 +368,7 @@ pub fn view(mut rows: Vec<Row>, filter: &Filter, now: i64) -> View {
         shown.retain(|s| !s.row.is_old(now));
     }
     let older = before - shown.len();
-    name_projects(&mut shown);
-    order(&mut shown);
-    View {
-        shown,
-        older,
-        more: 0,
-        waiting: Vec::new(),
-    }
+    (shown, older)
 }
 
 /// Which of `rows` pass `filter` (not the age cut), in order: what filters `--json`.
