@@ -253,6 +253,50 @@ fn polling_recovers_missed_watcher_events_hook() {
     assert_eq!(count(&events, "turn_completed", &b), 1);
 }
 
+/// A sweep over more files and directories than it stats at a time (it goes in steps,
+/// between batches of live events) still reaches every one: a turn appended to an idle
+/// file and a new file in a known directory, neither seen by the watcher, both come out.
+#[test]
+fn a_sweep_in_steps_reaches_every_file_and_directory() {
+    let d = Daemon::tree();
+    let old = ts_ago(Duration::from_secs(3 * 3600));
+    let mut idle = Vec::new();
+    for i in 0..300 {
+        let dir = d.claude().join(format!("proj{i:03}"));
+        fs::create_dir_all(&dir).unwrap();
+        for _ in 0..2 {
+            let c = Claude::new();
+            let (p, _) = c.prompt_at("before start", &old);
+            let path = c.path_in(&dir);
+            fs::write(&path, p + &c.answer_at("old", &old)).unwrap();
+            // Idle for hours: not in the live set the poll stats.
+            fs::File::open(&path)
+                .unwrap()
+                .set_modified(std::time::SystemTime::now() - Duration::from_secs(3 * 3600))
+                .unwrap();
+            idle.push((c, dir.clone()));
+        }
+    }
+    let mut d = d.start(&[
+        "--debug-drop-native-events",
+        "--poll-interval",
+        "200ms",
+        "--debug-sweep-interval",
+        "1s",
+    ]);
+    let (c, dir) = &idle[331];
+    let (t, a) = c.turn("after start", "seen by the sweep's file pass");
+    append(&c.path_in(dir), t.as_bytes());
+    let n = Claude::new();
+    let (t, b) = n.turn("new file", "seen by the sweep's directory pass");
+    append(&n.path_in(&idle[517].1), t.as_bytes());
+    d.wait_for("idle file", is("turn_completed", a.clone()));
+    d.wait_for("new file", is("turn_completed", b.clone()));
+    let events = d.stop();
+    assert_eq!(count(&events, "turn_completed", &a), 1);
+    assert_eq!(count(&events, "turn_completed", &b), 1);
+}
+
 /// Seed 004 test 8, black-box: inotify on the watched directory does not see a write
 /// made through a hard link in another directory; polling must.
 #[test]

@@ -361,12 +361,10 @@ impl Reduce {
         }
     }
 
-    /// The slow safety net's share: every file's stat, then the live set rebuilt, what
-    /// went idle closed, and quiet working sessions checked for a live writer.
-    pub fn sweep(&mut self, files: &mut Files) {
-        for path in files.changed() {
-            self.look(files, &path, Mode::Live);
-        }
+    /// The slow safety net's share, once every file was stat'ed (the core does that a
+    /// few at a time, [`Files::changed_one`]): the live set rebuilt, what went idle
+    /// closed, and quiet working sessions checked for a live writer.
+    pub fn end_sweep(&mut self, files: &mut Files) {
         self.tidy(files);
         self.judge_writers(files);
     }

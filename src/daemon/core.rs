@@ -15,6 +15,7 @@ use super::apply::{Looker, Reduce};
 use super::deliver::Fanout;
 use super::durable::{self, Deltas};
 use super::files::{Files, Limits};
+use super::name::FileName;
 use super::outbox::{Out, Outbox};
 use super::read::Mode;
 use crate::clock::{Clock, format_rfc3339, wall_now};
@@ -43,6 +44,19 @@ const VIEWS_EVERY: Duration = Duration::from_millis(100);
 const REMOTE_DRAIN: Duration = Duration::from_secs(2);
 /// Most hints handled in one batch before events are flushed.
 const MAX_BATCH: usize = 8192;
+/// Files and directories a sweep stats between two looks at the hints: about half a
+/// millisecond, the longest a sweep holds up a live event.
+const SWEEP_STEP: usize = 128;
+
+/// A sweep under way: what it has still to stat, a step at a time between batches of
+/// hints ([`Core::sweep_step`]), so that at 100,000 sessions (about 0.6 s of `stat`) the
+/// events of the moment are not kept waiting.
+struct Sweeping {
+    dirs: Vec<PathBuf>,
+    files: Vec<FileName>,
+    /// Another sweep was asked for meanwhile: it starts when this one ends.
+    again: bool,
+}
 
 pub struct Core {
     state_dir: PathBuf,
@@ -58,6 +72,7 @@ pub struct Core {
     hints: HintRx,
     status: Status,
     sweeps: u64,
+    sweeping: Option<Sweeping>,
     run_id: String,
     /// Where the sessions that changed go after each batch (for `status`).
     views: Option<crate::views::ChangeTx>,
@@ -140,6 +155,7 @@ impl Core {
             hints,
             status: loaded.status,
             sweeps: 0,
+            sweeping: None,
             run_id,
             views: None,
             poll_gate: None,
@@ -291,12 +307,18 @@ impl Core {
                 .next_deadline()
                 .map(|d| self.clock.instant(d))
                 .unwrap_or_else(|| Instant::now() + Duration::from_secs(3600));
-            // Idle or not, wake up in time for the next beat.
+            // Idle or not, wake up in time for the next beat; with a sweep under way, at
+            // once for its next step (hints still come first).
             let deadline = [self.views_due(), self.outbox.held_due()]
                 .into_iter()
                 .flatten()
                 .fold(settle, Instant::min)
                 .min(Instant::now() + self.beat_every);
+            let wait_until = if self.sweeping.is_some() {
+                Instant::now()
+            } else {
+                deadline
+            };
             let first = select! {
                 recv(self.hints.rx) -> h => match h {
                     Ok(h) => Some(h),
@@ -311,10 +333,11 @@ impl Core {
                     None
                 }
                 recv(stop.receiver()) -> _ => break,
-                default(deadline.saturating_duration_since(Instant::now())) => None,
+                default(wait_until.saturating_duration_since(Instant::now())) => None,
             };
             self.outbox.tick();
             self.batch(first, settle);
+            self.sweep_step();
             self.save();
         }
         self.stopping()
@@ -409,12 +432,52 @@ impl Core {
     }
 
     /// The slow safety net: missing roots, every directory's mtime, every file's stat.
-    /// Then rebuilds the live set and closes what went idle.
+    /// Then rebuilds the live set and closes what went idle. Begun here, done in steps
+    /// ([`Core::sweep_step`]).
     fn sweep(&mut self) {
+        if let Some(s) = &mut self.sweeping {
+            s.again = true;
+            return;
+        }
         self.sweeps += 1;
-        self.tree
-            .sweep(&mut Looker::live(&mut self.files, &mut self.reduce));
-        self.reduce.sweep(&mut self.files);
+        let dirs = self
+            .tree
+            .sweep_start(&mut Looker::live(&mut self.files, &mut self.reduce));
+        self.sweeping = Some(Sweeping {
+            dirs,
+            files: self.files.names(),
+            again: false,
+        });
+    }
+
+    /// The next [`SWEEP_STEP`] directories and files of the sweep under way; at its
+    /// end, the live set rebuilt and quiet sessions judged, as one sweep always did.
+    fn sweep_step(&mut self) {
+        let Some(s) = &mut self.sweeping else {
+            return;
+        };
+        let mut v = Looker::live(&mut self.files, &mut self.reduce);
+        for _ in 0..SWEEP_STEP {
+            if let Some(dir) = s.dirs.pop() {
+                self.tree.check_dir(&dir, &mut v);
+            } else if let Some(name) = s.files.pop() {
+                if v.files.changed_one(&name) {
+                    v.reduce.look(v.files, name.path(), Mode::Live);
+                }
+            } else {
+                break;
+            }
+        }
+        if !s.dirs.is_empty() || !s.files.is_empty() {
+            return;
+        }
+        let again = s.again;
+        self.sweeping = None;
+        self.reduce.end_sweep(&mut self.files);
+        self.flush();
+        if again {
+            self.sweep();
+        }
     }
 
     fn flush(&mut self) {

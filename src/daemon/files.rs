@@ -578,16 +578,19 @@ impl Files {
         self.live.due()
     }
 
-    /// The slow safety net's share: the files whose stat says they changed.
-    pub fn changed(&self) -> Vec<PathBuf> {
-        let mut changed = Vec::new();
-        for (path, t) in &self.table {
-            let same = fs::metadata(path.path())
-                .is_ok_and(|m| m.is_file() && t.tail.compare(&Stat::of(&m)) == Change::Same);
-            if !same {
-                changed.push(path.to_path_buf());
-            }
-        }
-        changed
+    /// Every tracked file's name, for the slow safety net, which stats them a few at a
+    /// time (shared names: a pointer each).
+    pub fn names(&self) -> Vec<FileName> {
+        self.table.keys().cloned().collect()
+    }
+
+    /// Whether the file `name` is not as its tail state last saw it (gone, replaced,
+    /// grown, cut or touched); false for a file no longer tracked.
+    pub fn changed_one(&self, name: &FileName) -> bool {
+        let Some(t) = self.table.get(name) else {
+            return false;
+        };
+        !fs::metadata(name.path())
+            .is_ok_and(|m| m.is_file() && t.tail.compare(&Stat::of(&m)) == Change::Same)
     }
 }

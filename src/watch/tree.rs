@@ -376,26 +376,27 @@ impl Tree {
         }
     }
 
-    /// Stats every known directory (or only the unwatched ones) and re-lists those whose
-    /// entries may have changed. A missed create or delete always changes the
-    /// directory's mtime, so unchanged directories need no listing.
-    fn check_dirs(&mut self, only_unwatched: bool, v: &mut impl Visit) {
-        let mut changed = Vec::new();
-        for (dir, d) in &self.dirs {
-            if only_unwatched && d.watched {
-                continue;
-            }
-            let same =
-                fs::metadata(dir).is_ok_and(|m| m.is_dir() && Stat::of(&m).mtime_ns == d.mtime_ns);
-            if !same || d.racy {
-                changed.push(dir.clone());
-            }
-        }
+    /// Stats the directories no native watch covers and re-lists those whose entries
+    /// may have changed. A missed create or delete always changes the directory's
+    /// mtime, so unchanged directories need no listing.
+    fn check_unwatched(&mut self, v: &mut impl Visit) {
+        let changed: Vec<PathBuf> = self
+            .dirs
+            .iter()
+            .filter(|(dir, d)| !d.watched && moved(dir, d))
+            .map(|(dir, _)| dir.clone())
+            .collect();
         for dir in changed {
-            match fs::metadata(&dir) {
-                Ok(m) if m.is_dir() => self.scan(dir, None, v),
-                _ => self.remove(&dir, v),
-            }
+            self.list_again(&dir, v);
+        }
+    }
+
+    /// Lists `dir` again (its files gone since are the sweep's file pass's to find), or
+    /// lets it go if it is no directory now.
+    fn list_again(&mut self, dir: &Path, v: &mut impl Visit) {
+        match fs::metadata(dir) {
+            Ok(m) if m.is_dir() => self.scan(dir.to_path_buf(), None, v),
+            _ => self.remove(dir, v),
         }
     }
 
@@ -404,7 +405,7 @@ impl Tree {
     pub fn poll(&mut self, v: &mut impl Visit) {
         self.follow_links(v);
         if self.unwatched > 0 {
-            self.check_dirs(true, v);
+            self.check_unwatched(v);
         }
     }
 
@@ -427,16 +428,33 @@ impl Tree {
         }
     }
 
-    /// The slow safety net's share: missing roots, and every directory's mtime.
-    pub fn sweep(&mut self, v: &mut impl Visit) {
+    /// The slow safety net's share, in steps: the missing roots now, and every known
+    /// directory to check, each with [`Tree::check_dir`] when its turn comes (a sweep of
+    /// 100,000 sessions in one go held the core, and every event, for most of a second).
+    pub fn sweep_start(&mut self, v: &mut impl Visit) -> Vec<PathBuf> {
         for i in 0..self.roots.len() {
             let path = &self.roots[i].root.path;
             if !self.roots[i].exists || fs::metadata(path).is_ok_and(|m| m.is_file()) {
                 self.add_root(i, false, v);
             }
         }
-        self.check_dirs(false, v);
+        self.dirs.keys().cloned().collect()
     }
+
+    /// One directory of a sweep: listed again if its mtime moved (or its last listing
+    /// was too soon after a change to trust), let go if it is gone. A directory no
+    /// longer known (gone since the sweep began) is passed over.
+    pub fn check_dir(&mut self, dir: &Path, v: &mut impl Visit) {
+        if self.dirs.get(dir).is_some_and(|d| moved(dir, d)) {
+            self.list_again(dir, v);
+        }
+    }
+}
+
+/// Whether the directory `dir` may have entries its last listing (`d`) did not: its
+/// mtime moved, it is gone, or that listing came too soon after a change to trust.
+fn moved(dir: &Path, d: &DirState) -> bool {
+    d.racy || !fs::metadata(dir).is_ok_and(|m| m.is_dir() && Stat::of(&m).mtime_ns == d.mtime_ns)
 }
 
 /// The live set: files stat'ed on every poll, because they changed lately or have a
