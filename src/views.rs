@@ -328,17 +328,18 @@ impl Table {
     /// Every session's row source, sorted by key: cheap (shared handles), so the keeper
     /// is free again at once and the asking thread does the reading.
     pub fn rows(&self) -> Vec<RowSource> {
-        self.sessions
-            .iter()
-            .map(|(k, e)| match e {
-                Entry::Live(v) => RowSource::View(v.clone()),
-                Entry::Parked(p, row) => RowSource::Parked {
-                    key: k.clone(),
-                    view: p.clone(),
-                    row: row.clone(),
-                },
-            })
-            .collect()
+        self.sessions.iter().map(row_source).collect()
+    }
+
+    /// [`Table::rows`] handed to `send` [`ROWS_CHUNK`] at a time, until it says stop.
+    fn rows_in_chunks(&self, mut send: impl FnMut(Vec<RowSource>) -> bool) {
+        let mut it = self.sessions.iter();
+        loop {
+            let chunk: Vec<RowSource> = it.by_ref().take(ROWS_CHUNK).map(row_source).collect();
+            if chunk.is_empty() || !send(chunk) {
+                return;
+            }
+        }
     }
 
     pub fn counts(&self) -> Counts {
@@ -353,6 +354,22 @@ impl Table {
         self.sessions.is_empty()
     }
 }
+
+fn row_source((key, e): (&SessionKey, &Entry)) -> RowSource {
+    match e {
+        Entry::Live(v) => RowSource::View(v.clone()),
+        Entry::Parked(p, row) => RowSource::Parked {
+            key: key.clone(),
+            view: p.clone(),
+            row: row.clone(),
+        },
+    }
+}
+
+/// Row sources sent to a `status` answer at a time: the answer's first row goes out as
+/// soon as the first of them are made, not after every one is (at 100,000 sessions,
+/// 30-45 ms of the keeper's time).
+const ROWS_CHUNK: usize = 4096;
 
 /// Where the core sends its batches.
 pub type ChangeTx = Sender<Batch>;
@@ -381,13 +398,13 @@ impl Client {
     }
 
     /// Every session's row source (for `status`), as of the same point as
-    /// [`Client::snapshot`].
-    pub fn rows(&self) -> Vec<RowSource> {
-        let (tx, rx) = crossbeam_channel::bounded(1);
-        if self.requests.send(Request::Rows(tx)).is_err() {
-            return Vec::new();
-        }
-        rx.recv().unwrap_or_default()
+    /// [`Client::snapshot`], in key order, a chunk at a time as the keeper makes them
+    /// (it makes them all at once: the answer is one moment's table).
+    pub fn rows(&self) -> impl Iterator<Item = Vec<RowSource>> {
+        // Unbounded: the keeper never waits for a slow client.
+        let (tx, rx) = crossbeam_channel::unbounded();
+        let asked = self.requests.send(Request::Rows(tx)).is_ok();
+        asked.then_some(rx).into_iter().flatten()
     }
 }
 
@@ -454,7 +471,7 @@ fn keep(
                             let _ = tx.send(table.snapshot());
                         }
                         Request::Rows(tx) => {
-                            let _ = tx.send(table.rows());
+                            table.rows_in_chunks(|chunk| tx.send(chunk).is_ok());
                         }
                     }
                 }

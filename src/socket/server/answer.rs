@@ -122,11 +122,10 @@ pub(super) fn answer_status(stream: &UnixStream, hub: &Hub) -> io::Result<()> {
     // read from the spill straight into it.
     let mut out = Vec::with_capacity(STATUS_BUF + 4096);
     let mut stream = stream;
-    let rows = hub.views.rows();
     let (now, after) = (crate::clock::wall_now(), hub.stale_after());
     let mut n = 0;
     let mut reads = crate::views::RowReads::default();
-    for r in &rows {
+    for r in hub.views.rows().flatten() {
         // A parked session's row as formatted when it was parked; any other formatted now.
         if r.row_via(&mut reads, &mut out) {
             out.push(b'\n');
