@@ -5,11 +5,11 @@
 //! The daemon sends its rows in key order (agent, session, subagent), so a session's row
 //! comes just before its subagents': one session is gathered, run through the same
 //! filter and age cut as a whole table ([`gather`]), and its rows join the kept ones.
-//! Past twice the limit the kept rows are sorted ([`order`]) and cut back to the limit,
+//! Past twice the limit the kept rows are cut back to the limit, the most urgent kept,
 //! so the table is the `limit` most urgent rows (what waits for the person, then the
 //! newest) of all of them.
 
-use super::{Filter, Row, Shown, View, gather, name_projects, order};
+use super::{Filter, Row, Shown, View, gather, name_projects, order, urgency};
 use crate::model::ProviderKind;
 
 /// Rows of the table being gathered.
@@ -76,9 +76,15 @@ impl Fit {
         }
     }
 
+    /// Keeps the `n` most urgent rows. Picked, not sorted: [`Fit::finish`] sorts the
+    /// ones left (a sort at every cut moved each kept row some eight times over, most of
+    /// the client's copying at 100,000 sessions).
     fn cut(&mut self, n: usize) {
-        order(&mut self.kept);
-        self.more += self.kept.len().saturating_sub(n);
+        if self.kept.len() <= n {
+            return;
+        }
+        self.kept.select_nth_unstable_by(n, urgency);
+        self.more += self.kept.len() - n;
         self.kept.truncate(n);
     }
 
@@ -205,6 +211,17 @@ mod tests {
         let end: super::super::StatusLine<'_> =
             serde_json::from_str(r#"{"end":true,"sessions":3,"mutes":[{"target":"x"}]}"#).unwrap();
         assert!(end.end && Row::from_status_line(&end).is_none());
+        // Nulls and missing fields read as the parsed line has them.
+        let sparse = r#"{"provider":"claude","session":"s2","agent":null,"message":null}"#;
+        let typed: super::super::StatusLine<'_> = serde_json::from_str(sparse).unwrap();
+        let parsed: serde_json::Value = serde_json::from_str(sparse).unwrap();
+        assert_eq!(typed.agent, None);
+        assert_eq!(Row::from_status_line(&typed), Row::from_status(&parsed));
+        // The daemon's refusal, escapes and all, for `--json`'s quick read.
+        let mark: super::super::StatusMark<'_> =
+            serde_json::from_str(r#"{"error":"no \"such\" thing\u00e9"}"#).unwrap();
+        assert_eq!(mark.error.as_deref(), Some("no \"such\" thing\u{e9}"));
+        assert!(!mark.end);
     }
 
     #[test]

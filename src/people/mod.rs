@@ -137,30 +137,39 @@ impl Row {
 pub struct StatusLine<'a> {
     #[serde(default)]
     pub end: bool,
-    #[serde(borrow, default)]
+    #[serde(borrow, default, deserialize_with = "lent")]
     pub error: Option<Cow<'a, str>>,
-    #[serde(borrow, default)]
+    #[serde(borrow, default, deserialize_with = "lent")]
     pub session: Option<Cow<'a, str>>,
-    #[serde(borrow, default)]
+    #[serde(borrow, default, deserialize_with = "lent")]
     pub provider: Option<Cow<'a, str>>,
-    #[serde(borrow, default)]
+    #[serde(borrow, default, deserialize_with = "lent")]
     pub agent: Option<Cow<'a, str>>,
-    #[serde(borrow, default)]
+    #[serde(borrow, default, deserialize_with = "lent")]
     pub project: Option<Cow<'a, str>>,
-    #[serde(borrow, default)]
+    #[serde(borrow, default, deserialize_with = "lent")]
     pub project_long: Option<Cow<'a, str>>,
-    #[serde(borrow, default)]
+    #[serde(borrow, default, deserialize_with = "lent")]
     pub branch: Option<Cow<'a, str>>,
-    #[serde(borrow, default)]
+    #[serde(borrow, default, deserialize_with = "lent")]
     pub state: Option<Cow<'a, str>>,
-    #[serde(borrow, default)]
+    #[serde(borrow, default, deserialize_with = "lent")]
     pub since: Option<Cow<'a, str>>,
-    #[serde(borrow, default)]
+    #[serde(borrow, default, deserialize_with = "lent")]
     pub message: Option<Cow<'a, str>>,
-    #[serde(borrow, default)]
+    #[serde(borrow, default, deserialize_with = "lent")]
     pub reason: Option<Cow<'a, str>>,
     #[serde(default)]
     pub background_tasks: Option<u64>,
+}
+
+/// A text field of a status line, lent from the line where it has no escapes. serde
+/// lends a `Cow<str>` only as a field of its own: inside an `Option` it always made an
+/// owned copy, two allocations a field for every row of a `status` table.
+fn lent<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<Cow<'de, str>>, D::Error> {
+    #[derive(serde::Deserialize)]
+    struct Lent<'a>(#[serde(borrow)] Cow<'a, str>);
+    Ok(<Option<Lent<'de>> as serde::Deserialize>::deserialize(d)?.map(|l| l.0))
 }
 
 /// A line of a `status` answer as `status --json` reads it when it keeps every row:
@@ -170,7 +179,7 @@ pub struct StatusLine<'a> {
 pub struct StatusMark<'a> {
     #[serde(default)]
     pub end: bool,
-    #[serde(borrow, default)]
+    #[serde(borrow, default, deserialize_with = "lent")]
     pub error: Option<Cow<'a, str>>,
 }
 
@@ -434,13 +443,16 @@ pub fn rank(state: &str) -> usize {
 /// The person's order: by state ([`STATES`]), then newest first (rows with no time
 /// last), then by project and session so that equal rows keep one order.
 pub fn order(shown: &mut [Shown]) {
-    shown.sort_by(|a, b| {
-        let (a, b) = (&a.row, &b.row);
-        rank(&a.state)
-            .cmp(&rank(&b.state))
-            .then_with(|| b.at.cmp(&a.at))
-            .then_with(|| a.project.cmp(&b.project))
-            .then_with(|| a.session.cmp(&b.session))
-            .then_with(|| a.subagent.cmp(&b.subagent))
-    });
+    shown.sort_by(urgency);
+}
+
+/// [`order`]'s comparison: a total order, as no two rows share a session and subagent.
+pub(super) fn urgency(a: &Shown, b: &Shown) -> std::cmp::Ordering {
+    let (a, b) = (&a.row, &b.row);
+    rank(&a.state)
+        .cmp(&rank(&b.state))
+        .then_with(|| b.at.cmp(&a.at))
+        .then_with(|| a.project.cmp(&b.project))
+        .then_with(|| a.session.cmp(&b.session))
+        .then_with(|| a.subagent.cmp(&b.subagent))
 }
