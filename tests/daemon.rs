@@ -221,6 +221,16 @@ fn a_late_file_full_of_old_turns_pages_nobody() {
     assert_eq!(count(&events, "turn_started", &old_turn), 0);
 }
 
+/// A daemon that sees only what it polls: every native event thrown away, live files
+/// polled every 200 ms and everything swept every second.
+const BLIND: [&str; 5] = [
+    "--debug-drop-native-events",
+    "--poll-interval",
+    "200ms",
+    "--debug-sweep-interval",
+    "1s",
+];
+
 /// Seed 004 test 8, with a hook that throws away every native event.
 #[test]
 fn polling_recovers_missed_watcher_events_hook() {
@@ -230,13 +240,7 @@ fn polling_recovers_missed_watcher_events_hook() {
     let c = Claude::new();
     let (t, _) = c.turn("before start", "old");
     append(&c.path_in(&dir), t.as_bytes());
-    let mut d = d.start(&[
-        "--debug-drop-native-events",
-        "--poll-interval",
-        "200ms",
-        "--debug-sweep-interval",
-        "1s",
-    ]);
+    let mut d = d.start(&BLIND);
     // A live file: found by the poll of live files.
     let (t, a) = c.turn("after start", "seen by polling");
     append(&c.path_in(&dir), t.as_bytes());
@@ -277,13 +281,7 @@ fn a_sweep_in_steps_reaches_every_file_and_directory() {
             idle.push((c, dir.clone()));
         }
     }
-    let mut d = d.start(&[
-        "--debug-drop-native-events",
-        "--poll-interval",
-        "200ms",
-        "--debug-sweep-interval",
-        "1s",
-    ]);
+    let mut d = d.start(&BLIND);
     let (c, dir) = &idle[331];
     let (t, a) = c.turn("after start", "seen by the sweep's file pass");
     append(&c.path_in(dir), t.as_bytes());
