@@ -28,7 +28,7 @@ firststart: time from starting `baton run` with no saved state (a first run) to 
 scale: for each build of --bins (e.g. old,new) in turn, --rounds times: first start to
     daemon_ready against `wc -l` in the same minute, RSS --settle s after daemon_ready,
     then `baton status --json` and the `status` table, --runs each, timed from outside
-    with the client's peak RSS from GNU time.
+    with the client's peak RSS from GNU time. The event stream is read all along.
 
 restart: a first run on the tree, stopped after --settle seconds (its first save of
     every file's state), then --rounds restarts on the same state directory: time to
@@ -208,20 +208,12 @@ def count_files(tree):
     return n
 
 
-def idle(a):
-    tree = os.path.abspath(a.tree)
-    if a.backdate_days >= 0:
-        t = time.time() - a.backdate_days * 86400
-        for d, _, files in os.walk(tree):
-            for f in files:
-                os.utime(os.path.join(d, f), (t, t))
-    roots = [("claude", os.path.join(tree, "claude", "projects")), ("codex", os.path.join(tree, "codex", "sessions"))]
-    proc, ev, ready = start(roots, [])
-    pid = proc.pid
-    # Read the event stream as a dashboard would. Left unread, the pipe fills (64 KiB)
-    # and the daemon holds what it could not write yet: the liveness sweep's
-    # turn_interrupted events, about 2.5 minutes after the start on a generated tree,
-    # then showed as a step of 2-3 MiB that was the bench's, not the daemon's.
+def read_events(ev):
+    """Reads the event stream from now on, as a dashboard would, on a thread of its own;
+    returns the counts by kind, kept up to date. Left unread, the pipe fills (64 KiB) and
+    the daemon holds what it could not write yet: the liveness sweep's turn_interrupted
+    events, about 2.5 minutes after the start on a generated tree, then showed as a step
+    of 2-3 MiB that was the bench's, not the daemon's."""
     counts = {}
 
     def drain():
@@ -235,6 +227,20 @@ def idle(a):
             counts[e["event"]] = counts.get(e["event"], 0) + 1
 
     threading.Thread(target=drain, daemon=True).start()
+    return counts
+
+
+def idle(a):
+    tree = os.path.abspath(a.tree)
+    if a.backdate_days >= 0:
+        t = time.time() - a.backdate_days * 86400
+        for d, _, files in os.walk(tree):
+            for f in files:
+                os.utime(os.path.join(d, f), (t, t))
+    roots = [("claude", os.path.join(tree, "claude", "projects")), ("codex", os.path.join(tree, "codex", "sessions"))]
+    proc, ev, ready = start(roots, [])
+    pid = proc.pid
+    counts = read_events(ev)
     # Let the history read's last allocations settle; --after also skips the first
     # save of every file's state, which a first run makes right after daemon_ready.
     time.sleep(max(1.0, a.after))
@@ -334,7 +340,8 @@ def scale(a):
     """The scale figures of one tree for each build in turn, old then new (or the
     given order), --rounds times: first start to daemon_ready against `wc -l` in the
     same minute, RSS --settle seconds after daemon_ready, then `status --json` and the
-    `status` table (--runs each: wall, the client's peak RSS)."""
+    `status` table (--runs each: wall, the client's peak RSS); the event stream is read
+    all along."""
     tree = os.path.abspath(a.tree)
     roots = [("claude", os.path.join(tree, "claude", "projects")), ("codex", os.path.join(tree, "codex", "sessions"))]
     builds = [os.path.abspath(b) for b in a.bins.split(",")]
@@ -345,7 +352,8 @@ def scale(a):
     for r in range(a.rounds):
         for b in builds:
             wc = wc_seconds(tree)
-            proc, _, ready = start(roots, [], binary=b)
+            proc, ev, ready = start(roots, [], binary=b)
+            read_events(ev)
             time.sleep(a.settle)
             rss = status(proc.pid, "VmRSS")
             hwm = status(proc.pid, "VmHWM")
