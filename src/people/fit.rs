@@ -76,9 +76,8 @@ impl Fit {
         }
     }
 
-    /// Keeps the `n` most urgent rows. Picked, not sorted: [`Fit::finish`] sorts the
-    /// ones left (a sort at every cut moved each kept row some eight times over, most of
-    /// the client's copying at 100,000 sessions).
+    /// Keeps the `n` most urgent rows. Picked, not sorted: a cut comes every `n` rows, and
+    /// [`Fit::finish`] sorts the ones left once.
     fn cut(&mut self, n: usize) {
         if self.kept.len() <= n {
             return;

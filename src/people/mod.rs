@@ -165,7 +165,8 @@ pub struct StatusLine<'a> {
 
 /// A text field of a status line, lent from the line where it has no escapes. serde
 /// lends a `Cow<str>` only as a field of its own: inside an `Option` it always made an
-/// owned copy, two allocations a field for every row of a `status` table.
+/// owned copy, an allocation for every field of every row of a `status` table on top of
+/// the row's own.
 fn lent<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<Cow<'de, str>>, D::Error> {
     #[derive(serde::Deserialize)]
     struct Lent<'a>(#[serde(borrow)] Cow<'a, str>);
