@@ -15,9 +15,9 @@ use super::apply::{Looker, Reduce};
 use super::deliver::Fanout;
 use super::durable::{self, Deltas};
 use super::files::{Files, Limits};
-use super::name::FileName;
 use super::outbox::{Out, Outbox};
 use super::read::Mode;
+use super::sweep::Sweeping;
 use crate::clock::{Clock, format_rfc3339, wall_now};
 use crate::error::Error;
 use crate::model::{Event, EventKind};
@@ -44,20 +44,6 @@ const VIEWS_EVERY: Duration = Duration::from_millis(100);
 const REMOTE_DRAIN: Duration = Duration::from_secs(2);
 /// Most hints handled in one batch before events are flushed.
 const MAX_BATCH: usize = 8192;
-/// Files and directories a sweep stats between two looks at the hints: about half a
-/// millisecond, the longest a sweep holds up a live event.
-const SWEEP_STEP: usize = 128;
-
-/// A sweep under way: what it has still to stat, a step at a time between batches of
-/// hints ([`Core::sweep_step`]), so that at 100,000 sessions (about 0.6 s of `stat`) the
-/// events of the moment are not kept waiting.
-struct Sweeping {
-    dirs: Vec<PathBuf>,
-    files: Vec<FileName>,
-    /// Another sweep was asked for meanwhile: it starts when this one ends.
-    again: bool,
-}
-
 pub struct Core {
     state_dir: PathBuf,
     clock: Clock,
@@ -433,42 +419,27 @@ impl Core {
 
     /// The slow safety net: missing roots, every directory's mtime, every file's stat.
     /// Then rebuilds the live set and closes what went idle. Begun here, done in steps
-    /// ([`Core::sweep_step`]).
+    /// between batches of hints ([`Core::sweep_step`], `daemon/sweep.rs`).
     fn sweep(&mut self) {
         if let Some(s) = &mut self.sweeping {
             s.again = true;
             return;
         }
         self.sweeps += 1;
-        let dirs = self
-            .tree
-            .sweep_start(&mut Looker::live(&mut self.files, &mut self.reduce));
-        self.sweeping = Some(Sweeping {
-            dirs,
-            files: self.files.names(),
-            again: false,
-        });
+        self.sweeping = Some(Sweeping::start(
+            &mut self.tree,
+            &mut self.files,
+            &mut self.reduce,
+        ));
     }
 
-    /// The next [`SWEEP_STEP`] directories and files of the sweep under way; at its
-    /// end, the live set rebuilt and quiet sessions judged, as one sweep always did.
+    /// The next step of the sweep under way; at its end, the live set rebuilt and quiet
+    /// sessions judged, as one sweep always did.
     fn sweep_step(&mut self) {
         let Some(s) = &mut self.sweeping else {
             return;
         };
-        let mut v = Looker::live(&mut self.files, &mut self.reduce);
-        for _ in 0..SWEEP_STEP {
-            if let Some(dir) = s.dirs.pop() {
-                self.tree.check_dir(&dir, &mut v);
-            } else if let Some(name) = s.files.pop() {
-                if v.files.changed_one(&name) {
-                    v.reduce.look(v.files, name.path(), Mode::Live);
-                }
-            } else {
-                break;
-            }
-        }
-        if !s.dirs.is_empty() || !s.files.is_empty() {
+        if !s.step(&mut self.tree, &mut self.files, &mut self.reduce) {
             return;
         }
         let again = s.again;

@@ -43,6 +43,7 @@ mod rows;
 mod service;
 mod settings;
 mod stage;
+mod sweep;
 mod tracked;
 mod writer;
 
