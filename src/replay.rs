@@ -142,8 +142,8 @@ fn read_file(f: &Found, opts: &Options, tail_first: bool) -> Result<Option<FileR
     let read = match kept {
         // What the backward read kept: the file's end as of then, as a read would give.
         Some(bytes) => {
-            feed.feed(&bytes, |src, o| obs.push((src.line, o)));
-            bytes.len() as u64
+            feed.feed(bytes.bytes(), |src, o| obs.push((src.line, o)));
+            bytes.bytes().len() as u64
         }
         None => feed
             .read_to_end(&mut file, |src, o| obs.push((src.line, o)))

@@ -38,7 +38,7 @@ const PROBE_MAX: usize = 256 * 1024;
 const HEAD_MAX: usize = 1024 * 1024;
 
 /// Where to start reading a file.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, PartialEq, Eq)]
 pub enum Plan {
     /// From `offset` (a line start), whose line is `line_no`, after showing the projector
     /// `head` (the file's first line, when it lies before `offset`).
@@ -48,7 +48,7 @@ pub enum Plan {
         head: Option<Vec<u8>>,
         /// The file from `offset` to its end as the backward read found it, when it
         /// kept it (at most KEEP_MAX): the parse need not read it again.
-        tail: Option<Vec<u8>>,
+        tail: Option<KeptTail>,
         /// After the line at `offset` (the last turn start), skip unread to this line
         /// start and line number.
         jump: Option<(u64, u64)>,
@@ -73,10 +73,7 @@ fn plan_keeping<F: Read + Seek>(
         return Ok(Plan::Full(reason));
     }
     let len = file.seek(SeekFrom::End(0))?;
-    let mut kept = Kept {
-        full: !keep,
-        ..Kept::default()
-    };
+    let mut kept = Kept::new(keep, len);
     let found = match restart_point(file, len, kind, path, &mut kept)? {
         Ok(s) => s,
         Err(reason) => return Ok(Plan::Full(reason)),
@@ -230,98 +227,218 @@ fn restart_point_in<F: Read + Seek>(
     // The newline that ends the line being collected; `None` while still in the
     // unfinished tail.
     let mut line_end: Option<u64> = None;
-    // That line's bytes from `pos` to `line_end`, unless it grew past PROBE_MAX.
-    let mut carry: Vec<u8> = Vec::new();
-    let mut carry_big = false;
+    // That line's bytes from `pos` to `line_end`, unless it grew past PROBE_MAX, once
+    // the file's end is no longer kept (while it is, a line is read from what is kept).
+    let mut carry = Carry::default();
     while pos > 0 {
         let lo = pos.saturating_sub(BACK_CHUNK as u64);
         let n = usize::try_from(pos - lo).unwrap_or(BACK_CHUNK);
+        if kept.keeping() && !kept.fits(n) {
+            if let Some(open) = line_end.and_then(|end| kept.range(pos, end)) {
+                carry.put_before(open);
+            }
+            kept.stop();
+        }
         file.seek(SeekFrom::Start(lo))?;
-        file.read_exact(&mut buf[..n])?;
-        kept.push(lo, &buf[..n]);
-        let chunk = &buf[..n];
+        let chunk = if kept.read(file, lo, n)? {
+            kept.range(lo, pos).unwrap_or_default()
+        } else {
+            file.read_exact(&mut buf[..n])?;
+            &buf[..n]
+        };
         let mut j = n;
         while let Some(nl) = memchr::memrchr(b'\n', &chunk[..j]) {
-            if line_end.is_some() {
+            if let Some(end) = line_end {
                 let start = lo + nl as u64 + 1;
-                let done = if carry_big || j - nl - 1 + carry.len() > PROBE_MAX {
-                    search.line(None, start)
+                let piece = &chunk[nl + 1..j];
+                let line = if kept.keeping() {
+                    kept.range(start, end)
                 } else if carry.is_empty() {
-                    search.line(Some(&chunk[nl + 1..j]), start)
+                    Some(piece)
                 } else {
-                    let mut l = chunk[nl + 1..j].to_vec();
-                    l.extend_from_slice(&carry);
-                    search.line(Some(&l), start)
+                    carry.put_before(piece);
+                    carry.line()
                 };
-                if let Some(done) = done {
+                let line = line.filter(|l| l.len() <= PROBE_MAX);
+                if let Some(done) = search.line(line, start) {
                     return Ok(done);
                 }
             }
             line_end = Some(lo + nl as u64);
             carry.clear();
-            carry_big = false;
             j = nl;
         }
-        if line_end.is_some() && !carry_big {
-            if j + carry.len() > PROBE_MAX {
-                carry_big = true;
-                carry = Vec::new();
-            } else {
-                let mut c = chunk[..j].to_vec();
-                c.extend_from_slice(&carry);
-                carry = c;
-            }
+        if line_end.is_some() && !kept.keeping() {
+            carry.put_before(&chunk[..j]);
         }
         pos = lo;
     }
-    if line_end.is_some() {
-        let line = (!carry_big).then_some(&carry[..]);
-        if let Some(done) = search.line(line, 0) {
+    if let Some(end) = line_end {
+        let line = if kept.keeping() {
+            kept.range(0, end)
+        } else {
+            carry.line()
+        };
+        if let Some(done) = search.line(line.filter(|l| l.len() <= PROBE_MAX), 0) {
             return Ok(done);
         }
     }
     Ok(Err("few_turns"))
 }
 
-/// Chunks read backwards, kept while they fit in KEEP_MAX: last chunk first.
+/// A line collected backwards, chunk by chunk: each piece is put in front of what is
+/// held, in a buffer filled from its end, so a byte is copied once however many chunks
+/// the line spans (gathering it anew at every chunk copied a long line many times).
 #[derive(Default)]
+struct Carry {
+    buf: Vec<u8>,
+    /// Where the held bytes start in `buf`: they run to its end.
+    start: usize,
+    /// The line grew past PROBE_MAX: it is not looked at.
+    big: bool,
+}
+
+impl Carry {
+    fn is_empty(&self) -> bool {
+        !self.big && self.start == self.buf.len()
+    }
+
+    fn clear(&mut self) {
+        self.start = self.buf.len();
+        self.big = false;
+    }
+
+    fn put_before(&mut self, piece: &[u8]) {
+        let held = self.buf.len() - self.start;
+        if self.big || held + piece.len() > PROBE_MAX {
+            self.big = true;
+            return;
+        }
+        if self.start < piece.len() {
+            // Doubling room, the held bytes moved to its end; never past PROBE_MAX.
+            let room = (held + piece.len())
+                .next_power_of_two()
+                .clamp(4096, PROBE_MAX);
+            let mut grown = vec![0u8; room];
+            grown[room - held..].copy_from_slice(&self.buf[self.start..]);
+            self.buf = grown;
+            self.start = room - held;
+        }
+        self.start -= piece.len();
+        self.buf[self.start..self.start + piece.len()].copy_from_slice(piece);
+    }
+
+    /// The line held, unless it is too long to look at.
+    fn line(&self) -> Option<&[u8]> {
+        (!self.big).then(|| &self.buf[self.start..])
+    }
+}
+
+/// The file's end as read backwards, while it fits in KEEP_MAX: the bytes from `from`
+/// to `end` at the end of one buffer, each chunk read straight into its place. Copying
+/// every chunk into a buffer of its own, then gathering them, was a tenth of `scan`'s
+/// instructions; and a line that spans chunks is read from here, not gathered.
 struct Kept {
-    chunks: Vec<(u64, Vec<u8>)>,
-    bytes: usize,
-    full: bool,
+    buf: Option<scratch::Owned>,
+    from: u64,
+    end: u64,
+    keeping: bool,
 }
 
 impl Kept {
-    fn push(&mut self, at: u64, chunk: &[u8]) {
-        if self.full || self.bytes + chunk.len() > KEEP_MAX {
-            self.full = true;
-            self.chunks = Vec::new();
-            return;
+    fn new(keep: bool, end: u64) -> Self {
+        Kept {
+            buf: None,
+            from: end,
+            end,
+            keeping: keep,
         }
-        self.bytes += chunk.len();
-        self.chunks.push((at, chunk.to_vec()));
     }
 
-    /// The bytes from `offset` to the end, if every chunk since is kept. They are
-    /// gathered in the earliest chunk's own buffer: a tail of one chunk (the usual) is
-    /// neither copied again nor given fresh pages, which `scan` paid for on every file.
-    fn from(mut self, offset: u64) -> Option<Vec<u8>> {
-        if self.full {
+    fn keeping(&self) -> bool {
+        self.keeping
+    }
+
+    fn held(&self) -> usize {
+        usize::try_from(self.end - self.from).unwrap_or(usize::MAX)
+    }
+
+    /// Whether `n` more bytes would still fit.
+    fn fits(&self, n: usize) -> bool {
+        self.held().saturating_add(n) <= KEEP_MAX
+    }
+
+    fn stop(&mut self) {
+        self.keeping = false;
+        self.buf = None;
+    }
+
+    /// While keeping, reads the `n` bytes before those held (at `at`, where `file`
+    /// stands) into their place; `false` (nothing read) otherwise.
+    fn read<F: Read>(&mut self, file: &mut F, at: u64, n: usize) -> io::Result<bool> {
+        if !self.keeping {
+            return Ok(false);
+        }
+        let held = self.held();
+        let buf = self
+            .buf
+            .get_or_insert_with(|| scratch::Owned::at_least(BACK_CHUNK));
+        let room = buf.bytes().len();
+        if room - held < n {
+            // Twice the room (the bytes held move to its end), never past KEEP_MAX.
+            let mut grown =
+                scratch::Owned::at_least((2 * room).max(held + n).min(KEEP_MAX.max(held + n)));
+            let new_room = grown.bytes().len();
+            grown.bytes_mut()[new_room - held..].copy_from_slice(&buf.bytes()[room - held..]);
+            *buf = grown;
+        }
+        let room = buf.bytes().len();
+        let start = room - held - n;
+        file.read_exact(&mut buf.bytes_mut()[start..start + n])?;
+        self.from = at;
+        Ok(true)
+    }
+
+    /// The file's bytes `[a, b)`, if they are all held.
+    fn range(&self, a: u64, b: u64) -> Option<&[u8]> {
+        if !self.keeping || a < self.from || b > self.end || a > b {
             return None;
         }
-        let (at, mut out) = self.chunks.pop()?;
-        if at > offset {
-            return None;
-        }
-        let skip = usize::try_from(offset - at).ok()?.min(out.len());
-        out.drain(..skip);
-        out.reserve_exact(self.chunks.iter().map(|(_, c)| c.len()).sum());
-        for (_, chunk) in self.chunks.iter().rev() {
-            out.extend_from_slice(chunk);
-        }
-        Some(out)
+        let buf = self.buf.as_ref()?.bytes();
+        let start = buf.len() - self.held() + usize::try_from(a - self.from).ok()?;
+        buf.get(start..start + usize::try_from(b - a).ok()?)
+    }
+
+    /// The bytes from `offset` to the end, if they are all held.
+    fn from(mut self, offset: u64) -> Option<KeptTail> {
+        let len = self.range(offset, self.end)?.len();
+        let buf = self.buf.take()?;
+        let start = buf.bytes().len() - len;
+        Some(KeptTail { buf, start })
     }
 }
+
+/// A file's end from a restart point, as the backward read kept it.
+#[derive(Debug)]
+pub struct KeptTail {
+    buf: scratch::Owned,
+    start: usize,
+}
+
+impl KeptTail {
+    pub fn bytes(&self) -> &[u8] {
+        &self.buf.bytes()[self.start..]
+    }
+}
+
+/// Equal when the bytes are.
+impl PartialEq for KeptTail {
+    fn eq(&self, other: &Self) -> bool {
+        self.bytes() == other.bytes()
+    }
+}
+
+impl Eq for KeptTail {}
 
 /// The first line (without its newline), if it ends within HEAD_MAX bytes; `limit` (a
 /// later line start) bounds the read. Read in small steps: headers are usually a few KB.
@@ -361,7 +478,7 @@ pub fn feed_keeping(
     path: &Path,
     provider: ProviderKind,
     max_line: usize,
-) -> Option<(FileFeed, Option<Vec<u8>>)> {
+) -> Option<(FileFeed, Option<KeptTail>)> {
     start_feed(file, path, provider, max_line, true)
 }
 
@@ -371,7 +488,7 @@ fn start_feed(
     provider: ProviderKind,
     max_line: usize,
     keep: bool,
-) -> Option<(FileFeed, Option<Vec<u8>>)> {
+) -> Option<(FileFeed, Option<KeptTail>)> {
     match plan_keeping(file, provider, path, keep) {
         Ok(Plan::Tail {
             offset,

@@ -124,7 +124,11 @@ fn check_bytes(f: &Found, data: &[u8], every_line: bool, tally: &mut Tally) -> V
                 tally.tail += 1;
                 let off = usize::try_from(offset).unwrap();
                 if let Some(kept) = kept {
-                    assert_eq!(kept, &bytes[off..], "the kept tail is the file's end");
+                    assert_eq!(
+                        kept.bytes(),
+                        &bytes[off..],
+                        "the kept tail is the file's end"
+                    );
                 }
                 let mut tail = FileFeed::resume(&f.path, f.provider, MAX_LINE, offset, line_no);
                 if let Some(h) = head {
@@ -545,4 +549,53 @@ fn every_hazard_needle_holds_the_key_searched_for() {
         }
     }
     assert!(keyed >= 3, "{keyed} keyed needles");
+}
+
+/// The file's end is kept as read backwards while it fits in 4 MiB, lines that span the
+/// 64 KiB chunks included; past that it is not kept, and the restart point is the same
+/// either way, and the same as the daemon's read (which keeps nothing) finds.
+#[test]
+fn the_kept_tail_is_the_file_end_across_chunks_and_nothing_past_its_cap() {
+    use common::claude;
+    let dir = tempfile::tempdir().unwrap();
+    for (answers, kept) in [(5usize, true), (45, false)] {
+        let mut lines = vec![
+            claude::prompt("p0", 0, "first"),
+            claude::text("a0", 1, "m0", "done", Some("end_turn")),
+            claude::prompt("p1", 2, "second"),
+        ];
+        // Lines of 100 KB (each spans a chunk boundary) and one too long to look at.
+        for i in 0..answers {
+            let len = if i == 2 { 300_000 } else { 100_000 };
+            let text = format!("{i}{}", "z".repeat(len));
+            lines.push(claude::text(&format!("t{i}"), 3, "m1", &text, None));
+        }
+        lines.push(claude::text("a1", 4, "m1", "all done", Some("end_turn")));
+        let data = common::lines(&lines);
+        // The line too long to look at could start a turn: the read cannot jump over
+        // it, and restarts at the answer before the last prompt.
+        let answer = memchr::memmem::find(&data, b"\"uuid\":\"a0\"").unwrap();
+        let line_start = memchr::memrchr(b'\n', &data[..answer]).unwrap() as u64 + 1;
+
+        let plan = claude_plan(&data);
+        let Plan::Tail { offset, tail, .. } = plan else {
+            panic!("{answers} answers: {plan:?}");
+        };
+        assert_eq!(offset, line_start, "{answers} answers");
+        let off = usize::try_from(offset).unwrap();
+        match tail {
+            Some(t) => {
+                assert!(kept, "{answers} answers: kept past the cap");
+                assert_eq!(t.bytes(), &data[off..]);
+            }
+            None => assert!(!kept, "{answers} answers: not kept"),
+        }
+
+        let sub = dir.path().join(answers.to_string());
+        std::fs::create_dir(&sub).unwrap();
+        let path = sub.join(format!("{}.jsonl", common::claude::SESSION));
+        std::fs::write(&path, &data).unwrap();
+        let feed = tail_first::open_feed(&path, ProviderKind::Claude, MAX_LINE).unwrap();
+        assert_eq!(feed.start(), offset, "{answers} answers: the daemon's read");
+    }
 }

@@ -260,8 +260,10 @@ fn read(f: &Found, max_line: usize) -> Outcome {
     let (mut feed, kept) = crate::tail_first::feed_keeping(file, &f.path, f.provider, max_line)
         .unwrap_or_else(|| (FileFeed::new(&f.path, f.provider, max_line), None));
     let mut obs = Vec::new();
-    let kept = kept.unwrap_or_default();
-    feed.feed(&kept, |src, o| obs.push((src.line, o)));
+    let kept = kept
+        .as_ref()
+        .map_or(&[][..], crate::tail_first::KeptTail::bytes);
+    feed.feed(kept, |src, o| obs.push((src.line, o)));
     // A document is one record: read whole (its feed bounds what it keeps).
     let limit = if feed.is_document() {
         u64::MAX
