@@ -91,9 +91,8 @@ fn plan_keeping<F: Read + Seek>(
         file,
         (found.offset, skipped_to),
         head_end,
-        kind,
-        path,
-        &needle,
+        (kind, path),
+        (&needle, found.turn.as_bytes()),
     )?;
     match counted {
         Ok((before, all)) => Ok(Plan::Tail {

@@ -26,9 +26,14 @@ pub enum Restart {
 
 /// What makes a restart unsafe when it lies before the restart point: one of `needles`,
 /// found by searching for `key`, a part of each of them. One search serves several
-/// needles (the bytes before a restart point are searched once per key: that search is
-/// most of what a tail-first read costs); a hit of the key only counts where a whole
-/// needle stands around it.
+/// needles (the bytes before a restart point are searched for every key at once: that
+/// search is most of what a tail-first read costs); a hit of the key only counts where a
+/// whole needle stands around it.
+///
+/// Keys are three bytes that are rare in transcripts: the search fingerprints every key
+/// by as many bytes as the shortest has, and costs about a third more per byte with four
+/// than with three (`scan` on a generated tree); a common key would make every hit a
+/// check.
 #[derive(Debug, Clone, Copy)]
 pub struct Hazard {
     /// Searched for.

@@ -24,16 +24,15 @@ const COUNT_CHUNK: usize = 256 * 1024;
 /// Counts the newlines in `[0, mark)` and `[0, end)` and looks for what makes a restart
 /// unsafe: the provider's hazards after the first line (from `head_end`), and a copy of
 /// the restart turn's record before `mark` (its own start: a copy would make it no new
-/// turn).
+/// turn). `turn` is the needle of that record, `id` the turn's id in it.
 pub(super) fn scan_prefix<F: Read + Seek>(
     file: &mut F,
     (mark, end): (u64, u64),
     head_end: u64,
-    kind: ProviderKind,
-    path: &Path,
-    turn: &[u8],
+    (kind, path): (ProviderKind, &Path),
+    (turn, id): (&[u8], &[u8]),
 ) -> io::Result<Result<(u64, u64), &'static str>> {
-    let look = Look::new(restart::hazards(kind, path), turn);
+    let look = Look::new(restart::hazards(kind, path), turn, id);
     // Every whole pattern must fit in one window for its hit to be confirmed.
     let overlap = look.longest().saturating_sub(1);
     scratch::with(scratch::Use::Count, overlap + COUNT_CHUNK, |win| {
@@ -96,26 +95,64 @@ impl HazardSearch {
     }
 }
 
+/// How many bytes of the turn's needle the packed search looks for: as many as the
+/// hazards' keys have (see [`Hazard`]).
+const TURN_KEY: usize = 3;
+
+/// The restart turn's needle, and the part of it the packed search looks for: the first
+/// bytes of the turn's id, which are rare, where the needle's start (`"uuid":"`) is in
+/// every record.
+struct TurnSearch {
+    needle: Finder<'static>,
+    /// Where the key starts in the needle, and how long it is.
+    key: (usize, usize),
+}
+
+impl TurnSearch {
+    fn new(needle: &[u8], id: &[u8]) -> Self {
+        let key = id
+            .get(..TURN_KEY)
+            .and_then(|k| memchr::memmem::find(needle, k))
+            .map_or((0, needle.len()), |at| (at, TURN_KEY));
+        Self {
+            needle: Finder::new(needle).into_owned(),
+            key,
+        }
+    }
+
+    fn key(&self) -> &[u8] {
+        &self.needle.needle()[self.key.0..self.key.0 + self.key.1]
+    }
+
+    /// Whether the key's hit at `hit` is the whole needle's, ending by `mark`.
+    fn confirms(&self, hay: &[u8], hit: usize, mark: usize) -> bool {
+        let needle = self.needle.needle();
+        hit.checked_sub(self.key.0)
+            .filter(|start| start + needle.len() <= mark)
+            .and_then(|start| hay.get(start..start + needle.len()))
+            .is_some_and(|w| w == needle)
+    }
+}
+
 /// What one pass looks for: the hazards, in the order their reasons are preferred, then
 /// the restart turn's needle.
 struct Look {
     hazards: Vec<HazardSearch>,
-    turn: Option<Finder<'static>>,
-    /// All patterns at once: the hazards' keys (pattern `i` is hazard `i`'s), then the
-    /// turn's needle.
+    turn: Option<TurnSearch>,
+    /// All keys at once: the hazards' (pattern `i` is hazard `i`'s), then the turn's.
     packed: Option<Searcher>,
 }
 
 impl Look {
-    fn new(hazards: &[Hazard], turn: &[u8]) -> Self {
+    fn new(hazards: &[Hazard], turn: &[u8], id: &[u8]) -> Self {
         let hazards: Vec<HazardSearch> = hazards.iter().map(HazardSearch::new).collect();
-        let turn = (!turn.is_empty()).then(|| Finder::new(turn).into_owned());
+        let turn = (!turn.is_empty()).then(|| TurnSearch::new(turn, id));
         let mut builder = Config::new().match_kind(MatchKind::LeftmostFirst).builder();
         for h in &hazards {
             builder.add(h.key.needle());
         }
         if let Some(t) = &turn {
-            builder.add(t.needle());
+            builder.add(t.key());
         }
         let packed = (builder.len() > 0).then(|| builder.build()).flatten();
         Self {
@@ -129,7 +166,7 @@ impl Look {
         self.hazards
             .iter()
             .map(HazardSearch::longest)
-            .chain(self.turn.iter().map(|t| t.needle().len()))
+            .chain(self.turn.iter().map(|t| t.needle.needle().len()))
             .max()
             .unwrap_or(1)
     }
@@ -175,8 +212,8 @@ impl Look {
             }
             if best.is_none()
                 && let Some(t) = &self.turn
-                && rest.starts_with(t.needle())
-                && at + t.needle().len() <= mark
+                && rest.starts_with(t.key())
+                && t.confirms(hay, at, mark)
             {
                 best = Some(self.hazards.len());
             }
@@ -191,7 +228,7 @@ impl Look {
             return Some(i);
         }
         let t = self.turn.as_ref()?;
-        t.find(&hay[..mark]).map(|_| self.hazards.len())
+        t.needle.find(&hay[..mark]).map(|_| self.hazards.len())
     }
 }
 
@@ -257,15 +294,20 @@ mod tests {
     use proptest::prelude::*;
 
     const HAZARDS: [Hazard; 3] = [
-        Hazard::plain(b"\"isSidechain\":true", "sidechain"),
         Hazard {
-            key: b"background",
+            key: b":tr",
+            needles: &[b"\"isSidechain\":true"],
+            why: "sidechain",
+        },
+        Hazard {
+            key: b"kgr",
             needles: &[b"in background with ID", b"moved to the background"],
             why: "background",
         },
         Hazard::plain(b"agent launched", "agent"),
     ];
     const TURN: &[u8] = b"\"uuid\":\"u-7\"";
+    const ID: &[u8] = b"u-7";
 
     /// Pieces that make hits, near misses and overlaps of the patterns above.
     fn piece() -> impl Strategy<Value = Vec<u8>> {
@@ -280,6 +322,10 @@ mod tests {
             Just(b"agent launche".to_vec()),
             Just(TURN.to_vec()),
             Just(b"\"uuid\":\"u-".to_vec()),
+            // Keys without their needles.
+            Just(b"u-7\"".to_vec()),
+            Just(b":true".to_vec()),
+            Just(b"kgr".to_vec()),
             proptest::collection::vec(any::<u8>(), 0..40),
         ]
     }
@@ -295,7 +341,7 @@ mod tests {
         ) {
             let hay = pieces.concat();
             let (from, mark) = (from.min(hay.len()), mark.min(hay.len()));
-            let look = Look::new(&HAZARDS, TURN);
+            let look = Look::new(&HAZARDS, TURN, ID);
             let packed = look.packed.as_ref().expect("a packed searcher on this CPU");
             prop_assert_eq!(
                 look.first_packed(packed, &hay, from, mark),
@@ -306,7 +352,7 @@ mod tests {
 
     #[test]
     fn the_first_hazard_in_order_wins_and_bounds_hold() {
-        let look = Look::new(&HAZARDS, TURN);
+        let look = Look::new(&HAZARDS, TURN, ID);
         let hay = b"x agent launched y \"uuid\":\"u-7\" \"isSidechain\":true z";
         assert_eq!(look.first_in(hay, 0, hay.len()), Some("sidechain"));
         // The sidechain marker before `from` does not count; the turn's copy does only

@@ -109,16 +109,29 @@ impl Restarts for ClaudeRestarts {
         // following parent chains that may reach back anywhere.
         // Background tasks launched in an earlier turn are still counted when a later
         // turn ends: the launch must be seen.
-        // Three of the launch needles share "background": one search finds them all.
+        // Three of the launch needles share "background": one key finds them all. Each
+        // key is rare (`":tr` is not in `"isSidechain":false`, which every record has).
         const HAZARDS: [Hazard; 4] = [
-            Hazard::plain(b"\"isSidechain\":true", "inline_sidechain"),
             Hazard {
-                key: b"background",
+                key: b":tr",
+                needles: &[b"\"isSidechain\":true"],
+                why: "inline_sidechain",
+            },
+            Hazard {
+                key: b"kgr",
                 needles: &[LAUNCH_NEEDLES[0], LAUNCH_NEEDLES[1], LAUNCH_NEEDLES[4]],
                 why: "background_task",
             },
-            Hazard::plain(LAUNCH_NEEDLES[2], "background_task"),
-            Hazard::plain(LAUNCH_NEEDLES[3], "background_task"),
+            Hazard {
+                key: b"aun",
+                needles: &[LAUNCH_NEEDLES[2]],
+                why: "background_task",
+            },
+            Hazard {
+                key: b"awn",
+                needles: &[LAUNCH_NEEDLES[3]],
+                why: "background_task",
+            },
         ];
         &HAZARDS
     }

@@ -65,7 +65,11 @@ struct CodexRestarts;
 impl Restarts for CodexRestarts {
     fn hazards(&self, _path: &Path) -> &'static [Hazard] {
         // A second header would change the session id from that line on.
-        const HAZARDS: [Hazard; 1] = [Hazard::plain(b"\"session_meta\"", "second_session_meta")];
+        const HAZARDS: [Hazard; 1] = [Hazard {
+            key: b"n_m",
+            needles: &[b"\"session_meta\""],
+            why: "second_session_meta",
+        }];
         &HAZARDS
     }
 
