@@ -293,6 +293,12 @@ pub fn clip_message(s: &str) -> Option<String> {
         out.push(c);
         n += 1;
     }
+    clipped(out, n, cut)
+}
+
+/// The end of a clip: `out` (`n` characters) ends in `…` when it was `cut`, within the
+/// cap; trailing whitespace goes, and nothing left is no message.
+fn clipped(mut out: String, mut n: usize, cut: bool) -> Option<String> {
     if cut {
         while n >= MESSAGE_MAX_CHARS {
             out.pop();
@@ -395,7 +401,8 @@ mod tests {
         assert_eq!(clip_message("a\u{1b}[31mb").as_deref(), Some("ab"));
     }
 
-    /// The clip as it was: the text cleaned, split into words, the words joined.
+    /// The clip as it was: the text cleaned, split into words, the words joined (its
+    /// end, [`clipped`], is shared).
     fn clip_by_words(s: &str) -> Option<String> {
         let clean: String = crate::text::Printable::new(s.chars())
             .take(MESSAGE_MAX_CHARS * 8)
@@ -421,15 +428,7 @@ mod tests {
                 n += 1;
             }
         }
-        if cut {
-            while n >= MESSAGE_MAX_CHARS {
-                out.pop();
-                n -= 1;
-            }
-            out.push('…');
-        }
-        let trimmed = out.trim_end();
-        (!trimmed.is_empty()).then(|| trimmed.to_owned())
+        clipped(out, n, cut)
     }
 
     proptest::proptest! {
