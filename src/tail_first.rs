@@ -245,7 +245,7 @@ fn restart_point_in<F: Read + Seek>(
             file.read_exact(&mut buf[..n])?;
             &buf[..n]
         };
-        let mut j = n;
+        let mut j = chunk.len();
         while let Some(nl) = memchr::memrchr(b'\n', &chunk[..j]) {
             if let Some(end) = line_end {
                 let start = lo + nl as u64 + 1;
