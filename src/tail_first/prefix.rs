@@ -79,12 +79,9 @@ impl HazardSearch {
         if self.needles.is_empty() {
             return true;
         }
-        self.needles.iter().any(|(n, at)| {
-            hit.checked_sub(*at)
-                .filter(|start| *start >= from)
-                .and_then(|start| hay.get(start..start + n.len()))
-                .is_some_and(|w| w == *n)
-        })
+        self.needles
+            .iter()
+            .any(|(n, at)| around(hay, hit, (n, *at)).is_some_and(|start| start >= from))
     }
 
     /// Whether a whole pattern lies in `hay[from..]`, by a pass of its own.
@@ -127,11 +124,15 @@ impl TurnSearch {
     /// Whether the key's hit at `hit` is the whole needle's, ending by `mark`.
     fn confirms(&self, hay: &[u8], hit: usize, mark: usize) -> bool {
         let needle = self.needle.needle();
-        hit.checked_sub(self.key.0)
-            .filter(|start| start + needle.len() <= mark)
-            .and_then(|start| hay.get(start..start + needle.len()))
-            .is_some_and(|w| w == needle)
+        around(hay, hit, (needle, self.key.0)).is_some_and(|start| start + needle.len() <= mark)
     }
+}
+
+/// Where `needle` starts in `hay` if it stands whole around a hit of its key at `hit`
+/// (the key sitting `at` bytes into the needle).
+fn around(hay: &[u8], hit: usize, (needle, at): (&[u8], usize)) -> Option<usize> {
+    let start = hit.checked_sub(at)?;
+    (hay.get(start..start + needle.len()) == Some(needle)).then_some(start)
 }
 
 /// What one pass looks for: the hazards, in the order their reasons are preferred, then
