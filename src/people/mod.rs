@@ -296,6 +296,18 @@ pub struct Shown {
     pub subagents: Vec<Row>,
 }
 
+impl Shown {
+    /// `row` as a row of the table with no subagents under it (yet), named by its own
+    /// project until [`name_projects`] names the rows shown.
+    fn alone(row: Row) -> Shown {
+        Shown {
+            project: row.project.clone(),
+            row,
+            subagents: Vec::new(),
+        }
+    }
+}
+
 /// What a table shows.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct View {
@@ -336,26 +348,14 @@ pub(super) fn gather(mut rows: Vec<Row>, filter: &Filter, now: i64) -> (Vec<Show
         if !filter.all && row.is_old(now) {
             return (Vec::new(), 1);
         }
-        let shown = Shown {
-            project: row.project.clone(),
-            row,
-            subagents: Vec::new(),
-        };
-        return (vec![shown], 0);
+        return (vec![Shown::alone(row)], 0);
     }
     inherit_projects(&mut rows);
     let (mains, subs): (Vec<Row>, Vec<Row>) = rows
         .into_iter()
         .filter(|r| filter.matches(r))
         .partition(|r| r.subagent.is_none());
-    let mut shown: Vec<Shown> = mains
-        .into_iter()
-        .map(|row| Shown {
-            project: row.project.clone(),
-            row,
-            subagents: Vec::new(),
-        })
-        .collect();
+    let mut shown: Vec<Shown> = mains.into_iter().map(Shown::alone).collect();
     let parents: HashMap<(Option<ProviderKind>, String), usize> = shown
         .iter()
         .enumerate()
@@ -365,11 +365,7 @@ pub(super) fn gather(mut rows: Vec<Row>, filter: &Filter, now: i64) -> (Vec<Show
     for sub in subs {
         match parents.get(&(sub.provider, sub.session.clone())) {
             Some(&i) => shown[i].subagents.push(sub),
-            None => orphans.push(Shown {
-                project: sub.project.clone(),
-                row: sub,
-                subagents: Vec::new(),
-            }),
+            None => orphans.push(Shown::alone(sub)),
         }
     }
     shown.extend(orphans);
