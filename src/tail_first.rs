@@ -384,9 +384,10 @@ impl Kept {
             .get_or_insert_with(|| scratch::Owned::at_least(BACK_CHUNK));
         let room = buf.bytes().len();
         if room - held < n {
-            // Twice the room (the bytes held move to its end), never past KEEP_MAX.
-            let mut grown =
-                scratch::Owned::at_least((2 * room).max(held + n).min(KEEP_MAX.max(held + n)));
+            // Twice the room (the bytes held move to its end): at least what is needed,
+            // and past KEEP_MAX only if that is (the caller stops keeping before).
+            let need = held + n;
+            let mut grown = scratch::Owned::at_least((2 * room).clamp(need, KEEP_MAX.max(need)));
             let new_room = grown.bytes().len();
             grown.bytes_mut()[new_room - held..].copy_from_slice(&buf.bytes()[room - held..]);
             *buf = grown;
