@@ -342,13 +342,9 @@ impl Tree {
     /// A known directory changed: gone, or re-list it (and have `v` look at the files it
     /// listed no longer).
     fn relist(&mut self, dir: &Path, v: &mut impl Visit) {
-        match fs::metadata(dir) {
-            Ok(m) if m.is_dir() => {
-                let mut seen = HashSet::new();
-                self.scan(dir.to_path_buf(), Some(&mut seen), v);
-                v.unlisted(dir, &seen);
-            }
-            _ => self.remove(dir, v),
+        let mut seen = HashSet::new();
+        if self.list_again(dir, Some(&mut seen), v) {
+            v.unlisted(dir, &seen);
         }
     }
 
@@ -387,16 +383,28 @@ impl Tree {
             .map(|(dir, _)| dir.clone())
             .collect();
         for dir in changed {
-            self.list_again(&dir, v);
+            self.list_again(&dir, None, v);
         }
     }
 
-    /// Lists `dir` again (its files gone since are the sweep's file pass's to find), or
-    /// lets it go if it is no directory now.
-    fn list_again(&mut self, dir: &Path, v: &mut impl Visit) {
+    /// Lists `dir` again, noting what it lists in `seen` when given (without it, its
+    /// files gone since are the sweep's file pass's to find), or lets it go if it is no
+    /// directory now: false then.
+    fn list_again(
+        &mut self,
+        dir: &Path,
+        seen: Option<&mut HashSet<PathBuf>>,
+        v: &mut impl Visit,
+    ) -> bool {
         match fs::metadata(dir) {
-            Ok(m) if m.is_dir() => self.scan(dir.to_path_buf(), None, v),
-            _ => self.remove(dir, v),
+            Ok(m) if m.is_dir() => {
+                self.scan(dir.to_path_buf(), seen, v);
+                true
+            }
+            _ => {
+                self.remove(dir, v);
+                false
+            }
         }
     }
 
@@ -446,7 +454,7 @@ impl Tree {
     /// longer known (gone since the sweep began) is passed over.
     pub fn check_dir(&mut self, dir: &Path, v: &mut impl Visit) {
         if self.dirs.get(dir).is_some_and(|d| moved(dir, d)) {
-            self.list_again(dir, v);
+            self.list_again(dir, None, v);
         }
     }
 }
