@@ -153,6 +153,9 @@ def latency(a):
         fd = os.open(os.path.join(proj, sid + ".jsonl"), os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
         sessions.append((sid, fd))
     lat = []
+    # The daemon's CPU over the probes: steadier than the times, which move with how
+    # fast this virtual machine wakes an idle CPU.
+    c0 = cpu_ns(proc.pid)
     try:
         for i in range(a.n):
             sid, fd = sessions[i % len(sessions)]
@@ -171,6 +174,7 @@ def latency(a):
             os.write(fd, line)
             ev.until(lambda e: e["event"] == "turn_completed" and e["turn"] == turn)
             lat.append((time.perf_counter() - t0) * 1000)
+        c1 = cpu_ns(proc.pid)
     finally:
         stop(proc)
         for _, fd in sessions:
@@ -180,6 +184,7 @@ def latency(a):
           f"idle_tree={a.idle_tree or '-'} ready_after={ready:.2f}s")
     print(f"latency ms: p50={statistics.median(lat):.3f} p90={pct(lat, 90):.3f} "
           f"p99={pct(lat, 99):.3f} max={max(lat):.3f} min={min(lat):.3f}")
+    print(f"daemon CPU per probe (two appends, two events): {(c1 - c0) / 1e3 / len(lat):.1f} us")
 
 
 def cpu_ns(pid):

@@ -11,7 +11,7 @@ use clap::Args;
 use serde::Serialize;
 use std::collections::{HashSet, VecDeque};
 use std::ffi::OsString;
-use std::fs::{self, File};
+use std::fs;
 use std::io::{self, Write};
 use std::path::{Component, Path, PathBuf};
 
@@ -191,7 +191,7 @@ pub fn audit_file(f: &Found, max_line: usize) -> Result<Vec<Problem>, Error> {
     if let Some(feed) = crate::rows::RowFeed::new(&f.path, f.provider, max_line) {
         return Ok(audit_rows(feed));
     }
-    let mut file = File::open(&f.path).map_err(read_err(&f.path))?;
+    let mut file = crate::tail::open(&f.path).map_err(read_err(&f.path))?;
     let mut a = audit::auditor(f.provider, &f.path);
     let mut out = Vec::new();
     let mut reader = LineReader::new(max_line);
@@ -254,7 +254,7 @@ pub fn audit_file(f: &Found, max_line: usize) -> Result<Vec<Problem>, Error> {
 
 /// Every record id in `path` (a subagent's main session file).
 fn ids_in(path: &Path, kind: ProviderKind, max_line: usize) -> Result<HashSet<String>, Error> {
-    let mut file = File::open(path).map_err(read_err(path))?;
+    let mut file = crate::tail::open(path).map_err(read_err(path))?;
     let mut ids = HashSet::new();
     LineReader::new(max_line)
         .read_to_end(&mut file, |item| match item {

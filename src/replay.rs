@@ -13,7 +13,6 @@ use crate::tail::Stat;
 use crate::tail_first::{self, Plan};
 use crate::watch::{self, Found, Root};
 use std::collections::HashMap;
-use std::fs::File;
 use std::io::{Seek, SeekFrom};
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -100,7 +99,7 @@ fn read_file(f: &Found, opts: &Options, tail_first: bool) -> Result<Option<FileR
     if !feed.is_conversation() {
         return Ok(None);
     }
-    let mut file = File::open(&f.path).map_err(err)?;
+    let mut file = crate::tail::open(&f.path).map_err(err)?;
     let clock_start = if f.provider.records_have_time() {
         0
     } else {

@@ -465,7 +465,7 @@ fn read_head<F: Read + Seek>(file: &mut F, limit: u64) -> io::Result<Option<Vec<
 /// the file's first line; `None` when the file is to be read whole (or cannot be read
 /// now: the caller's read then reports that). For the daemon's first history read.
 pub fn open_feed(path: &Path, provider: ProviderKind, max_line: usize) -> Option<FileFeed> {
-    let mut file = std::fs::File::open(path).ok()?;
+    let mut file = crate::tail::open(path).ok()?;
     // The daemon reads from its own handle: nothing to keep.
     start_feed(&mut file, path, provider, max_line, false).map(|(feed, _)| feed)
 }

@@ -1,10 +1,12 @@
 //! The tail layer: owns byte offsets, line framing and file identity, knows nothing about
 //! JSON.
 
+pub mod open;
 pub mod reader;
 pub mod scratch;
 pub mod state;
 
+pub use open::open;
 pub use reader::{Item, LineReader, OVERSIZE_KEEP};
 pub use state::{Change, FileId, Stat, TailState};
 

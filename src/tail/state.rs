@@ -176,7 +176,7 @@ impl TailState {
     /// longer the one this state describes.
     pub fn handle(&mut self, path: &Path) -> io::Result<Option<&mut File>> {
         if self.handle.is_none() {
-            let f = File::open(path)?;
+            let f = super::open(path)?;
             if Stat::of(&f.metadata()?).id != self.id {
                 return Ok(None);
             }
