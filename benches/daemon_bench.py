@@ -152,6 +152,14 @@ def latency(a):
         sid = str(uuid.uuid4())
         fd = os.open(os.path.join(proj, sid + ".jsonl"), os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
         sessions.append((sid, fd))
+    # --settle: probe a settled daemon, after the first save of every file's state and
+    # the merges that follow it (10-15 s at 10,000 sessions), reading the stream meanwhile.
+    settled = time.monotonic() + a.settle
+    while time.monotonic() < settled:
+        try:
+            ev.next(timeout=max(0.01, settled - time.monotonic()))
+        except TimeoutError:
+            pass
     lat = []
     # The daemon's CPU over the probes: steadier than the times, which move with how
     # fast this virtual machine wakes an idle CPU.
@@ -181,7 +189,7 @@ def latency(a):
             os.close(fd)
         shutil.rmtree(tmp)
     print(f"watcher={a.watcher} poll_interval={a.poll_interval or '2s'} n={len(lat)} "
-          f"idle_tree={a.idle_tree or '-'} ready_after={ready:.2f}s")
+          f"idle_tree={a.idle_tree or '-'} ready_after={ready:.2f}s settle={a.settle:g}s")
     print(f"latency ms: p50={statistics.median(lat):.3f} p90={pct(lat, 90):.3f} "
           f"p99={pct(lat, 99):.3f} max={max(lat):.3f} min={min(lat):.3f}")
     print(f"daemon CPU per probe (two appends, two events): {(c1 - c0) / 1e3 / len(lat):.1f} us")
@@ -391,6 +399,8 @@ def main():
     la.add_argument("--sessions", type=int, default=10)
     la.add_argument("--pause", type=float, default=0.02, help="up to this many seconds (uniform) between turn_started and the completion")
     la.add_argument("--idle-tree", default=None)
+    la.add_argument("--settle", type=float, default=0,
+                    help="seconds between daemon_ready and the first probe")
     ia = sub.add_parser("idle")
     ia.add_argument("--tree", required=True)
     ia.add_argument("--seconds", type=float, default=60)
