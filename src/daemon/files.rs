@@ -24,6 +24,9 @@ use crate::tail::{Change, Stat, TailState};
 use crate::watch::Root;
 use crate::watch::tree::Live;
 use std::collections::{HashMap, HashSet};
+
+/// The table's map: foldhash, not SipHash (see `reduce/mod.rs`).
+type Table = foldhash::HashMap<FileName, Box<Tracked>>;
 use std::fs;
 use std::io::{self, Seek, SeekFrom};
 use std::path::{Path, PathBuf};
@@ -109,7 +112,7 @@ pub(super) struct Files {
     /// Boxed: the map keeps room for more entries than it holds, and an empty slot should
     /// cost a pointer, not a whole entry.
     /// Keyed by the file's one shared name ([`FileName`]).
-    pub(super) table: HashMap<FileName, Box<Tracked>>,
+    pub(super) table: Table,
     /// Files stat'ed on every poll.
     pub(super) live: Live,
     pub(super) counters: Counters,
@@ -137,7 +140,7 @@ pub(super) struct Files {
 impl Files {
     pub fn new(limits: Limits, clock: Clock) -> Self {
         Files {
-            table: HashMap::new(),
+            table: Table::default(),
             live: Live::default(),
             counters: Counters::default(),
             history_warm: Vec::new(),

@@ -1,6 +1,6 @@
 //! The seen-set: event ids already emitted, so re-reads and resumed copies stay silent.
 
-use std::collections::HashSet;
+use foldhash::HashSet;
 use std::hash::{DefaultHasher, Hash, Hasher};
 
 /// Default number of ids remembered.
@@ -33,8 +33,8 @@ impl Seen {
 
     pub fn new(capacity: usize) -> Self {
         Seen {
-            current: HashSet::new(),
-            previous: HashSet::new(),
+            current: HashSet::default(),
+            previous: HashSet::default(),
             cap: capacity.max(1),
         }
     }

@@ -37,7 +37,13 @@ use crate::clock::{Now, format_rfc3339};
 use crate::model::{Event, EventKind, ProviderKind, SessionKey, SessionState};
 use crate::provider::{Evidence, Obs, ObsKind};
 use std::cmp::Reverse;
-use std::collections::{BinaryHeap, HashMap, HashSet};
+// The reducer's maps hash a session key or a path on every record, and the file table
+// a path on every look: SipHash (std's default) was 2-3 % of a first start's samples.
+// foldhash is seeded at random per process like std's, so a transcript cannot aim its
+// ids at one bucket from outside; the maps are in memory only, and nothing depends on
+// their order.
+use foldhash::{HashMap, HashSet};
+use std::collections::BinaryHeap;
 use std::sync::Arc;
 
 use session::{Draft, Session, confirm, draft, pending, step, with_tasks};
@@ -87,9 +93,9 @@ impl Reducer {
     pub fn new(settle_ms: u64, seen_capacity: usize) -> Self {
         Reducer {
             settle_ms,
-            sessions: HashMap::new(),
+            sessions: HashMap::default(),
             deadlines: BinaryHeap::new(),
-            by_path: HashMap::new(),
+            by_path: HashMap::default(),
             seen: Seen::new(seen_capacity),
             repeats: repeat::Repeats::new(repeat::RECORDS_SEEN),
             decided: None,

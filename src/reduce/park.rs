@@ -18,8 +18,8 @@ use super::saved::SavedSession;
 use super::views::{ParkedView, SessionChange};
 use crate::clock::Now;
 use crate::model::SessionKey;
+use foldhash::HashMap;
 use std::borrow::Cow;
-use std::collections::HashMap;
 use std::hash::{DefaultHasher, Hash, Hasher};
 use std::sync::Arc;
 

@@ -7,7 +7,7 @@ use super::Reducer;
 use super::session::Session;
 use crate::model::{SessionKey, SessionState};
 use crate::provider::Evidence;
-use std::collections::HashSet;
+use foldhash::HashSet;
 use std::sync::Arc;
 
 /// A change set that grew past this many entries is shrunk when it is drained.
