@@ -215,32 +215,84 @@ pub(crate) fn finders(needles: &[&'static [u8]]) -> Vec<Finder<'static>> {
     needles.iter().map(|n| Finder::new(*n)).collect()
 }
 
+/// Where `needle` starts in `hay` if it stands whole around a hit of its key at `hit`
+/// (the key sitting `at` bytes into the needle).
+pub(crate) fn around(hay: &[u8], hit: usize, (needle, at): (&[u8], usize)) -> Option<usize> {
+    let start = hit.checked_sub(at)?;
+    (hay.get(start..start + needle.len()) == Some(needle)).then_some(start)
+}
+
+/// Words looked for by a short key: `key` lies in each of `needles`.
+pub struct Word {
+    pub key: &'static [u8],
+    pub needles: &'static [&'static [u8]],
+}
+
 /// Several needles looked for in one pass (aho-corasick's packed searcher): every line
 /// of a file's last turn is looked at for each of a dozen end words, and a pass per word
-/// was a tenth of `scan`'s CPU. Where the packed searcher is not available (a CPU without
-/// SSSE3 or NEON), a pass per needle.
+/// was a tenth of `scan`'s CPU. The pass looks for each word's three-byte key, and a hit
+/// counts when a whole needle stands around it: the packed searcher fingerprints every
+/// pattern by as many bytes as the shortest has, and four bytes (the needles' own
+/// starts, `"sto` of every `stop_reason`) cost more per byte than three rare ones. Where
+/// the packed searcher is not available (a CPU without SSSE3 or NEON), a pass per needle.
 pub struct AnyOf {
     packed: Option<aho_corasick::packed::Searcher>,
+    /// By the packed searcher's pattern (a word's key): each needle, and where the key
+    /// sits in it.
+    words: Vec<Vec<(&'static [u8], usize)>>,
+    /// Needles looked for by a pass of their own: every needle without the packed
+    /// searcher, else only one that does not hold its word's key (a slip in a list
+    /// costs speed, never a needle).
     each: Vec<Finder<'static>>,
 }
 
 impl AnyOf {
-    pub fn new(needles: &[&'static [u8]]) -> Self {
-        let packed = aho_corasick::packed::Searcher::new(needles.iter().copied());
-        let each = if packed.is_some() {
-            Vec::new()
-        } else {
-            finders(needles)
-        };
-        Self { packed, each }
+    pub fn new(words: &[Word]) -> Self {
+        let packed = aho_corasick::packed::Searcher::new(words.iter().map(|w| w.key));
+        let mut words_at = Vec::with_capacity(words.len());
+        let mut alone = Vec::new();
+        for w in words {
+            let mut at = Vec::new();
+            for n in w.needles {
+                match memchr::memmem::find(n, w.key) {
+                    Some(i) if packed.is_some() => at.push((*n, i)),
+                    _ => alone.push(*n),
+                }
+            }
+            words_at.push(at);
+        }
+        Self {
+            packed,
+            words: words_at,
+            each: finders(&alone),
+        }
     }
 
     /// Whether any of the needles lies in `hay`.
     pub fn found(&self, hay: &[u8]) -> bool {
-        match &self.packed {
-            Some(p) => p.find(hay).is_some(),
-            None => self.each.iter().any(|n| n.find(hay).is_some()),
+        if self.each.iter().any(|n| n.find(hay).is_some()) {
+            return true;
         }
+        let Some(p) = &self.packed else {
+            return false;
+        };
+        let mut from = 0;
+        while let Some(m) = p.find_in(hay, aho_corasick::Span::from(from..hay.len())) {
+            let hit = m.start();
+            let needles = self
+                .words
+                .get(m.pattern().as_usize())
+                .map_or(&[][..], Vec::as_slice);
+            if needles
+                .iter()
+                .any(|&(n, at)| around(hay, hit, (n, at)).is_some())
+            {
+                return true;
+            }
+            // Keys may overlap: the next try starts one byte on, not past the hit.
+            from = hit + 1;
+        }
+        false
     }
 }
 
@@ -280,6 +332,7 @@ pub fn classify(kind: ProviderKind, path: &Path, line: &[u8]) -> Restart {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use proptest::prelude::*;
 
     #[test]
     fn claude_prompt_is_a_restart_point_but_tool_results_and_sidechains_are_not() {
@@ -315,7 +368,20 @@ mod tests {
 
     #[test]
     fn any_of_finds_each_needle_anywhere_and_nothing_else() {
-        let any = AnyOf::new(&[b"\"turn_duration\"", b"[Request interrupted", b"x"]);
+        let any = AnyOf::new(&[
+            Word {
+                key: b"n_d",
+                needles: &[b"\"turn_duration\""],
+            },
+            Word {
+                key: b"[Re",
+                needles: &[b"[Request interrupted"],
+            },
+            Word {
+                key: b"x",
+                needles: &[b"x"],
+            },
+        ]);
         for hay in [
             &b"x"[..],
             b"..\"turn_duration\"",
@@ -324,13 +390,86 @@ mod tests {
         ] {
             assert!(any.found(hay), "{}", String::from_utf8_lossy(hay));
         }
-        let any = AnyOf::new(&[b"\"turn_duration\"", b"[Request interrupted"]);
-        for hay in [&b""[..], b"\"turn_duration", b"[Request interrupte", b"y"] {
+        let any = AnyOf::new(&[
+            Word {
+                key: b"n_d",
+                needles: &[b"\"turn_duration\""],
+            },
+            Word {
+                key: b"[Re",
+                needles: &[b"[Request interrupted"],
+            },
+        ]);
+        for hay in [
+            &b""[..],
+            b"\"turn_duration",
+            b"[Request interrupte",
+            b"y",
+            b"n_d [Re",
+        ] {
             assert!(!any.found(hay), "{}", String::from_utf8_lossy(hay));
         }
         // A long line with the needle past the packed searcher's first block.
         let mut long = vec![b'.'; 10_000];
         long.extend_from_slice(b"[Request interrupted");
         assert!(any.found(&long));
+        // Keys that overlap, and a key hit before the needle's own.
+        let any = AnyOf::new(&[
+            Word {
+                key: b"abc",
+                needles: &[b"xabcx"],
+            },
+            Word {
+                key: b"bca",
+                needles: &[b"abcab"],
+            },
+        ]);
+        assert!(any.found(b"..abcab.."));
+        assert!(any.found(b"abc xabcx"));
+        assert!(!any.found(b"abca xabc"));
+        // A needle without its word's key is still found.
+        let any = AnyOf::new(&[Word {
+            key: b"zzz",
+            needles: &[b"[Request interrupted"],
+        }]);
+        assert!(any.found(b"..[Request interrupted by user]"));
+        assert!(!any.found(b"..zzz.."));
+    }
+
+    fn piece() -> impl Strategy<Value = Vec<u8>> {
+        prop_oneof![
+            Just(b"\"stop_reason\":\"end_turn\"".to_vec()),
+            Just(b"\"stop_reason\":\"tool_use\"".to_vec()),
+            Just(b"\"stop_sequence\":null".to_vec()),
+            Just(b"\"turn_duration\"".to_vec()),
+            Just(b"_tu".to_vec()),
+            Just(b"ce\"".to_vec()),
+            Just(b"n_d".to_vec()),
+            Just(b"\"".to_vec()),
+            proptest::collection::vec(any::<u8>(), 0..24),
+        ]
+    }
+
+    proptest! {
+        /// The keyed pass says what a pass per needle says, whatever surrounds the
+        /// needles, their keys and pieces of them.
+        #[test]
+        fn any_of_agrees_with_a_pass_per_needle(
+            pieces in proptest::collection::vec(piece(), 0..30),
+        ) {
+            const NEEDLES: [&[u8]; 3] = [
+                b"\"stop_reason\":\"end_turn\"",
+                b"\"stop_reason\":\"stop_sequence\"",
+                b"\"turn_duration\"",
+            ];
+            let any = AnyOf::new(&[
+                Word { key: b"_tu", needles: &[NEEDLES[0]] },
+                Word { key: b"ce\"", needles: &[NEEDLES[1]] },
+                Word { key: b"n_d", needles: &[NEEDLES[2]] },
+            ]);
+            let hay = pieces.concat();
+            let each = NEEDLES.iter().any(|n| memchr::memmem::find(&hay, n).is_some());
+            prop_assert_eq!(any.found(&hay), each);
+        }
     }
 }

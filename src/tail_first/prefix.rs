@@ -10,7 +10,7 @@
 //! CPU without SSSE3 or NEON), each pattern gets its own pass, as before.
 
 use crate::model::ProviderKind;
-use crate::provider::restart::{self, Hazard};
+use crate::provider::restart::{self, Hazard, around};
 use crate::tail::scratch;
 use aho_corasick::Span;
 use aho_corasick::packed::{Config, MatchKind, Searcher};
@@ -126,13 +126,6 @@ impl TurnSearch {
         let needle = self.needle.needle();
         around(hay, hit, (needle, self.key.0)).is_some_and(|start| start + needle.len() <= mark)
     }
-}
-
-/// Where `needle` starts in `hay` if it stands whole around a hit of its key at `hit`
-/// (the key sitting `at` bytes into the needle).
-fn around(hay: &[u8], hit: usize, (needle, at): (&[u8], usize)) -> Option<usize> {
-    let start = hit.checked_sub(at)?;
-    (hay.get(start..start + needle.len()) == Some(needle)).then_some(start)
 }
 
 /// What one pass looks for: the hazards, in the order their reasons are preferred, then

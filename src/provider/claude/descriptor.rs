@@ -7,7 +7,7 @@ use crate::provider::background::LAUNCH_NEEDLES;
 use crate::provider::descriptor::{
     Agent, EnvDir, WRITER_ARGS, Writer, agent_names, env_or_home, uuid_of,
 };
-use crate::provider::restart::{AnyOf, Hazard, Restart, Restarts, finders};
+use crate::provider::restart::{AnyOf, Hazard, Restart, Restarts, Word, finders};
 use crate::provider::{ObsKind, Projector, file_stem};
 use memchr::memmem::Finder;
 use std::ffi::OsString;
@@ -149,18 +149,22 @@ impl Restarts for ClaudeRestarts {
 
     fn end_needles(&self) -> &'static AnyOf {
         static ENDS: LazyLock<AnyOf> = LazyLock::new(|| {
+            // Each key is the needle's rarest three bytes in the corpus (every assistant
+            // record names `stop_sequence`, so that one's key is common; a hit only costs a
+            // comparison).
+            let word = |key, needles| Word { key, needles };
             AnyOf::new(&[
-                b"\"stop_reason\":\"end_turn\"",
-                b"\"stop_reason\":\"stop_sequence\"",
-                b"\"stop_reason\":\"max_tokens\"",
-                b"\"stop_reason\":\"refusal\"",
-                b"\"stop_hook_summary\"",
-                b"\"turn_duration\"",
-                b"\"hookEvent\":\"Stop\"",
-                b"\"toolEndsTurn\":true",
-                b"\"isApiErrorMessage\":true",
-                b"[Request interrupted",
-                b"usage limit reached",
+                word(b"_tu", &[b"\"stop_reason\":\"end_turn\""]),
+                word(b"ce\"", &[b"\"stop_reason\":\"stop_sequence\""]),
+                word(b"x_t", &[b"\"stop_reason\":\"max_tokens\""]),
+                word(b"sal", &[b"\"stop_reason\":\"refusal\""]),
+                word(b"k_s", &[b"\"stop_hook_summary\""]),
+                word(b"n_d", &[b"\"turn_duration\""]),
+                word(b"op\"", &[b"\"hookEvent\":\"Stop\""]),
+                word(b"lEn", &[b"\"toolEndsTurn\":true"]),
+                word(b"sAp", &[b"\"isApiErrorMessage\":true"]),
+                word(b"[Re", &[b"[Request interrupted"]),
+                word(b"lim", &[b"usage limit reached"]),
             ])
         });
         &ENDS

@@ -5,7 +5,7 @@ use super::CodexProjector;
 use crate::provider::Projector;
 use crate::provider::audit::{self, Audit};
 use crate::provider::descriptor::{Agent, EnvDir, Writer, agent_names, env_or_home, has_ext};
-use crate::provider::restart::{AnyOf, Hazard, Restart, Restarts, finders};
+use crate::provider::restart::{AnyOf, Hazard, Restart, Restarts, Word, finders};
 use memchr::memmem::Finder;
 use std::path::{Path, PathBuf};
 use std::sync::LazyLock;
@@ -81,12 +81,13 @@ impl Restarts for CodexRestarts {
 
     fn end_needles(&self) -> &'static AnyOf {
         static ENDS: LazyLock<AnyOf> = LazyLock::new(|| {
+            // Keys as for Claude's end words (`descriptor.rs` there).
+            let word = |key, needles| Word { key, needles };
             AnyOf::new(&[
-                b"\"task_complete\"",
-                b"\"turn_complete\"",
-                b"\"turn_aborted\"",
-                b"\"type\":\"error\"",
-                b"\"rate_limit_reached_type\":\"",
+                word(b"omp", &[b"\"task_complete\"", b"\"turn_complete\""]),
+                word(b"n_a", &[b"\"turn_aborted\""]),
+                word(b"or\"", &[b"\"type\":\"error\""]),
+                word(b"d_t", &[b"\"rate_limit_reached_type\":\""]),
             ])
         });
         &ENDS
