@@ -364,6 +364,14 @@ mod tests {
         );
         let prompt = br#"{"type":"event_msg","payload":{"type":"user_message","message":"x"}}"#;
         assert_eq!(classify(ProviderKind::Codex, p, prompt), Restart::No);
+        // The newer name, after another `_started"` in the same line.
+        let turn = br#"{"type":"event_msg","payload":{"note":"mcp_started","type":"turn_started","turn_id":"t2"}}"#;
+        assert_eq!(
+            classify(ProviderKind::Codex, p, turn),
+            Restart::At("t2".into())
+        );
+        let other = br#"{"type":"event_msg","payload":{"type":"mcp_started","turn_id":"t3"}}"#;
+        assert_eq!(classify(ProviderKind::Codex, p, other), Restart::No);
     }
 
     #[test]
