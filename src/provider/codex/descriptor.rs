@@ -107,13 +107,15 @@ impl Restarts for CodexRestarts {
     fn before_parse(&self, line: &[u8]) -> Option<Restart> {
         // Both turn starts end in `_started"`: one pass over the line for that, then a
         // look at what stands before it (two passes, one per name, were 2 % of `scan`).
-        static STARTED: LazyLock<Finder<'static>> = LazyLock::new(|| Finder::new(b"_started\""));
+        const END: &[u8] = b"_started\"";
+        const NAMES: [&[u8]; 2] = [b"\"task_started\"", b"\"turn_started\""];
+        static STARTED: LazyLock<Finder<'static>> = LazyLock::new(|| Finder::new(END));
         static TURN_ID: LazyLock<Finder<'static>> =
             LazyLock::new(|| Finder::new(b"\"turn_id\":\""));
         let starts = STARTED.find_iter(line).any(|hit| {
-            [&b"\"task_started\""[..], b"\"turn_started\""]
+            NAMES
                 .iter()
-                .any(|n| around(line, hit, (n, 5)).is_some())
+                .any(|n| around(line, hit, (n, n.len() - END.len())).is_some())
         });
         if !starts {
             return Some(Restart::No);
