@@ -24,15 +24,14 @@ use crate::tail::{Change, Stat, TailState};
 use crate::watch::Root;
 use crate::watch::tree::Live;
 use std::collections::{HashMap, HashSet};
-
-/// The table's map: foldhash, not SipHash (see `reduce/mod.rs`).
-type Table = foldhash::HashMap<FileName, Box<Tracked>>;
 use std::fs;
 use std::io::{self, Seek, SeekFrom};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
+/// The table's map: foldhash, not SipHash (see [`crate::reduce::Reducer`]).
+type Table = foldhash::HashMap<FileName, Box<Tracked>>;
 /// At most this many open transcript handles.
 pub(super) const MAX_OPEN: usize = 256;
 /// Files idle this long drop their projector (re-derived from content on change), so

@@ -36,13 +36,8 @@ pub fn dedup_capacity() -> usize {
 use crate::clock::{Now, format_rfc3339};
 use crate::model::{Event, EventKind, ProviderKind, SessionKey, SessionState};
 use crate::provider::{Evidence, Obs, ObsKind};
-use std::cmp::Reverse;
-// The reducer's maps hash a session key or a path on every record, and the file table
-// a path on every look: SipHash (std's default) was 2-3 % of a first start's samples.
-// foldhash is seeded at random per process like std's, so a transcript cannot aim its
-// ids at one bucket from outside; the maps are in memory only, and nothing depends on
-// their order.
 use foldhash::{HashMap, HashSet};
+use std::cmp::Reverse;
 use std::collections::BinaryHeap;
 use std::sync::Arc;
 
@@ -62,6 +57,14 @@ pub struct Src {
     pub line: u64,
 }
 
+/// The maps below hash a session key or a path on every record (and the file table in
+/// `daemon/files.rs` a path on every look): with SipHash, std's default, that was 2-3 %
+/// of a first start's samples. They use foldhash instead. Its seed differs per process
+/// (from the address-space layout, an allocation's address and the time, not the OS's
+/// randomness as std's is), and it does not claim std's resistance to chosen
+/// collisions: a transcript written to collide would have to guess the seed, and would
+/// only slow a map down, never change what it holds. The maps live in memory only, and
+/// nothing depends on their order.
 pub struct Reducer {
     settle_ms: u64,
     /// Boxed: the map keeps room for more entries than it holds, and an empty slot should
