@@ -228,6 +228,12 @@ pub struct Word {
     pub needles: &'static [&'static [u8]],
 }
 
+impl Word {
+    pub const fn new(key: &'static [u8], needles: &'static [&'static [u8]]) -> Self {
+        Self { key, needles }
+    }
+}
+
 /// Several needles looked for in one pass (aho-corasick's packed searcher): every line
 /// of a file's last turn is looked at for each of a dozen end words, and a pass per word
 /// was a tenth of `scan`'s CPU. The pass looks for each word's three-byte key, and a hit
@@ -376,20 +382,9 @@ mod tests {
 
     #[test]
     fn any_of_finds_each_needle_anywhere_and_nothing_else() {
-        let any = AnyOf::new(&[
-            Word {
-                key: b"n_d",
-                needles: &[b"\"turn_duration\""],
-            },
-            Word {
-                key: b"[Re",
-                needles: &[b"[Request interrupted"],
-            },
-            Word {
-                key: b"x",
-                needles: &[b"x"],
-            },
-        ]);
+        const DURATION: Word = Word::new(b"n_d", &[b"\"turn_duration\""]);
+        const INTERRUPTED: Word = Word::new(b"[Re", &[b"[Request interrupted"]);
+        let any = AnyOf::new(&[DURATION, INTERRUPTED, Word::new(b"x", &[b"x"])]);
         for hay in [
             &b"x"[..],
             b"..\"turn_duration\"",
@@ -398,16 +393,7 @@ mod tests {
         ] {
             assert!(any.found(hay), "{}", String::from_utf8_lossy(hay));
         }
-        let any = AnyOf::new(&[
-            Word {
-                key: b"n_d",
-                needles: &[b"\"turn_duration\""],
-            },
-            Word {
-                key: b"[Re",
-                needles: &[b"[Request interrupted"],
-            },
-        ]);
+        let any = AnyOf::new(&[DURATION, INTERRUPTED]);
         for hay in [
             &b""[..],
             b"\"turn_duration",
@@ -423,23 +409,14 @@ mod tests {
         assert!(any.found(&long));
         // Keys that overlap, and a key hit before the needle's own.
         let any = AnyOf::new(&[
-            Word {
-                key: b"abc",
-                needles: &[b"xabcx"],
-            },
-            Word {
-                key: b"bca",
-                needles: &[b"abcab"],
-            },
+            Word::new(b"abc", &[b"xabcx"]),
+            Word::new(b"bca", &[b"abcab"]),
         ]);
         assert!(any.found(b"..abcab.."));
         assert!(any.found(b"abc xabcx"));
         assert!(!any.found(b"abca xabc"));
         // A needle without its word's key is still found.
-        let any = AnyOf::new(&[Word {
-            key: b"zzz",
-            needles: &[b"[Request interrupted"],
-        }]);
+        let any = AnyOf::new(&[Word::new(b"zzz", &[b"[Request interrupted"])]);
         assert!(any.found(b"..[Request interrupted by user]"));
         assert!(!any.found(b"..zzz.."));
     }
@@ -471,9 +448,9 @@ mod tests {
                 b"\"turn_duration\"",
             ];
             let any = AnyOf::new(&[
-                Word { key: b"_tu", needles: &[NEEDLES[0]] },
-                Word { key: b"ce\"", needles: &[NEEDLES[1]] },
-                Word { key: b"n_d", needles: &[NEEDLES[2]] },
+                Word::new(b"_tu", &[NEEDLES[0]]),
+                Word::new(b"ce\"", &[NEEDLES[1]]),
+                Word::new(b"n_d", &[NEEDLES[2]]),
             ]);
             let hay = pieces.concat();
             let each = NEEDLES.iter().any(|n| memchr::memmem::find(&hay, n).is_some());

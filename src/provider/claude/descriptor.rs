@@ -152,19 +152,18 @@ impl Restarts for ClaudeRestarts {
             // Each key is the needle's rarest three bytes in the corpus (every assistant
             // record names `stop_sequence`, so that one's key is common; a hit only costs a
             // comparison).
-            let word = |key, needles| Word { key, needles };
             AnyOf::new(&[
-                word(b"_tu", &[b"\"stop_reason\":\"end_turn\""]),
-                word(b"ce\"", &[b"\"stop_reason\":\"stop_sequence\""]),
-                word(b"x_t", &[b"\"stop_reason\":\"max_tokens\""]),
-                word(b"sal", &[b"\"stop_reason\":\"refusal\""]),
-                word(b"k_s", &[b"\"stop_hook_summary\""]),
-                word(b"n_d", &[b"\"turn_duration\""]),
-                word(b"op\"", &[b"\"hookEvent\":\"Stop\""]),
-                word(b"lEn", &[b"\"toolEndsTurn\":true"]),
-                word(b"sAp", &[b"\"isApiErrorMessage\":true"]),
-                word(b"[Re", &[b"[Request interrupted"]),
-                word(b"lim", &[b"usage limit reached"]),
+                Word::new(b"_tu", &[b"\"stop_reason\":\"end_turn\""]),
+                Word::new(b"ce\"", &[b"\"stop_reason\":\"stop_sequence\""]),
+                Word::new(b"x_t", &[b"\"stop_reason\":\"max_tokens\""]),
+                Word::new(b"sal", &[b"\"stop_reason\":\"refusal\""]),
+                Word::new(b"k_s", &[b"\"stop_hook_summary\""]),
+                Word::new(b"n_d", &[b"\"turn_duration\""]),
+                Word::new(b"op\"", &[b"\"hookEvent\":\"Stop\""]),
+                Word::new(b"lEn", &[b"\"toolEndsTurn\":true"]),
+                Word::new(b"sAp", &[b"\"isApiErrorMessage\":true"]),
+                Word::new(b"[Re", &[b"[Request interrupted"]),
+                Word::new(b"lim", &[b"usage limit reached"]),
             ])
         });
         &ENDS

@@ -82,12 +82,11 @@ impl Restarts for CodexRestarts {
     fn end_needles(&self) -> &'static AnyOf {
         static ENDS: LazyLock<AnyOf> = LazyLock::new(|| {
             // Keys as for Claude's end words (`descriptor.rs` there).
-            let word = |key, needles| Word { key, needles };
             AnyOf::new(&[
-                word(b"omp", &[b"\"task_complete\"", b"\"turn_complete\""]),
-                word(b"n_a", &[b"\"turn_aborted\""]),
-                word(b"or\"", &[b"\"type\":\"error\""]),
-                word(b"d_t", &[b"\"rate_limit_reached_type\":\""]),
+                Word::new(b"omp", &[b"\"task_complete\"", b"\"turn_complete\""]),
+                Word::new(b"n_a", &[b"\"turn_aborted\""]),
+                Word::new(b"or\"", &[b"\"type\":\"error\""]),
+                Word::new(b"d_t", &[b"\"rate_limit_reached_type\":\""]),
             ])
         });
         &ENDS
