@@ -36,7 +36,8 @@ pub fn classify(path: &Path, root_provider: Option<ProviderKind>) -> Option<Prov
 }
 
 fn first_line(path: &Path) -> io::Result<Vec<u8>> {
-    let f = fs::File::open(path)?;
+    // As every transcript read, without moving its access time (`tail::open`).
+    let f = crate::tail::open(path)?;
     let mut r = BufReader::new(f.take(SNIFF_LIMIT));
     let mut line = Vec::new();
     r.read_until(b'\n', &mut line)?;
