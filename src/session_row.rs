@@ -8,7 +8,7 @@
 
 use crate::clock::format_rfc3339;
 use crate::reduce::SessionView;
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 /// Which command prints the row.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -114,6 +114,46 @@ pub fn write_line(
     out.write_all(b"\n")
 }
 
+/// What `mute` tells sessions apart by, as the `status` row names them: read from a
+/// view, or back from a row formatted when its session was parked.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+pub struct Names {
+    pub session: String,
+    pub agent: Option<String>,
+    pub project: String,
+    /// Absent from a row where it says no more than `project`.
+    #[serde(default)]
+    project_long: Option<String>,
+    #[serde(default)]
+    pub branch: Option<String>,
+}
+
+impl Names {
+    pub fn of(v: &SessionView) -> Names {
+        let project = crate::naming::view_project(v, 1);
+        // As the row has it: absent where it says no more.
+        let project_long = Some(crate::naming::view_project(v, 2)).filter(|l| *l != project);
+        Names {
+            session: v.key.session.clone(),
+            agent: v.key.agent.clone(),
+            project,
+            project_long,
+            branch: v.branch.clone(),
+        }
+    }
+
+    /// The names in a `status` row (the bytes [`write_line`] wrote for
+    /// [`Command::Status`]); `None` if they are not such a row.
+    pub fn from_row(row: &[u8]) -> Option<Names> {
+        serde_json::from_slice(row).ok()
+    }
+
+    /// The last two components of the start directory (`project` where they say no more).
+    pub fn project_long(&self) -> &str {
+        self.project_long.as_deref().unwrap_or(&self.project)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -125,6 +165,24 @@ mod tests {
             Ok(Value::Object(m)) => m,
             other => panic!("not an object: {other:?}"),
         }
+    }
+
+    #[test]
+    fn a_status_row_gives_back_the_names_of_its_view() {
+        let mut v = crate::views::test_view("s1", Some("sub"), SessionState::Completed);
+        v.branch = Some("main".to_owned());
+        for dir in ["/home/me/src/web", "/srv/web"] {
+            v.start_dir = Some(dir.to_owned());
+            let row = json_line(&v, 0, u64::MAX, Command::Status);
+            let back = Names::from_row(row.as_bytes()).unwrap();
+            assert_eq!(back, Names::of(&v), "{row}");
+            assert_eq!(back.project_long(), crate::naming::view_project(&v, 2));
+        }
+        v.branch = None;
+        v.start_dir = None;
+        let row = json_line(&v, 0, u64::MAX, Command::Status);
+        assert_eq!(Names::from_row(row.as_bytes()).unwrap(), Names::of(&v));
+        assert_eq!(Names::from_row(b"{\"end\":true}"), None);
     }
 
     #[test]

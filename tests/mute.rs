@@ -20,7 +20,10 @@ fn turn_bytes(session: &str, cwd: &str, answer: &str) -> String {
 }
 
 fn turn_on(session: &str, cwd: &str, answer: &str, branch: &str) -> String {
-    let ts = common::ts_now();
+    turn_at(session, cwd, answer, branch, &common::ts_now())
+}
+
+fn turn_at(session: &str, cwd: &str, answer: &str, branch: &str, ts: &str) -> String {
     let u = json!({"type": "user", "uuid": common::uuid(), "sessionId": session,
                    "timestamp": ts, "cwd": cwd, "gitBranch": branch,
                    "message": {"role": "user", "content": "go"}});
@@ -285,5 +288,59 @@ fn mute_by_branch_holds_that_branchs_pages_only() {
         .unwrap();
     common::assert_ok(&out);
     assert!(String::from_utf8_lossy(&out.stderr).contains("warning"));
+    d.stop();
+}
+
+/// Sends one request over the daemon's socket; returns its one-line answer.
+fn ask(d: &Daemon, req: Value) -> Value {
+    let sock = d.runtime_dir().join("baton").join("baton.sock");
+    let mut s = std::os::unix::net::UnixStream::connect(sock).unwrap();
+    writeln!(s, "{req}").unwrap();
+    let mut line = String::new();
+    BufReader::new(s).read_line(&mut line).unwrap();
+    serde_json::from_str(&line).unwrap()
+}
+
+/// Sessions parked by the history read (files idle for an hour) are known to `status` by
+/// the row kept for each, not by a view: `mute` still finds them by every name.
+#[test]
+fn mute_finds_parked_sessions_by_every_name() {
+    let d = Daemon::tree();
+    let old = common::ts_ago(Duration::from_secs(2 * 3600));
+    let mut sessions = Vec::new();
+    for (cwd, branch) in [
+        ("/home/me/src/my-web-app", "feat/x"),
+        ("/home/me/forks/my-web-app", "main"),
+        ("/srv/tool", "feat/x"),
+    ] {
+        let p = project(&d, cwd);
+        std::fs::write(&p.path, turn_at(&p.session, cwd, "done", branch, &old)).unwrap();
+        std::fs::File::open(&p.path)
+            .unwrap()
+            .set_modified(std::time::SystemTime::now() - Duration::from_secs(3600))
+            .unwrap();
+        sessions.push(p.session);
+    }
+    let d = d.start(&["--no-desktop"]);
+    wait("three sessions in status", || {
+        (status_end(&d)["sessions"] == 3).then_some(())
+    });
+    for (req, matched) in [
+        (json!({"cmd": "mute", "target": "src/my-web-app"}), 1),
+        (
+            json!({"cmd": "mute", "target": "my-web-app", "project": true}),
+            2,
+        ),
+        (
+            json!({"cmd": "mute", "target": "feat/x", "branch": true}),
+            2,
+        ),
+        (json!({"cmd": "mute", "target": "tool"}), 1),
+        (json!({"cmd": "mute", "target": sessions[1]}), 1),
+        (json!({"cmd": "mute", "target": "nosuchproject"}), 0),
+    ] {
+        let answer = ask(&d, req.clone());
+        assert_eq!(answer["matched"], matched, "{req} → {answer}");
+    }
     d.stop();
 }

@@ -78,10 +78,11 @@ fn run_corpus(park: bool, spill: Option<&std::path::Path>) -> Option<Run> {
     }
     r.tick(Now::virtual_at(clock + 10 * SETTLE_MS as i64), &mut out);
     table.apply(r.take_changes());
-    if spill.is_some() {
-        parked_rows_are_the_status_rows(&table, &r.sessions(), clock);
-    }
-    let kept = table.snapshot().iter().map(|v| (**v).clone()).collect();
+    let kept = if spill.is_some() {
+        parked_rows_are_the_status_rows(&table, &r.sessions(), clock)
+    } else {
+        table.snapshot().iter().map(|v| (**v).clone()).collect()
+    };
     let saved = read
         .iter()
         .map(|p| serde_json::to_string(&r.save_path(p, Now::virtual_at(clock))).unwrap())
@@ -112,20 +113,29 @@ fn parking_into_the_spill_file_changes_nothing_on_the_corpus() {
 }
 
 /// Every parked session's row kept by `table` is the line `status` writes for its view,
-/// whenever it is asked: a parked session is never working, so never shown stale.
-fn parked_rows_are_the_status_rows(table: &Table, sessions: &[SessionView], clock: i64) {
+/// whenever it is asked: a parked session is never working, so never shown stale. Returns
+/// what the table holds, as views: each live one as kept, and for each parked row the
+/// view (of `sessions`) it was just checked against.
+fn parked_rows_are_the_status_rows(
+    table: &Table,
+    sessions: &[SessionView],
+    clock: i64,
+) -> Vec<SessionView> {
     let rows = table.rows();
     assert_eq!(rows.len(), sessions.len());
     let mut parked = 0;
+    let mut kept = Vec::new();
     for (source, view) in rows.iter().zip(sessions) {
         let Some(row) = source.row() else {
             assert!(
                 matches!(source, RowSource::View(_)),
                 "a parked row unreadable"
             );
+            kept.push((*source.view().unwrap()).clone());
             continue;
         };
         parked += 1;
+        kept.push(view.clone());
         for (now, after) in [(clock, 1), (clock + 86_400_000, 60_000), (0, u64::MAX)] {
             let mut line = Vec::new();
             baton::session_row::write_line(view, now, after, Command::Status, &mut line).unwrap();
@@ -138,6 +148,7 @@ fn parked_rows_are_the_status_rows(table: &Table, sessions: &[SessionView], cloc
         }
     }
     assert!(parked > 20, "rows kept for parked sessions: {parked}");
+    kept
 }
 
 /// A spill that counts the reads of what it took.

@@ -59,6 +59,26 @@ impl SessionView {
             self.state.as_str()
         }
     }
+
+    /// A session known only by its key and state (a parked `status` row that cannot be
+    /// read back): shown, rather than left out.
+    pub fn bare(key: &SessionKey, state: SessionState) -> SessionView {
+        SessionView {
+            key: key.clone(),
+            path: Arc::from(""),
+            state,
+            turn: None,
+            line: 0,
+            record_ts: None,
+            message: None,
+            evidence: None,
+            background_tasks: 0,
+            start_dir: None,
+            branch: None,
+            reason: None,
+            judged: true,
+        }
+    }
 }
 
 /// What became of one session since the last [`Reducer::take_changes`].

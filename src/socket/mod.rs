@@ -348,6 +348,24 @@ pub(crate) enum MuteBy {
     Branch,
 }
 
+/// Every session's names, as `status` shows them: a parked session's from the row kept
+/// for it (its view is not kept), any other's from its view.
+fn session_names(hub: &Hub) -> Vec<crate::session_row::Names> {
+    let mut reads = crate::views::RowReads::default();
+    let mut row = Vec::new();
+    let mut names = Vec::new();
+    for r in hub.views.rows().flatten() {
+        row.clear();
+        let n = if r.row_via(&mut reads, &mut row) {
+            crate::session_row::Names::from_row(&row)
+        } else {
+            r.view().map(|v| crate::session_row::Names::of(&v))
+        };
+        names.extend(n);
+    }
+    names
+}
+
 /// The answer to a `mute` or `unmute` request. A mute's target is read as `status`
 /// names sessions (a session id, a project, a longer project name; `project_only`:
 /// projects alone), and the answer says how many sessions it names now (`matched`).
@@ -366,12 +384,12 @@ fn mute_reply(
     let mut matched = None;
     let done = if cmd == "mute" {
         let until = for_ms.map(|ms| now.saturating_add(i64::try_from(ms).unwrap_or(i64::MAX)));
-        let views = hub.views.snapshot();
+        let names = session_names(hub);
         if by == MuteBy::Branch {
             let t = target.trim();
-            let n = views
+            let n = names
                 .iter()
-                .filter(|v| v.key.agent.is_none() && v.branch.as_deref() == Some(t))
+                .filter(|n| n.agent.is_none() && n.branch.as_deref() == Some(t))
                 .count();
             return match board.mutes.set_branch(t, until, now) {
                 Ok(_) => serde_json::json!({"ok": true, "changed": true, "matched": n,
@@ -380,22 +398,12 @@ fn mute_reply(
                 Err(e) => serde_json::json!({"error": e.to_string()}).to_string(),
             };
         }
-        let names: Vec<(String, String)> = views
+        let known: Vec<crate::state::mutes::Named<'_>> = names
             .iter()
-            .map(|v| {
-                (
-                    crate::naming::view_project(v, 1),
-                    crate::naming::view_project(v, 2),
-                )
-            })
-            .collect();
-        let known: Vec<crate::state::mutes::Named<'_>> = views
-            .iter()
-            .zip(&names)
-            .map(|(v, (project, long))| crate::state::mutes::Named {
-                session: &v.key.session,
-                project,
-                project_long: long,
+            .map(|n| crate::state::mutes::Named {
+                session: &n.session,
+                project: &n.project,
+                project_long: n.project_long(),
             })
             .collect();
         let r = crate::state::mutes::resolve(target, by == MuteBy::Project, &known);
