@@ -308,7 +308,13 @@ pub struct Table {
     metrics: Option<Arc<crate::metrics::Metrics>>,
     /// Where parked sessions' rows are kept, if anywhere.
     rows: Option<ParkedRows>,
+    /// Sessions added since the table was last packed ([`Table::pack`]).
+    added: usize,
 }
+
+/// The table is packed once it has grown by a quarter (and at least this many sessions)
+/// since it last was.
+const PACK_AFTER: usize = 1024;
 
 impl Table {
     /// A table that keeps parked sessions' rows in `rows` (see [`ParkedRows`]).
@@ -343,11 +349,27 @@ impl Table {
                 }
                 None => self.sessions.remove(&at),
             };
-            if let Some(old) = old {
-                self.counts.sub(&key, old.state());
-                self.gauge(&key, old.state(), -1);
+            match old {
+                Some(old) => {
+                    self.counts.sub(&key, old.state());
+                    self.gauge(&key, old.state(), -1);
+                }
+                None => self.added += 1,
             }
         }
+        if self.added >= PACK_AFTER.max(self.sessions.len() / 4) {
+            self.pack();
+        }
+    }
+
+    /// Builds the B-tree again from its sorted entries, which fills every node. Sessions
+    /// arrive in no order (a history read publishes them as their files are read), and a
+    /// B-tree grown that way keeps its nodes about two thirds full: at 100,000 sessions a
+    /// third of its 10 MB held nothing. Packing after each growth by a quarter costs a
+    /// few copies of the table in all, on this thread, while it grows.
+    fn pack(&mut self) {
+        self.sessions = std::mem::take(&mut self.sessions).into_iter().collect();
+        self.added = 0;
     }
 
     /// The rows of the sessions `batch` parks, in its order, one for each: formatted and
@@ -671,6 +693,66 @@ mod tests {
         let c = t.counts();
         assert_eq!((c.get(Working), c.get(Completed), c.get(Failed)), (1, 1, 0));
         assert_eq!(t.len(), 3);
+    }
+
+    #[test]
+    fn a_table_packed_as_it_grows_keeps_every_session_in_order() {
+        use SessionState::*;
+        let mut t = Table::default();
+        let n = 5 * PACK_AFTER;
+        // Far from key order, in batches of many sizes, with updates and removals.
+        let names: Vec<String> = (0..n).map(|i| format!("s{:05}", (i * 7919) % n)).collect();
+        let mut at = 0;
+        for size in (1..).map(|k| k * 37) {
+            if at >= n {
+                break;
+            }
+            let end = (at + size).min(n);
+            let mut batch: Batch = names[at..end]
+                .iter()
+                .map(|s| SessionChange::Updated(view(s, None, Working)))
+                .collect();
+            batch.extend(
+                names[at..end]
+                    .iter()
+                    .step_by(3)
+                    .map(|s| SessionChange::Updated(view(s, None, Completed))),
+            );
+            batch.extend(
+                names[at..end]
+                    .iter()
+                    .step_by(10)
+                    .map(|s| SessionChange::Removed(view(s, None, Working).key)),
+            );
+            t.apply(batch);
+            at = end;
+        }
+        // Every session but each batch's tenth, completed where a third was.
+        let mut want: Vec<(String, SessionState)> = Vec::new();
+        let mut at = 0;
+        for size in (1..).map(|k| k * 37) {
+            if at >= n {
+                break;
+            }
+            let end = (at + size).min(n);
+            for (j, s) in names[at..end].iter().enumerate() {
+                if j % 10 != 0 {
+                    want.push((s.clone(), if j % 3 == 0 { Completed } else { Working }));
+                }
+            }
+            at = end;
+        }
+        want.sort_by(|a, b| a.0.cmp(&b.0));
+        let got: Vec<(String, SessionState)> = t
+            .snapshot()
+            .iter()
+            .map(|v| (v.key.session.clone(), v.state))
+            .collect();
+        assert_eq!(got, want);
+        let main = |st| want.iter().filter(|(_, s)| *s == st).count();
+        assert_eq!(t.counts().get(Working), main(Working));
+        assert_eq!(t.counts().get(Completed), main(Completed));
+        assert_eq!(t.len(), want.len());
     }
 
     #[test]
