@@ -145,13 +145,16 @@ impl RowSource {
     }
 
     /// The session's view (a parked one read back from its saved form). For a parked
-    /// row, only its key and state: the row is what `status` prints of it, and this is
-    /// what is left when the row cannot be read back.
-    pub fn view(&self) -> Option<Arc<SessionView>> {
+    /// row, or a parked form that cannot be read back, only its key and state: the row
+    /// is what `status` prints of it, and this is what is left when it cannot be read.
+    pub fn view(&self) -> Arc<SessionView> {
         match self {
-            RowSource::View(v) => Some(v.clone()),
-            RowSource::Row { key, state, .. } => Some(Arc::new(SessionView::bare(key, *state))),
-            RowSource::Parked { key, view } => view.view(key).map(Arc::new),
+            RowSource::View(v) => v.clone(),
+            RowSource::Row { key, state, .. } => Arc::new(SessionView::bare(key, *state)),
+            RowSource::Parked { key, view } => Arc::new(
+                view.view(key)
+                    .unwrap_or_else(|| SessionView::bare(key, view.state)),
+            ),
         }
     }
 }
@@ -438,7 +441,7 @@ impl Table {
     /// parked session whose row is kept has only its key and state here; its row is in
     /// [`Table::rows`].
     pub fn snapshot(&self) -> Snapshot {
-        self.rows().iter().filter_map(RowSource::view).collect()
+        self.rows().iter().map(RowSource::view).collect()
     }
 
     /// Every session's row source, sorted by key: cheap (shared handles), so the keeper
@@ -774,7 +777,7 @@ mod tests {
             SessionState::Completed,
         ))])
         .unwrap();
-        let snap: Snapshot = client.rows().flatten().filter_map(|r| r.view()).collect();
+        let snap: Snapshot = client.rows().flatten().map(|r| r.view()).collect();
         assert_eq!(snap.len(), 100);
         assert_eq!(snap[50].key.session, "s050");
         assert_eq!(snap[50].state, SessionState::Completed);

@@ -359,7 +359,7 @@ fn session_names(hub: &Hub) -> Vec<crate::session_row::Names> {
         let n = if r.row_via(&mut reads, &mut row) {
             crate::session_row::Names::from_row(&row)
         } else {
-            r.view().map(|v| crate::session_row::Names::of(&v))
+            Some(crate::session_row::Names::of(&r.view()))
         };
         names.extend(n);
     }

@@ -129,10 +129,8 @@ pub(super) fn answer_status(stream: &UnixStream, hub: &Hub) -> io::Result<()> {
         // A parked session's row as formatted when it was parked; any other formatted now.
         if r.row_via(&mut reads, &mut out) {
             out.push(b'\n');
-        } else if let Some(v) = r.view() {
-            write_status_line(&v, now, after, &mut out)?;
         } else {
-            continue;
+            write_status_line(&r.view(), now, after, &mut out)?;
         }
         n += 1;
         if out.len() >= STATUS_BUF {
