@@ -66,17 +66,23 @@ pub trait Spilled: Send + Sync + std::fmt::Debug {
 
 /// Saved text kept for later: in memory, or spilled when a [`Spill`] takes it. A parked
 /// file's sessions (`SavedSession` JSON), and the daemon's cold projector contexts.
+///
+/// 16 bytes: the text kept here sits behind a thin pointer (`Arc<String>`, not
+/// `Arc<str>`), so the enum needs no tag of its own. The reducer's map of parked files
+/// holds one per file, a slot of that map one whether used or not.
 #[derive(Debug, Clone)]
 pub enum Kept {
-    Here(Arc<str>),
+    Here(Arc<String>),
     Out(Arc<dyn Spilled>),
 }
+
+const _: () = assert!(size_of::<Kept>() == 16);
 
 impl Kept {
     pub fn new(text: String, spill: Option<&Arc<dyn Spill>>) -> Kept {
         match spill.and_then(|s| s.put(text.as_bytes())) {
             Some(out) => Kept::Out(out),
-            None => Kept::Here(Arc::from(text)),
+            None => Kept::Here(Arc::new(text)),
         }
     }
 
