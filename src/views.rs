@@ -9,9 +9,12 @@
 //!
 //! [`Reducer::take_changes`]: crate::reduce::Reducer::take_changes
 
-use crate::model::{ProviderKind, SessionKey, SessionState};
+mod key;
+
+use crate::model::{SessionKey, SessionState};
 use crate::reduce::{ParkedView, SessionChange, SessionView, Spill, Spilled};
 use crossbeam_channel::{Receiver, Sender, never, select};
+use key::Key;
 use std::collections::BTreeMap;
 use std::io;
 use std::sync::Arc;
@@ -189,89 +192,6 @@ impl Counts {
             let n = &mut self.0[Self::slot(state)];
             *n = n.saturating_sub(1);
         }
-    }
-}
-
-/// A session's key as the table holds it, in its order ([`SessionKey`]'s): the session id
-/// and the agent's name in one allocation, 24 bytes in a B-tree node where a
-/// `SessionKey` takes 56 (one per session: 100,000 at a year of heavy use).
-#[derive(Debug)]
-enum Key {
-    Short {
-        /// The session id, then the agent's name if there is one.
-        text: Box<str>,
-        /// Where the session id ends in `text`.
-        split: u32,
-        provider: ProviderKind,
-        has_agent: bool,
-    },
-    /// A session id of 4 GiB or more (a line is far shorter: never, in practice).
-    Long(Box<SessionKey>),
-}
-
-const _: () = assert!(size_of::<Key>() <= 24);
-
-impl Key {
-    fn new(k: &SessionKey) -> Key {
-        let Ok(split) = u32::try_from(k.session.len()) else {
-            return Key::Long(Box::new(k.clone()));
-        };
-        let mut text =
-            String::with_capacity(k.session.len() + k.agent.as_ref().map_or(0, String::len));
-        text.push_str(&k.session);
-        text.extend(k.agent.as_deref());
-        Key::Short {
-            text: text.into_boxed_str(),
-            split,
-            provider: k.provider,
-            has_agent: k.agent.is_some(),
-        }
-    }
-
-    /// Provider, session id and agent: what [`SessionKey`] orders by, in its order.
-    fn parts(&self) -> (ProviderKind, &str, Option<&str>) {
-        match self {
-            Key::Short {
-                text,
-                split,
-                provider,
-                has_agent,
-            } => {
-                // `split` is where the session id ended when `text` was made: a boundary.
-                let (session, agent) = text.split_at_checked(*split as usize).unwrap_or((text, ""));
-                (*provider, session, has_agent.then_some(agent))
-            }
-            Key::Long(k) => (k.provider, &k.session, k.agent.as_deref()),
-        }
-    }
-
-    fn key(&self) -> SessionKey {
-        let (provider, session, agent) = self.parts();
-        SessionKey {
-            provider,
-            session: session.to_owned(),
-            agent: agent.map(str::to_owned),
-        }
-    }
-}
-
-impl PartialEq for Key {
-    fn eq(&self, other: &Key) -> bool {
-        self.parts() == other.parts()
-    }
-}
-
-impl Eq for Key {}
-
-impl PartialOrd for Key {
-    fn partial_cmp(&self, other: &Key) -> Option<std::cmp::Ordering> {
-        Some(self.cmp(other))
-    }
-}
-
-impl Ord for Key {
-    fn cmp(&self, other: &Key) -> std::cmp::Ordering {
-        self.parts().cmp(&other.parts())
     }
 }
 
@@ -598,24 +518,15 @@ fn drain(changes: Option<&Receiver<Batch>>, table: &mut Table) {
 /// A session view for tests.
 #[cfg(test)]
 pub(crate) fn test_view(session: &str, agent: Option<&str>, state: SessionState) -> SessionView {
+    let key = SessionKey {
+        provider: crate::model::ProviderKind::Claude,
+        session: session.to_owned(),
+        agent: agent.map(str::to_owned),
+    };
     SessionView {
-        key: SessionKey {
-            provider: crate::model::ProviderKind::Claude,
-            session: session.to_owned(),
-            agent: agent.map(str::to_owned),
-        },
         path: "/p".into(),
-        state,
-        turn: None,
         line: 1,
-        record_ts: None,
-        message: None,
-        evidence: None,
-        background_tasks: 0,
-        start_dir: None,
-        branch: None,
-        reason: None,
-        judged: true,
+        ..SessionView::bare(&key, state)
     }
 }
 
@@ -628,40 +539,6 @@ mod tests {
         s.iter()
             .map(|v| (v.key.session.as_str(), v.state))
             .collect()
-    }
-
-    fn session_key(provider: ProviderKind, session: &str, agent: Option<&str>) -> SessionKey {
-        SessionKey {
-            provider,
-            session: session.to_owned(),
-            agent: agent.map(str::to_owned),
-        }
-    }
-
-    proptest::proptest! {
-        /// The table's key orders and compares as the session key it stands for, and
-        /// gives it back: among others a session id that is a prefix of another with an
-        /// agent after it, and an empty agent's name.
-        #[test]
-        fn the_table_key_orders_as_the_session_key(
-            keys in proptest::collection::vec(
-                (0..3usize, "[ab\\x00é]{0,3}", proptest::option::of("[ab\\x00]{0,2}")),
-                0..24,
-            )
-        ) {
-            let providers = [ProviderKind::Claude, ProviderKind::Codex, ProviderKind::Pi];
-            let keys: Vec<SessionKey> = keys
-                .iter()
-                .map(|(p, s, a)| session_key(providers[*p], s, a.as_deref()))
-                .collect();
-            for a in &keys {
-                proptest::prop_assert_eq!(&Key::new(a).key(), a);
-                for b in &keys {
-                    proptest::prop_assert_eq!(Key::new(a).cmp(&Key::new(b)), a.cmp(b), "{:?} {:?}", a, b);
-                    proptest::prop_assert_eq!(Key::new(a) == Key::new(b), a == b);
-                }
-            }
-        }
     }
 
     #[test]
