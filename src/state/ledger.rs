@@ -41,8 +41,11 @@ impl Id {
     /// The 16 bytes of 32 lowercase hex digits: only those are written back the same
     /// (`from_str_radix` would take uppercase digits and a sign too).
     fn hash(s: &str) -> Option<[u8; 16]> {
-        let digits = s.len() == 32 && s.bytes().all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f'));
-        let n = u128::from_str_radix(s, 16).ok().filter(|_| digits)?;
+        // The digits first: an id that is not one is not parsed at all.
+        if s.len() != 32 || !s.bytes().all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f')) {
+            return None;
+        }
+        let n = u128::from_str_radix(s, 16).ok()?;
         Some(n.to_be_bytes())
     }
 
