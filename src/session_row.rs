@@ -83,7 +83,7 @@ pub fn write_line(
     let project = crate::naming::view_project(v, 1);
     let project_long = match command {
         Command::Scan => None,
-        Command::Status => Some(crate::naming::view_project(v, 2)).filter(|l| *l != project),
+        Command::Status => longer_project(v, &project),
     };
     let time = v.record_ts.map(format_rfc3339);
     let branch = v.branch.as_deref();
@@ -114,6 +114,12 @@ pub fn write_line(
     out.write_all(b"\n")
 }
 
+/// `status`'s `project_long`: the last two components of the start directory, where
+/// they say more than `project`.
+fn longer_project(v: &SessionView, project: &str) -> Option<String> {
+    Some(crate::naming::view_project(v, 2)).filter(|l| l != project)
+}
+
 /// What `mute` tells sessions apart by, as the `status` row names them: read from a
 /// view, or back from a row formatted when its session was parked.
 #[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
@@ -131,8 +137,7 @@ pub struct Names {
 impl Names {
     pub fn of(v: &SessionView) -> Names {
         let project = crate::naming::view_project(v, 1);
-        // As the row has it: absent where it says no more.
-        let project_long = Some(crate::naming::view_project(v, 2)).filter(|l| *l != project);
+        let project_long = longer_project(v, &project);
         Names {
             session: v.key.session.clone(),
             agent: v.key.agent.clone(),
