@@ -336,3 +336,66 @@ fn status_reflects_a_change_among_many_sessions() {
     });
     d.stop();
 }
+
+/// One `status` request asking for frames on the raw socket: each frame's head, its
+/// rows (split from exactly the bytes it announced), and the end line.
+fn framed_status(d: &Daemon) -> (Vec<(u64, u64)>, Vec<Value>, String) {
+    use std::io::Read;
+    let mut s = UnixStream::connect(socket(d)).unwrap();
+    s.set_read_timeout(Some(DEADLINE)).unwrap();
+    writeln!(s, "{{\"cmd\":\"status\",\"frames\":true}}").unwrap();
+    let mut r = BufReader::new(&s);
+    let (mut heads, mut rows) = (Vec::new(), Vec::new());
+    loop {
+        let mut line = String::new();
+        assert!(
+            r.read_line(&mut line).unwrap() > 0,
+            "the answer ended early"
+        );
+        let v = json(line.trim_end());
+        if v["end"] == true {
+            return (heads, rows, line.trim_end().to_owned());
+        }
+        let (len, n) = (v["frame"].as_u64().unwrap(), v["rows"].as_u64().unwrap());
+        heads.push((len, n));
+        let mut bytes = vec![0; usize::try_from(len).unwrap()];
+        r.read_exact(&mut bytes).unwrap();
+        let text = String::from_utf8(bytes).unwrap();
+        assert!(text.ends_with('\n'), "a frame of part of a row: {text:?}");
+        let before = rows.len();
+        rows.extend(text.lines().map(json));
+        assert_eq!(rows.len() - before, usize::try_from(n).unwrap(), "{text}");
+    }
+}
+
+#[test]
+fn status_in_frames_carries_the_rows_of_a_plain_answer() {
+    const MANY: usize = 400;
+    let d = Daemon::tree();
+    let many: Vec<Claude> = (0..MANY).map(|_| Claude::new()).collect();
+    let dir = d.claude().join("proj");
+    std::fs::create_dir_all(&dir).unwrap();
+    for c in &many {
+        append(&c.path_in(&dir), c.turn("hi", "done").0.as_bytes());
+    }
+    let d = d.start(&[]);
+    let plain = status_until(&d, "every session", |r| r.len() == MANY);
+
+    let (heads, rows, end) = framed_status(&d);
+    // The same rows in the same order, in more than one frame (the daemon writes one
+    // each time its 64 KiB buffer fills), and the same end line.
+    assert_eq!(rows, plain);
+    assert!(heads.len() > 1, "one frame for {MANY} rows: {heads:?}");
+    assert!(rows.iter().all(|r| r["state"] == "completed"));
+    assert_eq!(end, format!("{{\"end\":true,\"sessions\":{MANY}}}"));
+
+    // `status --json` asks for frames and prints the rows as the plain answer has them.
+    let out = d.baton().args(["status", "--json"]).output().unwrap();
+    assert!(out.status.success(), "{out:?}");
+    let printed: Vec<Value> = String::from_utf8(out.stdout)
+        .unwrap()
+        .lines()
+        .map(json)
+        .collect();
+    assert_eq!(printed, plain);
+}

@@ -174,14 +174,17 @@ fn lent<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<Cow<'de, str>>,
 }
 
 /// A line of a `status` answer as `status --json` reads it when it keeps every row:
-/// only whether it is the end line or the daemon's refusal. The rest of the line is
-/// checked as JSON and skipped, not kept.
+/// only whether it is the end line, the daemon's refusal or a frame's head (the number
+/// of bytes of rows after it). The rest of the line is checked as JSON and skipped, not
+/// kept.
 #[derive(Debug, Default, serde::Deserialize)]
 pub struct StatusMark<'a> {
     #[serde(default)]
     pub end: bool,
     #[serde(borrow, default, deserialize_with = "lent")]
     pub error: Option<Cow<'a, str>>,
+    #[serde(default)]
+    pub frame: Option<u64>,
 }
 
 /// What to show (`--state`, `--project`, `--agent`, `--all`). The default shows every

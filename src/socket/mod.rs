@@ -11,6 +11,9 @@
 //!   the config) does not exist, it has `"waiting":[{"provider":"claude","path":…}]`; with `[[remote]]`s,
 //!   `"remotes":[{"name":…,"state":"connected"|"retrying","retry_in_s":N,"why":…}]`;
 //!   where a click on a notification cannot raise the terminal, `"no_raise":WHY`.
+//!   With `"frames":true` the same rows come in frames: `{"frame":BYTES,"rows":N}`, then
+//!   exactly BYTES bytes of N whole row lines, as the answer's buffer fills; then the end
+//!   line. `status --json` asks for them and copies each frame unread.
 //! - `{"cmd":"tail","since_ms":N}` → the events of the last N ms still in the ring
 //!   buffer, then live events until either side closes.
 //! - `{"cmd":"tail","since_id":ID}` → the ring's events after the event ID, then live

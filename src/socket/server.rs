@@ -336,7 +336,7 @@ impl Loop {
         }
     }
 
-    fn status(&self, stream: UnixStream) {
+    fn status(&self, stream: UnixStream, frames: bool) {
         if self.requests.fetch_add(1, Ordering::AcqRel) >= REQUEST_SLOTS {
             self.requests.fetch_sub(1, Ordering::AcqRel);
             reply(
@@ -353,7 +353,7 @@ impl Loop {
             .name("baton-status".to_owned())
             .spawn(move || {
                 let _slot = slot;
-                if let Err(e) = answer_status(&stream, &hub) {
+                if let Err(e) = answer_status(&stream, &hub, frames) {
                     tracing::debug!(error = %e, "Status client gone.");
                 }
             });

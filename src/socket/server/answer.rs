@@ -38,6 +38,9 @@ struct Request {
     /// `mute --branch`: the target is a git branch.
     #[serde(default)]
     branch: bool,
+    /// `status`: the rows in frames (see [`answer_status`]).
+    #[serde(default)]
+    frames: bool,
 }
 
 impl Loop {
@@ -58,7 +61,7 @@ impl Loop {
             }
         };
         match req.cmd.as_str() {
-            "status" => self.status(stream),
+            "status" => self.status(stream, req.frames),
             "tail" => self.follow(
                 stream,
                 Since::from_request(req.since_ms, req.since_id, wall_now()),
@@ -116,14 +119,14 @@ pub(super) fn reply(stream: &UnixStream, line: &str) {
     let _ = writeln!(s, "{line}");
 }
 
-pub(super) fn answer_status(stream: &UnixStream, hub: &Hub) -> io::Result<()> {
+pub(super) fn answer_status(stream: &UnixStream, hub: &Hub, frames: bool) -> io::Result<()> {
     stream.set_write_timeout(Some(WRITE_TIMEOUT))?;
     // Rows go out as they are formatted, through one bounded buffer: a parked row is
     // read from the spill straight into it.
     let mut out = Vec::with_capacity(STATUS_BUF + 4096);
     let mut stream = stream;
     let (now, after) = (crate::clock::wall_now(), hub.stale_after());
-    let mut n = 0;
+    let (mut n, mut in_buf) = (0, 0);
     let mut reads = crate::views::RowReads::default();
     for r in hub.views.rows().flatten() {
         // A parked session's row as formatted when it was parked; any other formatted now.
@@ -133,14 +136,35 @@ pub(super) fn answer_status(stream: &UnixStream, hub: &Hub) -> io::Result<()> {
             write_status_line(&r.view(), now, after, &mut out)?;
         }
         n += 1;
+        in_buf += 1;
         if out.len() >= STATUS_BUF {
-            stream.write_all(&out)?;
+            send_rows(&mut stream, &out, in_buf, frames)?;
             out.clear();
+            in_buf = 0;
         }
+    }
+    // Unframed, the last rows go out with the end line.
+    if frames && in_buf > 0 {
+        send_rows(&mut stream, &out, in_buf, frames)?;
+        out.clear();
     }
     writeln!(out, "{}", end_line(n, hub))?;
     stream.write_all(&out)?;
     stream.flush()
+}
+
+/// Writes `rows` whole row lines. In frames (the request asked for them), a line
+/// `{"frame":BYTES,"rows":N}` goes before them: a client that passes every row on as it
+/// came (`status --json`) then copies the frame's bytes, where it would otherwise read
+/// every line to tell a row from the end line (at 100,000 sessions, 70 MB and most of
+/// the client's time).
+fn send_rows(stream: &mut impl Write, rows: &[u8], n: usize, frames: bool) -> io::Result<()> {
+    if frames {
+        // Whole, in one write: `writeln!` on the socket would write each piece.
+        let head = format!("{{\"frame\":{},\"rows\":{n}}}\n", rows.len());
+        stream.write_all(head.as_bytes())?;
+    }
+    stream.write_all(rows)
 }
 
 pub(super) fn follow(
