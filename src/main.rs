@@ -4,7 +4,7 @@ use baton::cli::{Cli, Command, PipelineArgs};
 use baton::error::Error;
 use baton::replay::{self, AtEof, Options};
 use baton::sink::JsonlSink;
-use baton::{config, scan_view, watch};
+use baton::{config, scan_view};
 use clap::Parser;
 use std::io::{self, Write};
 use std::process::ExitCode;
@@ -179,16 +179,13 @@ fn run(command: Command) -> Result<(), Error> {
             }
         }
         Command::Scan(args) => {
-            let files = if args.paths.is_empty() {
+            let roots = if args.paths.is_empty() {
                 config::default_roots()
-                    .iter()
-                    .flat_map(watch::find)
-                    .collect()
             } else {
-                replay::collect(&args.paths, args.pipeline.provider)?
+                replay::roots(&args.paths, args.pipeline.provider)?
             };
-            let (views, stats) = replay::scan_live(
-                &files,
+            let (views, stats) = replay::scan_roots_live(
+                &roots,
                 &options(&args.pipeline),
                 !args.full_read,
                 args.liveness_after,

@@ -57,6 +57,26 @@ pub fn collect(paths: &[PathBuf], provider: Option<ProviderKind>) -> Result<Vec<
     Ok(out)
 }
 
+/// Command-line paths (files or directories) as roots to walk (`scan`): the same checks
+/// as [`collect`], the files found as the walk goes.
+pub fn roots(paths: &[PathBuf], provider: Option<ProviderKind>) -> Result<Vec<Root>, Error> {
+    let mut out = Vec::new();
+    for p in paths {
+        if !p.exists() {
+            return Err(Error::Missing(p.clone()));
+        }
+        if p.is_file() && watch::discover::classify(p, provider).is_none() {
+            tracing::warn!(path = %p.display(), "Cannot tell which agent wrote this file; skipped (try --provider).");
+            continue;
+        }
+        out.push(Root {
+            path: p.clone(),
+            provider,
+        });
+    }
+    Ok(out)
+}
+
 /// Runs every file through one reducer, calling `emit` for each event in order.
 pub fn run(
     files: &[Found],
@@ -64,7 +84,15 @@ pub fn run(
     at_eof: AtEof,
     emit: impl FnMut(&Event) -> Result<(), Error>,
 ) -> Result<Reducer, Error> {
-    run_counting(files, opts, at_eof, false, &mut ScanStats::default(), emit).map(|(r, _)| r)
+    run_counting(
+        Files::Listed(files),
+        opts,
+        at_eof,
+        false,
+        &mut ScanStats::default(),
+        emit,
+    )
+    .map(|(r, _)| r)
 }
 
 /// One file read and projected: its observations with their line numbers, in order.
@@ -238,11 +266,26 @@ const READ_AHEAD: usize = 4;
 /// (16: `scan` 7–9% faster on the 600-session tree, BENCHMARKS.md round 8).
 const TAIL_READ_AHEAD: usize = 16;
 
+/// Where a run's files come from: listed before the run, or walked from roots while the
+/// first ones are read (`scan`).
+#[derive(Clone, Copy)]
+pub enum Files<'a> {
+    Listed(&'a [Found]),
+    Walked(&'a [Root]),
+}
+
+/// A file of a walk, to be read by a worker.
+enum Job {
+    /// A candidate of a directory root: its provider is told by the worker.
+    Candidate(PathBuf, Option<ProviderKind>),
+    Found(Found),
+}
+
 /// [`run`], also returning the number of the last complete line of each file. Files are
-/// read and projected in parallel; the reducer takes them in the given order, so events
-/// and states are those of a sequential run.
+/// read and projected in parallel; the reducer takes them in the given order (a walk's:
+/// path order within each root), so events and states are those of a sequential run.
 fn run_counting(
-    files: &[Found],
+    files: Files<'_>,
     opts: &Options,
     at_eof: AtEof,
     tail_first: bool,
@@ -252,50 +295,87 @@ fn run_counting(
     let mut reducer = Reducer::new(opts.settle_ms, opts.seen_capacity);
     let mut last_lines = HashMap::new();
     let mut events = Vec::new();
-    let threads = match opts.threads {
-        0 => pool::threads_for(files.len()),
-        n => n,
+    let threads = match (opts.threads, files) {
+        (0, Files::Listed(f)) => pool::threads_for(f.len()),
+        (0, Files::Walked(_)) => pool::threads_for(usize::MAX),
+        (n, _) => n,
     };
-    pool::in_order(
-        files.len(),
-        threads,
-        threads
-            * if tail_first {
-                TAIL_READ_AHEAD
-            } else {
-                READ_AHEAD
-            },
-        |i| read_file(&files[i], opts, tail_first),
-        |_, read| {
-            let Some(read) = read? else { return Ok(()) };
-            stats.add(&read);
-            let mut clock: i64 = read.clock_start;
-            for (line, obs) in read.obs {
-                if let Some(t) = obs.record_ts {
-                    clock = clock.max(t);
-                }
-                let now = Now::virtual_at(clock);
-                let src = Src {
-                    provider: read.provider,
-                    path: read.path.clone(),
-                    line,
-                };
-                reducer.tick(now, &mut events);
-                reducer.apply(&src, obs, now, &mut events);
+    let window = threads
+        * if tail_first {
+            TAIL_READ_AHEAD
+        } else {
+            READ_AHEAD
+        };
+    let take = |_, read| {
+        let Some(read) = read? else { return Ok(()) };
+        stats.add(&read);
+        let mut clock: i64 = read.clock_start;
+        for (line, obs) in read.obs {
+            if let Some(t) = obs.record_ts {
+                clock = clock.max(t);
             }
-            last_lines.insert(read.path, read.last_line);
-            let end = match at_eof {
-                AtEof::RunOn => Now::virtual_at(END_OF_TIME),
-                AtEof::StopAt(now) => now,
+            let now = Now::virtual_at(clock);
+            let src = Src {
+                provider: read.provider,
+                path: read.path.clone(),
+                line,
             };
-            reducer.tick(end, &mut events);
-            for ev in events.drain(..) {
-                emit(&ev)?;
-            }
-            Ok(())
-        },
-    )?;
+            reducer.tick(now, &mut events);
+            reducer.apply(&src, obs, now, &mut events);
+        }
+        last_lines.insert(read.path, read.last_line);
+        let end = match at_eof {
+            AtEof::RunOn => Now::virtual_at(END_OF_TIME),
+            AtEof::StopAt(now) => now,
+        };
+        reducer.tick(end, &mut events);
+        for ev in events.drain(..) {
+            emit(&ev)?;
+        }
+        Ok(())
+    };
+    match files {
+        Files::Listed(files) => pool::in_order(
+            files.len(),
+            threads,
+            window,
+            |i| read_file(&files[i], opts, tail_first),
+            take,
+        )?,
+        Files::Walked(roots) => pool::in_order_from(
+            |send| walk_roots(roots, send),
+            threads,
+            window,
+            |job| match job {
+                Job::Found(f) => read_file(&f, opts, tail_first),
+                Job::Candidate(path, root_provider) => {
+                    match watch::discover::classify(&path, root_provider) {
+                        Some(provider) => read_file(&Found { path, provider }, opts, tail_first),
+                        None => Ok(None),
+                    }
+                }
+            },
+            take,
+        )?,
+    }
     Ok((reducer, last_lines))
+}
+
+/// Every root's files in turn, as [`collect`] lists them (one root's in path order).
+fn walk_roots(roots: &[Root], send: &mut dyn FnMut(Job) -> bool) {
+    for root in roots {
+        let mut going = true;
+        watch::discover::walk(root, &mut |w| {
+            going = send(match w {
+                watch::discover::Walked::Candidate(path) => Job::Candidate(path, root.provider),
+                watch::discover::Walked::File(f) => Job::Found(f),
+            });
+            going
+        });
+        if !going {
+            return;
+        }
+    }
 }
 
 /// `scan`: every session's state as of now, from each file's last turns where that gives
@@ -310,7 +390,7 @@ pub fn scan_with(
     opts: &Options,
     tail_first: bool,
 ) -> Result<(Vec<SessionView>, ScanStats), Error> {
-    scan_judged(files, opts, tail_first, None)
+    scan_judged(Files::Listed(files), opts, tail_first, None)
 }
 
 /// [`scan_with`], then the daemon's liveness check on this machine's processes: a
@@ -322,11 +402,32 @@ pub fn scan_live(
     tail_first: bool,
     liveness_after_ms: u64,
 ) -> Result<(Vec<SessionView>, ScanStats), Error> {
-    scan_judged(files, opts, tail_first, Some(liveness_after_ms))
+    scan_judged(
+        Files::Listed(files),
+        opts,
+        tail_first,
+        Some(liveness_after_ms),
+    )
+}
+
+/// [`scan_live`] of the files under `roots` (as [`collect`] and `watch::find` list
+/// them), read while the walk lists the rest: the same states.
+pub fn scan_roots_live(
+    roots: &[Root],
+    opts: &Options,
+    tail_first: bool,
+    liveness_after_ms: u64,
+) -> Result<(Vec<SessionView>, ScanStats), Error> {
+    scan_judged(
+        Files::Walked(roots),
+        opts,
+        tail_first,
+        Some(liveness_after_ms),
+    )
 }
 
 fn scan_judged(
-    files: &[Found],
+    files: Files<'_>,
     opts: &Options,
     tail_first: bool,
     liveness_after_ms: Option<u64>,

@@ -94,6 +94,82 @@ pub fn find(root: &Root) -> Vec<Found> {
     out
 }
 
+/// What [`walk`] finds under a root, in the order [`find`] would return it.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Walked {
+    /// A candidate file name under a directory root, not yet told apart by its first
+    /// line (see [`classify`]).
+    Candidate(PathBuf),
+    /// The root itself, a file, classified.
+    File(Found),
+}
+
+/// [`find`] as the walk goes: each directory's entries sorted by name and each
+/// subdirectory walked in its place, which is path order, so `each` gets the files in
+/// the order `find` returns them without waiting for the whole walk (`scan` reads the
+/// first files while it lists the rest). Candidates are handed on unclassified. `each`
+/// returning false stops the walk.
+pub fn walk(root: &Root, each: &mut dyn FnMut(Walked) -> bool) {
+    let meta = match fs::metadata(&root.path) {
+        Ok(m) => m,
+        Err(e) => {
+            tracing::debug!(path = %root.path.display(), error = %e, "Root not readable.");
+            return;
+        }
+    };
+    if meta.is_file() {
+        if let Some(provider) = classify(&root.path, root.provider) {
+            each(Walked::File(Found {
+                path: root.path.clone(),
+                provider,
+            }));
+        }
+        return;
+    }
+    // The entries still to visit of each open directory, last first.
+    let mut stack = vec![sorted_entries(&root.path, root.provider)];
+    while let Some(entries) = stack.last_mut() {
+        let Some((path, is_dir)) = entries.pop() else {
+            stack.pop();
+            continue;
+        };
+        if is_dir {
+            stack.push(sorted_entries(&path, root.provider));
+        } else if !each(Walked::Candidate(path)) {
+            return;
+        }
+    }
+}
+
+/// The subdirectories and candidate files of `dir` (as [`find`] takes them), sorted by
+/// name, last first; an unreadable directory is logged and has none.
+fn sorted_entries(dir: &Path, root_provider: Option<ProviderKind>) -> Vec<(PathBuf, bool)> {
+    let entries = match fs::read_dir(dir) {
+        Ok(e) => e,
+        Err(e) => {
+            tracing::warn!(path = %dir.display(), error = %e, "Cannot list directory.");
+            return Vec::new();
+        }
+    };
+    let mut out: Vec<(PathBuf, bool)> = entries
+        .flatten()
+        .filter_map(|entry| {
+            let ft = entry.file_type().ok()?;
+            let path = entry.path();
+            if ft.is_dir() {
+                return (!skip_dir(&path)).then_some((path, true));
+            }
+            ((ft.is_file() || ft.is_symlink() && path.is_file())
+                && is_candidate(&path, root_provider))
+            .then_some((path, false))
+        })
+        .collect();
+    // Names compared as `find`'s sort compares these paths (one directory, so by their
+    // last component).
+    out.sort_unstable_by(|a, b| b.0.file_name().cmp(&a.0.file_name()));
+    out
+}
+
 /// Below this many files, a root without a provider has their first lines read on the
 /// calling thread: starting threads would cost more.
 const SNIFF_ALONE: usize = 64;
@@ -181,5 +257,90 @@ mod tests {
         let all = find(&root(Some(ProviderKind::Claude)));
         assert_eq!(all.len(), SNIFF_ALONE + 20 + 10 + 5 + 1);
         assert!(all.iter().all(|f| f.provider == ProviderKind::Claude));
+    }
+
+    /// What `walk` hands on, classified as `find` classifies: in `find`'s order.
+    fn walked(root: &Root) -> Vec<Found> {
+        let mut out = Vec::new();
+        walk(root, &mut |w| {
+            match w {
+                Walked::Candidate(path) => {
+                    if let Some(provider) = classify(&path, root.provider) {
+                        out.push(Found { path, provider });
+                    }
+                }
+                Walked::File(f) => out.push(f),
+            }
+            true
+        });
+        out
+    }
+
+    #[test]
+    fn the_walk_finds_what_find_finds_in_its_order() {
+        let dir = tempfile::tempdir().unwrap();
+        let base = dir.path().join("projects");
+        let claude = "{\"type\":\"user\",\"sessionId\":\"s\"}\n";
+        // Names whose order as paths differs from their order as strings ("a/…" sorts
+        // before "a-b.jsonl" as a path, after it as a string), nested directories, a
+        // directory skipped, a symlinked file and a symlinked directory (not followed).
+        for d in ["a", "a/z", "a-b", "B", "b", "b/archive", "b/c/d", ".hidden"] {
+            fs::create_dir_all(base.join(d)).unwrap();
+        }
+        for f in [
+            "a/1.jsonl",
+            "a/z/2.jsonl",
+            "a-b.jsonl",
+            "a-b/3.jsonl",
+            "a.jsonl",
+            "B/4.jsonl",
+            "b/5.jsonl",
+            "b/archive/6.jsonl",
+            "b/c/d/7.jsonl",
+            "b/c/8.jsonl",
+            ".hidden/9.jsonl",
+            "Z.jsonl",
+            "é.jsonl",
+        ] {
+            fs::write(base.join(f), claude).unwrap();
+        }
+        fs::write(base.join("b/notes.txt"), "x").unwrap();
+        fs::write(base.join("b/other.jsonl"), "{\"foo\":1}\n").unwrap();
+        std::os::unix::fs::symlink(base.join("a/1.jsonl"), base.join("b/link.jsonl")).unwrap();
+        std::os::unix::fs::symlink(base.join("a"), base.join("b/dirlink")).unwrap();
+        for provider in [None, Some(ProviderKind::Claude)] {
+            let root = Root {
+                path: base.clone(),
+                provider,
+            };
+            let found = find(&root);
+            assert!(found.len() >= 12, "{found:?}");
+            assert_eq!(walked(&root), found, "provider {provider:?}");
+        }
+        // A root that is a file; one that is not there.
+        let file = Root {
+            path: base.join("a.jsonl"),
+            provider: None,
+        };
+        assert_eq!(walked(&file), find(&file));
+        assert_eq!(walked(&file).len(), 1);
+        let gone = Root {
+            path: dir.path().join("gone"),
+            provider: None,
+        };
+        assert!(walked(&gone).is_empty());
+        // Told to stop, the walk stops.
+        let mut seen = 0;
+        walk(
+            &Root {
+                path: base,
+                provider: None,
+            },
+            &mut |_| {
+                seen += 1;
+                seen < 3
+            },
+        );
+        assert_eq!(seen, 3);
     }
 }
