@@ -112,10 +112,44 @@ struct FileRead {
     size: u64,
 }
 
+/// A walked candidate of a root with no provider named: its agent told by its path, else
+/// by its first line, read from the handle the read then goes on with (one open a file,
+/// not one to tell and one to read). `None` for a file of no agent's.
+fn read_candidate(
+    path: PathBuf,
+    root_provider: Option<ProviderKind>,
+    opts: &Options,
+    tail_first: bool,
+) -> Result<Option<FileRead>, Error> {
+    if let Some(provider) = root_provider.or_else(|| crate::provider::detect_by_path(&path)) {
+        return read_file(&Found { path, provider }, opts, tail_first, None);
+    }
+    // A file that cannot be opened or read is no transcript, as `classify` has it.
+    let Ok(mut file) = crate::tail::open(&path) else {
+        return Ok(None);
+    };
+    let first = watch::discover::first_line_of(&mut file).unwrap_or_default();
+    let Some(provider) = crate::provider::detect(&path, &first) else {
+        return Ok(None);
+    };
+    let found = Found { path, provider };
+    file.seek(SeekFrom::Start(0))
+        .map_err(|source| Error::Read {
+            path: found.path.clone(),
+            source,
+        })?;
+    read_file(&found, opts, tail_first, Some(file))
+}
+
 /// Reads and projects one file (no reducer: that part stays in file order on one
-/// thread), from its last turns only when `tail_first`. `None` for a file with no
-/// conversation in it.
-fn read_file(f: &Found, opts: &Options, tail_first: bool) -> Result<Option<FileRead>, Error> {
+/// thread), from its last turns only when `tail_first`; from `file` when given (open,
+/// at its start). `None` for a file with no conversation in it.
+fn read_file(
+    f: &Found,
+    opts: &Options,
+    tail_first: bool,
+    file: Option<std::fs::File>,
+) -> Result<Option<FileRead>, Error> {
     let err = |source| Error::Read {
         path: f.path.clone(),
         source,
@@ -127,7 +161,10 @@ fn read_file(f: &Found, opts: &Options, tail_first: bool) -> Result<Option<FileR
     if !feed.is_conversation() {
         return Ok(None);
     }
-    let mut file = crate::tail::open(&f.path).map_err(err)?;
+    let mut file = match file {
+        Some(file) => file,
+        None => crate::tail::open(&f.path).map_err(err)?,
+    };
     let clock_start = if f.provider.records_have_time() {
         0
     } else {
@@ -339,7 +376,7 @@ fn run_counting(
             files.len(),
             threads,
             window,
-            |i| read_file(&files[i], opts, tail_first),
+            |i| read_file(&files[i], opts, tail_first, None),
             take,
         )?,
         Files::Walked(roots) => pool::in_order_from(
@@ -347,12 +384,9 @@ fn run_counting(
             threads,
             window,
             |job| match job {
-                Job::Found(f) => read_file(&f, opts, tail_first),
+                Job::Found(f) => read_file(&f, opts, tail_first, None),
                 Job::Candidate(path, root_provider) => {
-                    match watch::discover::classify(&path, root_provider) {
-                        Some(provider) => read_file(&Found { path, provider }, opts, tail_first),
-                        None => Ok(None),
-                    }
+                    read_candidate(path, root_provider, opts, tail_first)
                 }
             },
             take,

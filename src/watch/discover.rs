@@ -37,7 +37,12 @@ pub fn classify(path: &Path, root_provider: Option<ProviderKind>) -> Option<Prov
 
 fn first_line(path: &Path) -> io::Result<Vec<u8>> {
     // As every transcript read, without moving its access time (`tail::open`).
-    let f = crate::tail::open(path)?;
+    first_line_of(&mut crate::tail::open(path)?)
+}
+
+/// The first line of an open file, as detection looks at it (at most [`SNIFF_LIMIT`]
+/// bytes); the handle is left past it.
+pub fn first_line_of(f: &mut fs::File) -> io::Result<Vec<u8>> {
     let mut r = BufReader::new(f.take(SNIFF_LIMIT));
     let mut line = Vec::new();
     r.read_until(b'\n', &mut line)?;
