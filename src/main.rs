@@ -184,8 +184,8 @@ fn run(command: Command) -> Result<(), Error> {
             } else {
                 replay::roots(&args.paths, args.pipeline.provider)?
             };
-            let (views, stats) = replay::scan_roots_live(
-                &roots,
+            let (views, stats) = replay::scan_live(
+                replay::Files::Walked(&roots),
                 &options(&args.pipeline),
                 !args.full_read,
                 args.liveness_after,

@@ -3,7 +3,7 @@
 //! their output is the same as a sequential run's.
 
 use std::collections::BTreeMap;
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, Ordering};
 
 /// How many threads to use for `n` items: every core, at most one per item.
 pub fn threads_for(n: usize) -> usize {
@@ -30,52 +30,19 @@ pub fn in_order<T: Send, E>(
         }
         return Ok(());
     }
-    let window = window.max(threads);
-    let next = AtomicUsize::new(0);
-    let stop = AtomicBool::new(false);
-    // A worker takes a token before it claims an item, and the taker gives one back for
-    // every result it consumes: the tokens bound the items in flight.
-    let (tok_tx, tok_rx) = crossbeam_channel::bounded::<()>(window);
-    for _ in 0..window {
-        let _ = tok_tx.send(());
-    }
-    let (res_tx, res_rx) = crossbeam_channel::unbounded::<(usize, T)>();
-    std::thread::scope(|s| {
-        for _ in 0..threads {
-            let (tok_rx, res_tx) = (tok_rx.clone(), res_tx.clone());
-            let (next, stop, work) = (&next, &stop, &work);
-            s.spawn(move || {
-                while tok_rx.recv().is_ok() && !stop.load(Ordering::Relaxed) {
-                    let i = next.fetch_add(1, Ordering::Relaxed);
-                    if i >= n || res_tx.send((i, work(i))).is_err() {
-                        return;
-                    }
+    in_order_from(
+        |send| {
+            for i in 0..n {
+                if !send(i) {
+                    return;
                 }
-            });
-        }
-        drop(res_tx);
-        let mut waiting = BTreeMap::new();
-        let mut want = 0;
-        let mut result = Ok(());
-        'recv: while want < n {
-            // Err: every worker ended early, which only a panic does (the scope re-raises it).
-            let Ok((i, t)) = res_rx.recv() else { break };
-            waiting.insert(i, t);
-            while let Some(t) = waiting.remove(&want) {
-                if let Err(e) = take(want, t) {
-                    result = Err(e);
-                    break 'recv;
-                }
-                want += 1;
-                let _ = tok_tx.send(());
             }
-        }
-        stop.store(true, Ordering::Relaxed);
-        // Wakes workers waiting for a token; they see `stop` and end.
-        drop(tok_tx);
-        drop(res_rx);
-        result
-    })
+        },
+        threads,
+        window,
+        work,
+        take,
+    )
 }
 
 /// [`in_order`] for items that `produce` hands on as it finds them, on a thread of its
@@ -160,6 +127,7 @@ pub fn in_order_from<J: Send, T: Send, E>(
 mod tests {
     use super::*;
     use proptest::prelude::*;
+    use std::sync::atomic::AtomicUsize;
 
     proptest! {
         #[test]

@@ -430,34 +430,15 @@ pub fn scan_with(
 /// [`scan_with`], then the daemon's liveness check on this machine's processes: a
 /// working session quiet for `liveness_after_ms` (by its last record's time) whose
 /// writer is not alive ends as interrupted (`writer_gone`), as the daemon would end it.
+/// Roots ([`Files::Walked`]) are read while the walk lists the rest: the same states
+/// as their files listed first.
 pub fn scan_live(
-    files: &[Found],
+    files: Files<'_>,
     opts: &Options,
     tail_first: bool,
     liveness_after_ms: u64,
 ) -> Result<(Vec<SessionView>, ScanStats), Error> {
-    scan_judged(
-        Files::Listed(files),
-        opts,
-        tail_first,
-        Some(liveness_after_ms),
-    )
-}
-
-/// [`scan_live`] of the files under `roots` (as [`collect`] and `watch::find` list
-/// them), read while the walk lists the rest: the same states.
-pub fn scan_roots_live(
-    roots: &[Root],
-    opts: &Options,
-    tail_first: bool,
-    liveness_after_ms: u64,
-) -> Result<(Vec<SessionView>, ScanStats), Error> {
-    scan_judged(
-        Files::Walked(roots),
-        opts,
-        tail_first,
-        Some(liveness_after_ms),
-    )
+    scan_judged(files, opts, tail_first, Some(liveness_after_ms))
 }
 
 fn scan_judged(

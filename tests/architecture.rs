@@ -601,10 +601,6 @@ fn the_code_map_rule_for_each_kind_of_file() {
 /// diagnostic counter (ARCHITECTURE.md, "Counters live in `diag.rs`").
 const NOT_COUNTERS: &[(&str, &str)] = &[
     (
-        "src/pool.rs",
-        "the next item's index, handed to the worker threads; no one reads it as a count",
-    ),
-    (
         "src/daemon/files.rs",
         "the core's heartbeat: the watchdog only asks whether it moved",
     ),

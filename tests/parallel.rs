@@ -64,8 +64,9 @@ fn parallel_reads_give_the_sequential_order() {
 fn walked_and_listed(roots: &[Root]) -> (usize, Vec<baton::reduce::SessionView>) {
     let opts = common::options(common::SETTLE_MS);
     let listed: Vec<watch::Found> = roots.iter().flat_map(watch::find).collect();
-    let (want, want_stats) = replay::scan_live(&listed, &opts, true, 60_000).unwrap();
-    let (got, got_stats) = replay::scan_roots_live(roots, &opts, true, 60_000).unwrap();
+    let scan = |files| replay::scan_live(files, &opts, true, 60_000).unwrap();
+    let (want, want_stats) = scan(replay::Files::Listed(&listed));
+    let (got, got_stats) = scan(replay::Files::Walked(roots));
     assert_eq!(got, want);
     assert_eq!(got_stats, want_stats);
     (listed.len(), got)

@@ -265,6 +265,18 @@ fn status_until(d: &Daemon, what: &str, pred: impl Fn(&[Value]) -> bool) -> Vec<
     }
 }
 
+/// `n` sessions on disk before the start (history), each with a finished turn, in one
+/// project directory.
+fn finished_sessions(d: &Daemon, n: usize) -> (Vec<Claude>, std::path::PathBuf) {
+    let many: Vec<Claude> = (0..n).map(|_| Claude::new()).collect();
+    let dir = d.claude().join("proj");
+    std::fs::create_dir_all(&dir).unwrap();
+    for c in &many {
+        append(&c.path_in(&dir), c.turn("hi", "done").0.as_bytes());
+    }
+    (many, dir)
+}
+
 fn row<'a>(rows: &'a [Value], c: &Claude) -> Option<&'a Value> {
     rows.iter().find(|r| r["session"] == c.session.as_str())
 }
@@ -273,13 +285,7 @@ fn row<'a>(rows: &'a [Value], c: &Claude) -> Option<&'a Value> {
 fn status_reflects_a_change_among_many_sessions() {
     const MANY: usize = 500;
     let d = Daemon::tree();
-    // Sessions on disk before the start: history, each with a finished turn.
-    let many: Vec<Claude> = (0..MANY).map(|_| Claude::new()).collect();
-    let dir = d.claude().join("proj");
-    std::fs::create_dir_all(&dir).unwrap();
-    for c in &many {
-        append(&c.path_in(&dir), c.turn("hi", "done").0.as_bytes());
-    }
+    let (many, dir) = finished_sessions(&d, MANY);
     let mut d = d.start(&[]);
     let rows = status_until(&d, "every session", |r| r.len() == MANY);
     assert!(rows.iter().all(|r| r["state"] == "completed"));
@@ -372,12 +378,7 @@ fn framed_status(d: &Daemon) -> (Vec<(u64, u64)>, Vec<Value>, String) {
 fn status_in_frames_carries_the_rows_of_a_plain_answer() {
     const MANY: usize = 400;
     let d = Daemon::tree();
-    let many: Vec<Claude> = (0..MANY).map(|_| Claude::new()).collect();
-    let dir = d.claude().join("proj");
-    std::fs::create_dir_all(&dir).unwrap();
-    for c in &many {
-        append(&c.path_in(&dir), c.turn("hi", "done").0.as_bytes());
-    }
+    finished_sessions(&d, MANY);
     let d = d.start(&[]);
     let plain = status_until(&d, "every session", |r| r.len() == MANY);
 
