@@ -10,6 +10,9 @@ use std::path::Path;
 
 use crate::live::follow::{connect, request, socket_err};
 
+mod answer;
+use answer::{Piece, Step, each_line};
+
 /// Text from the transcript, for a terminal: escapes stripped, one line, capped.
 fn one_line(s: &str, max: usize) -> String {
     crate::text::cut(&crate::text::one_line(s), max)
@@ -41,87 +44,6 @@ fn ask(mut stream: std::os::unix::net::UnixStream, req: &Value) -> Result<Value,
 
 /// Bytes of the daemon's answer read, and of rows written, at a time.
 const STATUS_BUF: usize = 64 * 1024;
-
-/// What the answer's reader hands on: a line (without its line end), or a piece of a
-/// frame, whole rows to pass on as they came.
-enum Piece<'a> {
-    Line(&'a [u8]),
-    Rows(&'a [u8]),
-}
-
-/// What to do after a line.
-enum Step<T> {
-    /// Read on.
-    Next,
-    /// The answer is read: its result.
-    Done(T),
-    /// The next this many bytes are a frame: handed on as [`Piece::Rows`], unread.
-    Frame(u64),
-}
-
-/// Hands each line of `reader` to `each` until `each` says it is done. A line is lent
-/// from the reader's buffer where it lies whole in it: a long answer is neither copied
-/// a line at a time nor checked for UTF-8 apart from its parse. A frame's bytes are
-/// handed on in the pieces they arrive in. The stream ending first is an error (the
-/// daemon hung up mid-answer).
-fn each_line<R: BufRead, T>(
-    reader: &mut R,
-    mut each: impl FnMut(Piece<'_>) -> Result<Step<T>, Error>,
-) -> Result<T, Error> {
-    let trim = |l: &[u8]| -> usize { l.len() - usize::from(l.ends_with(b"\r")) };
-    let hung_up = || socket_err(io::Error::other("the daemon hung up mid-answer"));
-    // A line split between two reads of the buffer.
-    let mut carry = Vec::new();
-    // Bytes of the open frame still to come.
-    let mut frame: u64 = 0;
-    loop {
-        let buf = reader.fill_buf().map_err(socket_err)?;
-        if buf.is_empty() {
-            // A last line without its line end still counts, as `read_line` had it.
-            if frame == 0
-                && !carry.is_empty()
-                && let Step::Done(t) = each(Piece::Line(&carry[..trim(&carry)]))?
-            {
-                return Ok(t);
-            }
-            return Err(hung_up());
-        }
-        let n = buf.len();
-        let mut at = 0;
-        loop {
-            if frame > 0 {
-                let take = usize::try_from(frame).unwrap_or(usize::MAX).min(n - at);
-                each(Piece::Rows(&buf[at..at + take]))?;
-                frame -= take as u64;
-                at += take;
-                if frame > 0 {
-                    break;
-                }
-                continue;
-            }
-            let Some(nl) = memchr::memchr(b'\n', &buf[at..]) else {
-                break;
-            };
-            let line = &buf[at..at + nl];
-            let step = if carry.is_empty() {
-                each(Piece::Line(&line[..trim(line)]))?
-            } else {
-                carry.extend_from_slice(line);
-                let step = each(Piece::Line(&carry[..trim(&carry)]))?;
-                carry.clear();
-                step
-            };
-            match step {
-                Step::Next => {}
-                Step::Done(t) => return Ok(t),
-                Step::Frame(len) => frame = len,
-            }
-            at += nl + 1;
-        }
-        carry.extend_from_slice(&buf[at..]);
-        reader.consume(n);
-    }
-}
 
 fn write_line(out: &mut impl Write, line: &[u8]) -> Result<(), Error> {
     out.write_all(line)
@@ -545,68 +467,10 @@ pub fn tail(socket: Option<&Path>, opts: &TailOptions, out: &mut impl Write) -> 
 
 #[cfg(test)]
 mod tests {
+    use super::answer::tests::{END, ROWS, framed};
     use super::*;
     use crate::people::{Filter, Table};
     use std::os::unix::net::UnixListener;
-
-    const ROWS: &str = concat!(
-        "{\"provider\":\"claude\",\"session\":\"s1\",\"agent\":null,\"project\":\"web\",\"state\":\"completed\"}\n",
-        "{\"provider\":\"codex\",\"session\":\"s2\",\"agent\":null,\"project\":\"api\",\"state\":\"working\"}\n",
-        "{\"provider\":\"codex\",\"session\":\"s3\",\"agent\":null,\"project\":\"a \\\"q\\\" \\n b\",\"state\":\"failed\"}\n",
-    );
-    const END: &str = "{\"end\":true,\"sessions\":3}\n";
-
-    /// The answer in frames: the first row alone, then the other two.
-    fn framed() -> String {
-        let (one, two) = ROWS.split_at(ROWS.find('\n').unwrap() + 1);
-        format!(
-            "{{\"frame\":{},\"rows\":1}}\n{one}{{\"frame\":{},\"rows\":2}}\n{two}{END}",
-            one.len(),
-            two.len()
-        )
-    }
-
-    #[test]
-    fn a_frame_is_handed_on_whole_however_the_reads_split_it() {
-        let answer = framed();
-        for cap in [1, 2, 3, 7, 64, 4096] {
-            let mut reader = BufReader::with_capacity(cap, answer.as_bytes());
-            let (mut lines, mut rows) = (Vec::new(), Vec::new());
-            let end = each_line(&mut reader, |piece| match piece {
-                Piece::Rows(r) => {
-                    rows.extend_from_slice(r);
-                    Ok(Step::Next)
-                }
-                Piece::Line(l) => {
-                    let v: Value = serde_json::from_slice(l).unwrap();
-                    lines.push(v.clone());
-                    Ok(match v["frame"].as_u64() {
-                        Some(n) => Step::Frame(n),
-                        None if v["end"] == true => Step::Done(v),
-                        None => Step::Next,
-                    })
-                }
-            })
-            .unwrap();
-            assert_eq!(String::from_utf8(rows).unwrap(), ROWS, "capacity {cap}");
-            assert_eq!(lines.len(), 3, "two heads and the end, capacity {cap}");
-            assert_eq!(end["sessions"], 3);
-        }
-        // Cut short inside a frame: an error, not a short answer.
-        let cut = &answer[..answer.len() - END.len() - 10];
-        let mut reader = BufReader::with_capacity(16, cut.as_bytes());
-        let got = each_line(&mut reader, |piece| match piece {
-            Piece::Rows(_) => Ok(Step::Next),
-            Piece::Line(l) => {
-                let v: Value = serde_json::from_slice(l).unwrap();
-                Ok(v["frame"].as_u64().map_or(Step::Next, Step::Frame))
-            }
-        });
-        assert!(
-            matches!(&got, Err::<(), _>(Error::Output(e)) if e.to_string().contains("hung up")),
-            "{got:?}"
-        );
-    }
 
     /// `status` against a daemon that answers with `answer` (written in small pieces);
     /// what it prints, and whether it asked for frames.
