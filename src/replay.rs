@@ -11,6 +11,7 @@ use crate::reduce::{Reducer, SessionView, Src};
 use crate::rows::RowFeed;
 use crate::tail::Stat;
 use crate::tail_first::{self, Plan};
+use crate::watch::discover::Walked;
 use crate::watch::{self, Found, Root};
 use std::collections::HashMap;
 use std::io::{Seek, SeekFrom};
@@ -40,35 +41,30 @@ pub enum AtEof {
 
 /// Resolves command-line paths (files or directories) to transcripts.
 pub fn collect(paths: &[PathBuf], provider: Option<ProviderKind>) -> Result<Vec<Found>, Error> {
-    let mut out = Vec::new();
-    for p in paths {
-        if !p.exists() {
-            return Err(Error::Missing(p.clone()));
-        }
-        let found = watch::find(&Root {
-            path: p.clone(),
-            provider,
-        });
-        if found.is_empty() && p.is_file() {
-            tracing::warn!(path = %p.display(), "Cannot tell which agent wrote this file; skipped (try --provider).");
-        }
-        out.extend(found);
-    }
-    Ok(out)
+    Ok(roots(paths, provider)?
+        .iter()
+        .flat_map(watch::find)
+        .collect())
 }
 
-/// Command-line paths (files or directories) as roots to walk (`scan`): the same checks
-/// as [`collect`], the files found as the walk goes.
+/// Command-line paths (files or directories) as roots: a path that is not there is an
+/// error; a file no agent is known to write is logged and left out, and a file root
+/// carries its agent, so it is not told again. `scan` walks them as it reads.
 pub fn roots(paths: &[PathBuf], provider: Option<ProviderKind>) -> Result<Vec<Root>, Error> {
     let mut out = Vec::new();
     for p in paths {
         if !p.exists() {
             return Err(Error::Missing(p.clone()));
         }
-        if p.is_file() && watch::discover::classify(p, provider).is_none() {
-            tracing::warn!(path = %p.display(), "Cannot tell which agent wrote this file; skipped (try --provider).");
-            continue;
-        }
+        let provider = if p.is_file() {
+            let Some(kind) = watch::discover::classify(p, provider) else {
+                tracing::warn!(path = %p.display(), "Cannot tell which agent wrote this file; skipped (try --provider).");
+                continue;
+            };
+            Some(kind)
+        } else {
+            provider
+        };
         out.push(Root {
             path: p.clone(),
             provider,
@@ -112,33 +108,26 @@ struct FileRead {
     size: u64,
 }
 
-/// A walked candidate of a root with no provider named: its agent told by its path, else
-/// by its first line, read from the handle the read then goes on with (one open a file,
-/// not one to tell and one to read). `None` for a file of no agent's.
+/// A walked candidate of a root: its agent told as `classify` tells it, and read from the
+/// handle that read its first line, if one did (one open a file, not one to tell and one
+/// to read). `None` for a file of no agent's.
 fn read_candidate(
     path: PathBuf,
     root_provider: Option<ProviderKind>,
     opts: &Options,
     tail_first: bool,
 ) -> Result<Option<FileRead>, Error> {
-    if let Some(provider) = root_provider.or_else(|| crate::provider::detect_by_path(&path)) {
-        return read_file(&Found { path, provider }, opts, tail_first, None);
-    }
-    // A file that cannot be opened or read is no transcript, as `classify` has it.
-    let Ok(mut file) = crate::tail::open(&path) else {
-        return Ok(None);
-    };
-    let first = watch::discover::first_line_of(&mut file).unwrap_or_default();
-    let Some(provider) = crate::provider::detect(&path, &first) else {
+    let Some((provider, mut file)) = watch::discover::classify_open(&path, root_provider) else {
         return Ok(None);
     };
     let found = Found { path, provider };
-    file.seek(SeekFrom::Start(0))
-        .map_err(|source| Error::Read {
+    if let Some(f) = &mut file {
+        f.seek(SeekFrom::Start(0)).map_err(|source| Error::Read {
             path: found.path.clone(),
             source,
         })?;
-    read_file(&found, opts, tail_first, Some(file))
+    }
+    read_file(&found, opts, tail_first, file)
 }
 
 /// Reads and projects one file (no reducer: that part stays in file order on one
@@ -311,13 +300,6 @@ pub enum Files<'a> {
     Walked(&'a [Root]),
 }
 
-/// A file of a walk, to be read by a worker.
-enum Job {
-    /// A candidate of a directory root: its provider is told by the worker.
-    Candidate(PathBuf, Option<ProviderKind>),
-    Found(Found),
-}
-
 /// [`run`], also returning the number of the last complete line of each file. Files are
 /// read and projected in parallel; the reducer takes them in the given order (a walk's:
 /// path order within each root), so events and states are those of a sequential run.
@@ -383,11 +365,10 @@ fn run_counting(
             |send| walk_roots(roots, send),
             threads,
             window,
-            |job| match job {
-                Job::Found(f) => read_file(&f, opts, tail_first, None),
-                Job::Candidate(path, root_provider) => {
-                    read_candidate(path, root_provider, opts, tail_first)
-                }
+            // A candidate's agent is told by the worker, with its root's provider.
+            |(walked, root_provider)| match walked {
+                Walked::File(f) => read_file(&f, opts, tail_first, None),
+                Walked::Candidate(path) => read_candidate(path, root_provider, opts, tail_first),
             },
             take,
         )?,
@@ -396,14 +377,11 @@ fn run_counting(
 }
 
 /// Every root's files in turn, as [`collect`] lists them (one root's in path order).
-fn walk_roots(roots: &[Root], send: &mut dyn FnMut(Job) -> bool) {
+fn walk_roots(roots: &[Root], send: &mut dyn FnMut((Walked, Option<ProviderKind>)) -> bool) {
     for root in roots {
         let mut going = true;
         watch::discover::walk(root, &mut |w| {
-            going = send(match w {
-                watch::discover::Walked::Candidate(path) => Job::Candidate(path, root.provider),
-                watch::discover::Walked::File(f) => Job::Found(f),
-            });
+            going = send((w, root.provider));
             going
         });
         if !going {

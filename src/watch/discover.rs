@@ -28,21 +28,31 @@ pub use crate::provider::is_candidate;
 
 /// The provider of one file: the root's, else from its path and first line.
 pub fn classify(path: &Path, root_provider: Option<ProviderKind>) -> Option<ProviderKind> {
-    if let Some(p) = root_provider.or_else(|| provider::detect_by_path(path)) {
-        return Some(p);
-    }
-    let first = first_line(path).unwrap_or_default();
-    provider::detect(path, &first)
+    classify_open(path, root_provider).map(|(provider, _)| provider)
 }
 
-fn first_line(path: &Path) -> io::Result<Vec<u8>> {
-    // As every transcript read, without moving its access time (`tail::open`).
-    first_line_of(&mut crate::tail::open(path)?)
+/// [`classify`], with the handle it opened to read the first line, if it opened one
+/// (left past that line): a caller that reads the file next goes on with it.
+pub fn classify_open(
+    path: &Path,
+    root_provider: Option<ProviderKind>,
+) -> Option<(ProviderKind, Option<fs::File>)> {
+    if let Some(p) = root_provider.or_else(|| provider::detect_by_path(path)) {
+        return Some((p, None));
+    }
+    // As every transcript read, without moving its access time (`tail::open`). A file
+    // that cannot be opened or read is told by its path alone.
+    let mut file = crate::tail::open(path).ok();
+    let first = file
+        .as_mut()
+        .and_then(|f| first_line_of(f).ok())
+        .unwrap_or_default();
+    provider::detect(path, &first).map(|p| (p, file))
 }
 
 /// The first line of an open file, as detection looks at it (at most [`SNIFF_LIMIT`]
 /// bytes); the handle is left past it.
-pub fn first_line_of(f: &mut fs::File) -> io::Result<Vec<u8>> {
+fn first_line_of(f: &mut fs::File) -> io::Result<Vec<u8>> {
     let mut r = BufReader::new(f.take(SNIFF_LIMIT));
     let mut line = Vec::new();
     r.read_until(b'\n', &mut line)?;
@@ -54,47 +64,16 @@ pub fn first_line_of(f: &mut fs::File) -> io::Result<Vec<u8>> {
 /// followed, so a link loop cannot trap the walk.
 pub fn find(root: &Root) -> Vec<Found> {
     let mut out = Vec::new();
-    let meta = match fs::metadata(&root.path) {
-        Ok(m) => m,
-        Err(e) => {
-            tracing::debug!(path = %root.path.display(), error = %e, "Root not readable.");
-            return out;
-        }
-    };
-    if meta.is_file() {
-        if let Some(provider) = classify(&root.path, root.provider) {
-            out.push(Found {
-                path: root.path.clone(),
-                provider,
-            });
-        }
-        return out;
-    }
     let mut cands = Vec::new();
-    let mut stack = vec![root.path.clone()];
-    while let Some(dir) = stack.pop() {
-        let entries = match fs::read_dir(&dir) {
-            Ok(e) => e,
-            Err(e) => {
-                tracing::warn!(path = %dir.display(), error = %e, "Cannot list directory.");
-                continue;
-            }
-        };
-        for entry in entries.flatten() {
-            let Ok(ft) = entry.file_type() else { continue };
-            let path = entry.path();
-            if ft.is_dir() {
-                if !skip_dir(&path) {
-                    stack.push(path);
-                }
-            } else if (ft.is_file() || ft.is_symlink() && path.is_file())
-                && is_candidate(&path, root.provider)
-            {
-                cands.push(path);
-            }
+    walk(root, &mut |w| {
+        match w {
+            Walked::Candidate(path) => cands.push(path),
+            Walked::File(f) => out.push(f),
         }
-    }
+        true
+    });
     classify_all(cands, root.provider, &mut out);
+    // In the walk's order already; sorted all the same, as promised.
     out.sort();
     out
 }
@@ -322,6 +301,35 @@ mod tests {
             assert!(found.len() >= 12, "{found:?}");
             assert_eq!(walked(&root), found, "provider {provider:?}");
         }
+        // `find` is the walk's, classified: the walk's order, spelled out (bytes of each
+        // name; a directory's files in its place; the archive, the symlinked directory
+        // and the text file left out).
+        let all: Vec<String> = walked(&Root {
+            path: base.clone(),
+            provider: Some(ProviderKind::Claude),
+        })
+        .iter()
+        .map(|f| f.path.strip_prefix(&base).unwrap().display().to_string())
+        .collect();
+        assert_eq!(
+            all,
+            [
+                ".hidden/9.jsonl",
+                "B/4.jsonl",
+                "Z.jsonl",
+                "a/1.jsonl",
+                "a/z/2.jsonl",
+                "a-b/3.jsonl",
+                "a-b.jsonl",
+                "a.jsonl",
+                "b/5.jsonl",
+                "b/c/8.jsonl",
+                "b/c/d/7.jsonl",
+                "b/link.jsonl",
+                "b/other.jsonl",
+                "é.jsonl",
+            ]
+        );
         // A root that is a file; one that is not there.
         let file = Root {
             path: base.join("a.jsonl"),
