@@ -449,45 +449,42 @@ mod tests {
         let n = 5 * PACK_AFTER;
         // Far from key order, in batches of many sizes, with updates and removals.
         let names: Vec<String> = (0..n).map(|i| format!("s{:05}", (i * 7919) % n)).collect();
+        let mut batches = Vec::new();
         let mut at = 0;
         for size in (1..).map(|k| k * 37) {
             if at >= n {
                 break;
             }
-            let end = (at + size).min(n);
-            let mut batch: Batch = names[at..end]
+            batches.push(&names[at..(at + size).min(n)]);
+            at += size;
+        }
+        for names in &batches {
+            let mut batch: Batch = names
                 .iter()
                 .map(|s| SessionChange::Updated(view(s, None, Working)))
                 .collect();
             batch.extend(
-                names[at..end]
+                names
                     .iter()
                     .step_by(3)
                     .map(|s| SessionChange::Updated(view(s, None, Completed))),
             );
             batch.extend(
-                names[at..end]
+                names
                     .iter()
                     .step_by(10)
                     .map(|s| SessionChange::Removed(view(s, None, Working).key)),
             );
             t.apply(batch);
-            at = end;
         }
         // Every session but each batch's tenth, completed where a third was.
         let mut want: Vec<(String, SessionState)> = Vec::new();
-        let mut at = 0;
-        for size in (1..).map(|k| k * 37) {
-            if at >= n {
-                break;
-            }
-            let end = (at + size).min(n);
-            for (j, s) in names[at..end].iter().enumerate() {
+        for names in &batches {
+            for (j, s) in names.iter().enumerate() {
                 if j % 10 != 0 {
                     want.push((s.clone(), if j % 3 == 0 { Completed } else { Working }));
                 }
             }
-            at = end;
         }
         want.sort_by(|a, b| a.0.cmp(&b.0));
         let got: Vec<(String, SessionState)> = t
