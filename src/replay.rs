@@ -166,23 +166,11 @@ fn read_file(
     let mut kept = None;
     if tail_first {
         match tail_first::plan(&mut file, f.provider, &f.path).map_err(err)? {
-            Plan::Tail {
-                offset,
-                line_no,
-                head,
-                tail,
-                jump,
-            } => {
+            Plan::Tail { start: at, tail } => {
                 kept = tail;
-                feed = FileFeed::resume(&f.path, f.provider, opts.max_line, offset, line_no);
-                if let Some(head) = head {
-                    feed.prime(&head);
-                }
-                if let Some((to, to_line)) = jump {
-                    feed.jump_after_next_line(to, to_line);
-                }
-                start = offset;
-                parse_from = jump.map_or(offset, |(to, _)| to);
+                feed = at.feed(&f.path, f.provider, opts.max_line);
+                start = at.offset;
+                parse_from = at.parse_from();
             }
             Plan::Full(reason) => {
                 tracing::info!(path = %f.path.display(), reason, "Read whole (tail-first does not apply).");

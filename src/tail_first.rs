@@ -40,21 +40,48 @@ const HEAD_MAX: usize = 1024 * 1024;
 /// Where to start reading a file.
 #[derive(Debug, PartialEq, Eq)]
 pub enum Plan {
-    /// From `offset` (a line start), whose line is `line_no`, after showing the projector
-    /// `head` (the file's first line, when it lies before `offset`).
+    /// From a restart point, with the file from there to its end when the backward
+    /// read kept it (at most KEEP_MAX): the parse need not read it again.
     Tail {
-        offset: u64,
-        line_no: u64,
-        head: Option<Vec<u8>>,
-        /// The file from `offset` to its end as the backward read found it, when it
-        /// kept it (at most KEEP_MAX): the parse need not read it again.
+        start: Start,
         tail: Option<KeptTail>,
-        /// After the line at `offset` (the last turn start), skip unread to this line
-        /// start and line number.
-        jump: Option<(u64, u64)>,
     },
     /// From the first byte, for this reason.
     Full(&'static str),
+}
+
+/// A restart point and what a feed starting there is shown first.
+#[derive(Debug, PartialEq, Eq)]
+pub struct Start {
+    /// A line start, whose line is `line_no`.
+    pub offset: u64,
+    pub line_no: u64,
+    /// The file's first line, when it lies before `offset`.
+    pub head: Option<Vec<u8>>,
+    /// The last line the jump skips that sets the projector's context.
+    pub context: Option<Vec<u8>>,
+    /// After the line at `offset` (a turn start), skip unread to this line start and
+    /// line number.
+    pub jump: Option<(u64, u64)>,
+}
+
+impl Start {
+    /// A feed for the file at `path` that reads on from here.
+    pub fn feed(&self, path: &Path, provider: ProviderKind, max_line: usize) -> FileFeed {
+        let mut feed = FileFeed::resume(path, provider, max_line, self.offset, self.line_no);
+        for line in self.head.iter().chain(&self.context) {
+            feed.prime(line);
+        }
+        if let Some((to, to_line)) = self.jump {
+            feed.jump_after_next_line(to, to_line);
+        }
+        feed
+    }
+
+    /// Where parsing proper starts: past the jump, if any.
+    pub fn parse_from(&self) -> u64 {
+        self.jump.map_or(self.offset, |(to, _)| to)
+    }
 }
 
 /// Decides where to read `file` (a transcript of `kind` at `path`) from.
@@ -96,11 +123,14 @@ fn plan_keeping<F: Read + Seek>(
     )?;
     match counted {
         Ok((before, all)) => Ok(Plan::Tail {
-            offset: found.offset,
-            line_no: before + 1,
-            head: Some(head),
+            start: Start {
+                offset: found.offset,
+                line_no: before + 1,
+                head: Some(head),
+                context: found.context,
+                jump: found.jump.map(|to| (to, all + 1)),
+            },
             tail: kept.from(found.offset),
-            jump: found.jump.map(|to| (to, all + 1)),
         }),
         Err(reason) => Ok(Plan::Full(reason)),
     }
@@ -108,33 +138,69 @@ fn plan_keeping<F: Read + Seek>(
 
 /// Where a read restarts: at `offset`, then (with `jump`) from the line after it
 /// straight to `jump`. `turn` is the turn whose copy before `offset` would make the
-/// restart unsafe.
+/// restart unsafe; `context` the last line the jump skips that sets the projector's
+/// context ([`restart::sets_context`]).
 struct Found {
     offset: u64,
     turn: String,
     jump: Option<u64>,
+    context: Option<Vec<u8>>,
 }
 
-/// The backward search, line by line from the end.
+/// The backward search, line by line from the end: first for the last turn start, then,
+/// if the read cannot start there, for the start of the turn before it (or a line after
+/// that start that settles the state). From either start the read may jump to a later
+/// line of the same turn that decides the message and pending answer anew.
 struct Search<'p> {
     kind: ProviderKind,
     path: &'p Path,
-    /// The last turn start: its line start and turn.
+    /// The last turn start, once passed (the search then looks for the turn before):
+    /// its line start and turn.
     last: Option<(u64, String)>,
-    /// The last line (before any turn start) that resets the session's message and
-    /// pending answer: the read can jump there from the last turn start.
+    /// The last line of the turn looked for now (before any turn start) that resets
+    /// the session's message and pending answer: the read can jump there from the
+    /// turn's start.
     jump: Option<u64>,
-    /// Something between the last turn start and `jump` that a jump would miss.
+    /// Something between the turn's start and `jump` that a jump would miss.
     barrier: bool,
-    /// Turns named between the last turn start and `jump`.
+    /// Turns named between the turn's start and `jump`.
     named: Vec<String>,
+    /// The last line between the turn's start and `jump` that sets the projector's
+    /// context: a jump shows it to the projector.
+    context: Option<Vec<u8>>,
+    /// A line that needs the projector's context lies after the restart point with no
+    /// line that sets it before it (the context it needs is in the part not read).
+    uncovered: bool,
 }
 
 impl Search<'_> {
     /// One complete line (`None`: too long to look at). `Some` ends the search.
     fn line(&mut self, line: Option<&[u8]>, start: u64) -> Option<Result<Found, &'static str>> {
+        let sets = line.is_some_and(|l| restart::sets_context(self.kind, l));
+        // Going backwards, a line that sets the context covers every line after it.
+        if sets {
+            self.uncovered = false;
+        } else if line.is_some_and(|l| restart::needs_context(self.kind, l)) {
+            self.uncovered = true;
+        }
+        let found = self.look(line, start, sets)?;
+        Some(found.and_then(|f| {
+            if self.uncovered {
+                Err("context_before_restart")
+            } else {
+                Ok(f)
+            }
+        }))
+    }
+
+    fn look(
+        &mut self,
+        line: Option<&[u8]>,
+        start: u64,
+        sets_context: bool,
+    ) -> Option<Result<Found, &'static str>> {
         let Some(line) = line else {
-            // Could be anything, a turn start included.
+            // Could be anything, a turn start or the projector's context included.
             self.barrier |= self.jump.is_some();
             return None;
         };
@@ -142,50 +208,68 @@ impl Search<'_> {
         if let Restart::Unsafe(reason) = class {
             return Some(Err(reason));
         }
-        let Some((_, last)) = &self.last else {
-            match class {
-                Restart::At(turn) => {
-                    if let Some(to) = self.jump
-                        && !self.barrier
-                        && self.named.iter().all(|n| *n == turn)
-                    {
-                        return Some(Ok(Found {
-                            offset: start,
-                            turn,
-                            jump: Some(to),
-                        }));
-                    }
-                    self.last = Some((start, turn));
+        if let Some((_, last)) = &self.last {
+            match &class {
+                Restart::At(turn) if last == turn => return Some(Err("repeated_turn")),
+                Restart::At(_) => {}
+                _ if restart::settles(self.kind, self.path, line) => {
+                    return Some(Ok(Found {
+                        offset: start,
+                        turn: last.clone(),
+                        jump: None,
+                        context: None,
+                    }));
                 }
-                Restart::Maybe => self.barrier |= self.jump.is_some(),
-                _ if self.jump.is_none() => {
-                    if restart::resets(self.kind, self.path, line) {
-                        self.jump = Some(start);
-                    }
+                _ => {}
+            }
+        }
+        match class {
+            Restart::At(turn) => {
+                if let Some(to) = self.jump
+                    && !self.barrier
+                    && self.named.iter().all(|n| *n == turn)
+                {
+                    return Some(Ok(Found {
+                        offset: start,
+                        turn,
+                        jump: Some(to),
+                        context: self.context.take(),
+                    }));
                 }
-                _ => {
-                    self.named.extend(restart::names_turn(self.kind, line));
-                    // A turn decided in the middle makes the answer after it a turn of
-                    // its own (one outcome per turn): the jump would miss that.
-                    self.barrier |= restart::may_end_turn(self.kind, line);
+                if self.last.is_some() {
+                    // The turn before the last, read from its start.
+                    return Some(Ok(Found {
+                        offset: start,
+                        turn,
+                        jump: None,
+                        context: None,
+                    }));
+                }
+                // The last turn start, with nothing to jump to: look on for the turn
+                // before it (whose answer the last turn starts with), and a jump in it.
+                self.last = Some((start, turn));
+                self.jump = None;
+                self.barrier = false;
+                self.named.clear();
+                self.context = None;
+            }
+            Restart::Maybe => self.barrier |= self.jump.is_some(),
+            _ if self.jump.is_none() => {
+                if restart::resets(self.kind, self.path, line) {
+                    self.jump = Some(start);
                 }
             }
-            return None;
-        };
-        match class {
-            Restart::At(turn) if *last == turn => Some(Err("repeated_turn")),
-            Restart::At(turn) => Some(Ok(Found {
-                offset: start,
-                turn,
-                jump: None,
-            })),
-            _ if restart::settles(self.kind, self.path, line) => Some(Ok(Found {
-                offset: start,
-                turn: last.clone(),
-                jump: None,
-            })),
-            _ => None,
+            _ => {
+                self.named.extend(restart::names_turn(self.kind, line));
+                // A turn decided in the middle makes the answer after it a turn of its
+                // own (one outcome per turn): the jump would miss that.
+                self.barrier |= restart::may_end_turn(self.kind, line);
+                if self.context.is_none() && sets_context {
+                    self.context = Some(line.to_vec());
+                }
+            }
         }
+        None
     }
 }
 
@@ -221,6 +305,8 @@ fn restart_point_in<F: Read + Seek>(
         jump: None,
         barrier: false,
         named: Vec::new(),
+        context: None,
+        uncovered: false,
     };
     let mut pos = len;
     // The newline that ends the line being collected; `None` while still in the
@@ -490,22 +576,9 @@ fn start_feed(
     keep: bool,
 ) -> Option<(FileFeed, Option<KeptTail>)> {
     match plan_keeping(file, provider, path, keep) {
-        Ok(Plan::Tail {
-            offset,
-            line_no,
-            head,
-            tail,
-            jump,
-        }) => {
-            tracing::debug!(path = %path.display(), line = line_no, offset, "History read from its last turn.");
-            let mut feed = FileFeed::resume(path, provider, max_line, offset, line_no);
-            if let Some(head) = head {
-                feed.prime(&head);
-            }
-            if let Some((to, to_line)) = jump {
-                feed.jump_after_next_line(to, to_line);
-            }
-            Some((feed, tail))
+        Ok(Plan::Tail { start, tail }) => {
+            tracing::debug!(path = %path.display(), line = start.line_no, offset = start.offset, "History read from its last turn.");
+            Some((start.feed(path, provider, max_line), tail))
         }
         Ok(Plan::Full(reason)) => {
             tracing::debug!(path = %path.display(), reason, "History read whole (tail-first does not apply).");

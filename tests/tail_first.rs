@@ -114,15 +114,10 @@ fn check_bytes(f: &Found, data: &[u8], every_line: bool, tally: &mut Tally) -> V
         tally.cuts += 1;
         match tail_first::plan(&mut Cursor::new(bytes), f.provider, &f.path).unwrap() {
             Plan::Full(_) => tally.full += 1,
-            Plan::Tail {
-                offset,
-                line_no,
-                head,
-                tail: kept,
-                jump,
-            } => {
+            Plan::Tail { start, tail: kept } => {
                 tally.tail += 1;
-                let off = usize::try_from(offset).unwrap();
+                let line_no = start.line_no;
+                let off = usize::try_from(start.offset).unwrap();
                 if let Some(kept) = kept {
                     assert_eq!(
                         kept.bytes(),
@@ -130,13 +125,7 @@ fn check_bytes(f: &Found, data: &[u8], every_line: bool, tally: &mut Tally) -> V
                         "the kept tail is the file's end"
                     );
                 }
-                let mut tail = FileFeed::resume(&f.path, f.provider, MAX_LINE, offset, line_no);
-                if let Some(h) = head {
-                    tail.prime(&h);
-                }
-                if let Some((to, to_line)) = jump {
-                    tail.jump_after_next_line(to, to_line);
-                }
+                let mut tail = start.feed(&f.path, f.provider, MAX_LINE);
                 let mut r = Reducer::new(90_000, 1024);
                 feed(&mut tail, &mut r, &mut 0, &bytes[off..]);
                 let got = state(&r, &path, tail.reader().line_no() - 1);
@@ -343,7 +332,7 @@ mod synth {
     }
 
     pub fn codex_line(kind: u8, i: usize, sec: u32, turn: &mut String) -> String {
-        let line = match kind % 10 {
+        let line = match kind % 14 {
             0 => {
                 *turn = format!("turn-{i}");
                 codex::started(0, turn)
@@ -362,6 +351,15 @@ mod synth {
                 0,
                 json!({"type":"task_complete","turn_id":"turn-stale","last_agent_message":null}),
             ),
+            // The approval policy is the projector's context: a call that asks to leave
+            // the sandbox waits for the person only under a policy that asks.
+            10 => codex::context(0, turn, "on-request"),
+            11 => codex::context(0, turn, "never"),
+            12 => codex::escalating_call(0, &format!("c{i}"), "needs the network"),
+            13 => codex::event(
+                0,
+                json!({"type":"task_complete","turn_id":turn,"last_agent_message":null}),
+            ),
             _ => codex::event(0, json!({"type":"agent_reasoning","text":"hmm"})),
         };
         let mut v: serde_json::Value = serde_json::from_str(&line).unwrap();
@@ -378,7 +376,7 @@ proptest::proptest! {
     #[test]
     fn synthesized_transcripts_agree_at_every_cut(
         kinds in proptest::collection::vec((0u8..12, 1u32..200), 1..60),
-        codex_kinds in proptest::collection::vec((0u8..10, 1u32..200), 1..60),
+        codex_kinds in proptest::collection::vec((0u8..14, 1u32..200), 1..60),
     ) {
         let dir = tempfile::tempdir().unwrap();
         let mut tally = Tally::default();
@@ -459,6 +457,47 @@ fn part_e_claude_fixtures_tail_first_state_equals_full_read_at_every_cut() {
         tally.tail,
         tally.cuts
     );
+}
+
+/// Codex's approval policy comes from the `turn_context` after each turn start: a read
+/// that jumps from the turn start to the answer still knows it, so a call after the answer
+/// that asks to leave the sandbox waits for the person, as a whole read says.
+#[test]
+fn a_jump_past_the_turn_context_keeps_its_approval_policy() {
+    use common::codex;
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join(format!(
+        "rollout-2026-03-01T10-00-00-{}.jsonl",
+        codex::SESSION
+    ));
+    let mut lines = vec![codex::meta(0)];
+    for (n, turn) in ["turn-1", "turn-2"].iter().enumerate() {
+        let s = n as u32 * 20;
+        lines.extend([
+            codex::started(s + 1, turn),
+            codex::context(s + 2, turn, "on-request"),
+            codex::user(s + 3, "deploy it"),
+            codex::call(s + 4, &format!("c{n}")),
+            codex::output(s + 5, &format!("c{n}")),
+            codex::answer(s + 6, "I will run the deploy script."),
+            codex::escalating_call(s + 7, &format!("e{n}"), "Deploy needs the network"),
+        ]);
+    }
+    let data = common::lines(&lines);
+    let plan = tail_first::plan(&mut Cursor::new(&data), ProviderKind::Codex, &path).unwrap();
+    let Plan::Tail { start, .. } = plan else {
+        panic!("read whole: {plan:?}");
+    };
+    assert!(
+        start.jump.is_some(),
+        "the read jumps from the turn start to the answer"
+    );
+    let f = Found {
+        path,
+        provider: ProviderKind::Codex,
+    };
+    let wrong = check_bytes(&f, &data, true, &mut Tally::default());
+    assert!(wrong.is_empty(), "{}", wrong.join("\n"));
 }
 
 /// A Claude transcript of `turns` prompt-and-answer turns whose first answer says
@@ -578,9 +617,10 @@ fn the_kept_tail_is_the_file_end_across_chunks_and_nothing_past_its_cap() {
         let line_start = memchr::memrchr(b'\n', &data[..answer]).unwrap() as u64 + 1;
 
         let plan = claude_plan(&data);
-        let Plan::Tail { offset, tail, .. } = plan else {
+        let Plan::Tail { start, tail } = plan else {
             panic!("{answers} answers: {plan:?}");
         };
+        let offset = start.offset;
         assert_eq!(offset, line_start, "{answers} answers");
         let off = usize::try_from(offset).unwrap();
         match tail {

@@ -95,6 +95,16 @@ pub trait Restarts: Sync {
     fn may_defer(&self, _line: &[u8]) -> bool {
         false
     }
+
+    /// See [`sets_context`].
+    fn sets_context(&self, _line: &[u8]) -> bool {
+        false
+    }
+
+    /// See [`needs_context`].
+    fn needs_context(&self, _line: &[u8]) -> bool {
+        false
+    }
 }
 
 fn rules(kind: ProviderKind) -> Option<&'static dyn Restarts> {
@@ -186,6 +196,22 @@ pub fn resets(kind: ProviderKind, path: &Path, line: &[u8]) -> bool {
                 }
             )
         })
+}
+
+/// Whether this line sets what the projector carries from line to line and no other
+/// line replaces (Codex's approval policy, from `turn_context`). A read that jumps over
+/// such a line shows it to the projector first, as it shows the file's first line:
+/// without it, a later call that asks to leave the sandbox would not be seen as a wait.
+pub fn sets_context(kind: ProviderKind, line: &[u8]) -> bool {
+    rules(kind).is_some_and(|r| r.sets_context(super::strip_nul(line)))
+}
+
+/// Whether this line may mean something else under another context (a call that asks
+/// to leave the sandbox waits for the person only under a policy that asks): a cheap
+/// look, so it may say yes where a parse would say no. Read from a restart point, such a
+/// line needs a line that sets the context between the restart point and itself.
+pub fn needs_context(kind: ProviderKind, line: &[u8]) -> bool {
+    rules(kind).is_some_and(|r| r.needs_context(line))
 }
 
 /// Whether this line may decide its turn (an end marker, an error, an interrupt): a cheap

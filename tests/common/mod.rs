@@ -251,6 +251,17 @@ pub mod codex {
         json!({"timestamp":ts(sec),"type":"response_item","payload":{"type":"function_call","name":"shell","arguments":"{}","call_id":call_id}}).to_string()
     }
 
+    /// A `turn_context` with its approval policy.
+    pub fn context(sec: u32, turn: &str, policy: &str) -> String {
+        json!({"timestamp":ts(sec),"type":"turn_context","payload":{"turn_id":turn,"cwd":"/w","approval_policy":policy,"sandbox_policy":{"type":"workspace-write"}}}).to_string()
+    }
+
+    /// A shell call that asks to run outside the sandbox, for `why`.
+    pub fn escalating_call(sec: u32, call_id: &str, why: &str) -> String {
+        let args = json!({"command":["bash","-lc","./deploy.sh"],"sandbox_permissions":"require_escalated","justification":why});
+        json!({"timestamp":ts(sec),"type":"response_item","payload":{"type":"function_call","name":"shell","arguments":args.to_string(),"call_id":call_id}}).to_string()
+    }
+
     pub fn output(sec: u32, call_id: &str) -> String {
         json!({"timestamp":ts(sec),"type":"response_item","payload":{"type":"function_call_output","call_id":call_id,"output":"ok"}}).to_string()
     }

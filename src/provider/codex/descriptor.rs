@@ -99,6 +99,18 @@ impl Restarts for CodexRestarts {
         crate::provider::raw_str_field(line, "turn_id", false).map(str::to_owned)
     }
 
+    fn sets_context(&self, line: &[u8]) -> bool {
+        static CONTEXT: LazyLock<Finder<'static>> = LazyLock::new(|| Finder::new(b"turn_context"));
+        // The look only spares the parse of lines that cannot be one; the type decides.
+        CONTEXT.find(line).is_some() && super::record::is_turn_context(line)
+    }
+
+    fn needs_context(&self, line: &[u8]) -> bool {
+        // In `require_escalated` and `with_escalated_permissions`, quoted or not.
+        static ESCALATED: LazyLock<Finder<'static>> = LazyLock::new(|| Finder::new(b"escalated"));
+        ESCALATED.find(line).is_some()
+    }
+
     fn turn_needle(&self, turn: &str) -> Vec<u8> {
         format!("\"turn_id\":\"{turn}\"").into_bytes()
     }
