@@ -114,11 +114,15 @@ fn plan_keeping<F: Read + Seek>(
     let head_end = head.len() as u64 + 1;
     let needle = restart::turn_needle(kind, &found.turn);
     let skipped_to = found.jump.unwrap_or(found.offset);
+    let context = found
+        .uncovered
+        .then(|| restart::context_hazard(kind))
+        .flatten();
     let counted = scan_prefix(
         file,
         (found.offset, skipped_to),
         head_end,
-        (kind, path),
+        (kind, path, context),
         (&needle, found.turn.as_bytes()),
     )?;
     match counted {
@@ -145,6 +149,9 @@ struct Found {
     turn: String,
     jump: Option<u64>,
     context: Option<Vec<u8>>,
+    /// A line read needs the projector's context and nothing read sets it: the part
+    /// before `offset` is searched for [`restart::context_hazard`] too.
+    uncovered: bool,
 }
 
 /// The backward search, line by line from the end: first for the last turn start, then,
@@ -176,20 +183,18 @@ struct Search<'p> {
 impl Search<'_> {
     /// One complete line (`None`: too long to look at). `Some` ends the search.
     fn line(&mut self, line: Option<&[u8]>, start: u64) -> Option<Result<Found, &'static str>> {
-        let sets = line.is_some_and(|l| restart::sets_context(self.kind, l));
+        let sets = line.is_some_and(|l| restart::sets_context(self.kind, self.path, l));
+        let needs = !sets && line.is_some_and(|l| restart::needs_context(self.kind, l));
         // Going backwards, a line that sets the context covers every line after it.
         if sets {
             self.uncovered = false;
-        } else if line.is_some_and(|l| restart::needs_context(self.kind, l)) {
+        } else if needs {
             self.uncovered = true;
         }
         let found = self.look(line, start, sets)?;
-        Some(found.and_then(|f| {
-            if self.uncovered {
-                Err("context_before_restart")
-            } else {
-                Ok(f)
-            }
+        Some(found.map(|f| Found {
+            uncovered: self.uncovered,
+            ..f
         }))
     }
 
@@ -218,6 +223,7 @@ impl Search<'_> {
                         turn: last.clone(),
                         jump: None,
                         context: None,
+                        uncovered: false,
                     }));
                 }
                 _ => {}
@@ -234,6 +240,7 @@ impl Search<'_> {
                         turn,
                         jump: Some(to),
                         context: self.context.take(),
+                        uncovered: false,
                     }));
                 }
                 if self.last.is_some() {
@@ -243,6 +250,7 @@ impl Search<'_> {
                         turn,
                         jump: None,
                         context: None,
+                        uncovered: false,
                     }));
                 }
                 // The last turn start, with nothing to jump to: look on for the turn

@@ -500,6 +500,42 @@ fn a_jump_past_the_turn_context_keeps_its_approval_policy() {
     assert!(wrong.is_empty(), "{}", wrong.join("\n"));
 }
 
+/// A call that asks to leave the sandbox in a turn with no `turn_context` of its own
+/// takes its policy from before the restart point: a file with a `turn_context` there
+/// is read whole; one with none anywhere is still read from its last turn.
+#[test]
+fn an_escalation_with_its_policy_before_the_restart_point_reads_the_file_whole() {
+    use common::codex;
+    let path =
+        Path::new("/s/rollout-2026-03-01T10-00-00-019c0000-0000-7000-8000-000000000001.jsonl");
+    for (policy, whole) in [(true, true), (false, false)] {
+        let mut lines = vec![codex::meta(0)];
+        if policy {
+            lines.push(codex::context(1, "turn-0", "on-request"));
+        }
+        lines.extend([
+            codex::started(2, "turn-1"),
+            codex::answer(3, "first"),
+            codex::complete(4, "turn-1", "first"),
+            codex::started(5, "turn-2"),
+            codex::escalating_call(6, "e1", "Deploy needs the network"),
+        ]);
+        let data = common::lines(&lines);
+        let plan = tail_first::plan(&mut Cursor::new(&data), ProviderKind::Codex, path).unwrap();
+        assert_eq!(
+            plan == Plan::Full("context_before_restart"),
+            whole,
+            "policy before the restart point: {policy}; {plan:?}"
+        );
+        let f = Found {
+            path: path.to_owned(),
+            provider: ProviderKind::Codex,
+        };
+        let wrong = check_bytes(&f, &data, true, &mut Tally::default());
+        assert!(wrong.is_empty(), "{}", wrong.join("\n"));
+    }
+}
+
 /// A Claude transcript of `turns` prompt-and-answer turns whose first answer says
 /// `said`, after `pad` bytes of padding (so a test can place it at a chunk boundary).
 fn claude_turns(turns: usize, said: &str, pad: usize) -> Vec<u8> {

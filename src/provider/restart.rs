@@ -97,13 +97,18 @@ pub trait Restarts: Sync {
     }
 
     /// See [`sets_context`].
-    fn sets_context(&self, _line: &[u8]) -> bool {
+    fn sets_context(&self, _path: &Path, _line: &[u8]) -> bool {
         false
     }
 
     /// See [`needs_context`].
     fn needs_context(&self, _line: &[u8]) -> bool {
         false
+    }
+
+    /// See [`context_hazard`].
+    fn context_hazard(&self) -> Option<Hazard> {
+        None
     }
 }
 
@@ -198,20 +203,27 @@ pub fn resets(kind: ProviderKind, path: &Path, line: &[u8]) -> bool {
         })
 }
 
-/// Whether this line sets what the projector carries from line to line and no other
-/// line replaces (Codex's approval policy, from `turn_context`). A read that jumps over
-/// such a line shows it to the projector first, as it shows the file's first line:
-/// without it, a later call that asks to leave the sandbox would not be seen as a wait.
-pub fn sets_context(kind: ProviderKind, line: &[u8]) -> bool {
-    rules(kind).is_some_and(|r| r.sets_context(super::strip_nul(line)))
+/// Whether this line sets what the projector carries from line to line (Codex's
+/// approval policy, from `turn_context`). A read that jumps over such a line shows it to
+/// the projector first, as it shows the file's first line: without it, a later call that
+/// asks to leave the sandbox would not be seen as a wait.
+pub fn sets_context(kind: ProviderKind, path: &Path, line: &[u8]) -> bool {
+    rules(kind).is_some_and(|r| r.sets_context(path, super::strip_nul(line)))
 }
 
-/// Whether this line may mean something else under another context (a call that asks
-/// to leave the sandbox waits for the person only under a policy that asks): a cheap
-/// look, so it may say yes where a parse would say no. Read from a restart point, such a
-/// line needs a line that sets the context between the restart point and itself.
+/// Whether this line may mean something else under another context (see
+/// [`sets_context`]): a cheap look, so it may say yes where a parse would say no. Read
+/// from a restart point with no line that sets the context between them, such a line
+/// makes the part before the restart point searched for [`context_hazard`].
 pub fn needs_context(kind: ProviderKind, line: &[u8]) -> bool {
     rules(kind).is_some_and(|r| r.needs_context(line))
+}
+
+/// What every line that sets the context holds, searched for before a restart point
+/// when a line after it needs the context and nothing read sets it: found, the file is
+/// read whole (the restarted projector would miss the context).
+pub fn context_hazard(kind: ProviderKind) -> Option<Hazard> {
+    rules(kind)?.context_hazard()
 }
 
 /// Whether this line may decide its turn (an end marker, an error, an interrupt): a cheap

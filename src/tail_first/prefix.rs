@@ -24,15 +24,18 @@ const COUNT_CHUNK: usize = 256 * 1024;
 /// Counts the newlines in `[0, mark)` and `[0, end)` and looks for what makes a restart
 /// unsafe: the provider's hazards after the first line (from `head_end`), and a copy of
 /// the restart turn's record before `mark` (its own start: a copy would make it no new
-/// turn). `turn` is the needle of that record, `id` the turn's id in it.
+/// turn). `turn` is the needle of that record, `id` the turn's id in it; `context` a
+/// hazard searched for after the provider's own.
 pub(super) fn scan_prefix<F: Read + Seek>(
     file: &mut F,
     (mark, end): (u64, u64),
     head_end: u64,
-    (kind, path): (ProviderKind, &Path),
+    (kind, path, context): (ProviderKind, &Path, Option<Hazard>),
     (turn, id): (&[u8], &[u8]),
 ) -> io::Result<Result<(u64, u64), &'static str>> {
-    let look = Look::new(restart::hazards(kind, path), turn, id);
+    let own = restart::hazards(kind, path);
+    let hazards: Vec<Hazard> = own.iter().copied().chain(context).collect();
+    let look = Look::new(&hazards, turn, id);
     // Every whole pattern must fit in one window for its hit to be confirmed.
     let overlap = look.longest().saturating_sub(1);
     scratch::with(scratch::Use::Count, overlap + COUNT_CHUNK, |win| {
