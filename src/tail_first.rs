@@ -183,9 +183,13 @@ struct Search<'p> {
 impl Search<'_> {
     /// One complete line (`None`: too long to look at). `Some` ends the search.
     fn line(&mut self, line: Option<&[u8]>, start: u64) -> Option<Result<Found, &'static str>> {
-        let sets = line.is_some_and(|l| restart::sets_context(self.kind, self.path, l));
-        let needs = !sets && line.is_some_and(|l| restart::needs_context(self.kind, l));
         // Going backwards, a line that sets the context covers every line after it.
+        // Whether a line sets the context is asked only where the answer counts: while
+        // something read needs it, where a jump may skip the line (and no later line it
+        // skips set it), or of a line that needs it.
+        let needs = !self.uncovered && line.is_some_and(|l| restart::needs_context(self.kind, l));
+        let asks = needs || self.uncovered || (self.jump.is_some() && self.context.is_none());
+        let sets = asks && line.is_some_and(|l| restart::sets_context(self.kind, l));
         if sets {
             self.uncovered = false;
         } else if needs {

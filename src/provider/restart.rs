@@ -97,7 +97,7 @@ pub trait Restarts: Sync {
     }
 
     /// See [`sets_context`].
-    fn sets_context(&self, _path: &Path, _line: &[u8]) -> bool {
+    fn sets_context(&self, _line: &[u8]) -> bool {
         false
     }
 
@@ -207,8 +207,8 @@ pub fn resets(kind: ProviderKind, path: &Path, line: &[u8]) -> bool {
 /// approval policy, from `turn_context`). A read that jumps over such a line shows it to
 /// the projector first, as it shows the file's first line: without it, a later call that
 /// asks to leave the sandbox would not be seen as a wait.
-pub fn sets_context(kind: ProviderKind, path: &Path, line: &[u8]) -> bool {
-    rules(kind).is_some_and(|r| r.sets_context(path, super::strip_nul(line)))
+pub fn sets_context(kind: ProviderKind, line: &[u8]) -> bool {
+    rules(kind).is_some_and(|r| r.sets_context(super::strip_nul(line)))
 }
 
 /// Whether this line may mean something else under another context (see

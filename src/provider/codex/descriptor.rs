@@ -99,7 +99,7 @@ impl Restarts for CodexRestarts {
         crate::provider::raw_str_field(line, "turn_id", false).map(str::to_owned)
     }
 
-    fn sets_context(&self, _path: &Path, line: &[u8]) -> bool {
+    fn sets_context(&self, line: &[u8]) -> bool {
         static CONTEXT: LazyLock<Finder<'static>> = LazyLock::new(|| Finder::new(b"turn_context"));
         // The look only spares the parse of lines that cannot be one; the type decides.
         CONTEXT.find(line).is_some() && super::record::is_turn_context(line)

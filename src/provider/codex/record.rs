@@ -177,14 +177,9 @@ pub(super) struct ShellArgs<'a> {
     pub(super) justification: Option<Cow<'a, str>>,
 }
 
-/// Whether `line` is a `turn_context` record (by its parsed type).
+/// Whether the projector reads `line` as a `turn_context` record.
 pub(super) fn is_turn_context(line: &[u8]) -> bool {
-    #[derive(Deserialize)]
-    struct Typed<'a> {
-        #[serde(rename = "type", borrow)]
-        ty: Option<Cow<'a, str>>,
-    }
-    serde_json::from_slice::<Typed<'_>>(line).is_ok_and(|t| t.ty.as_deref() == Some("turn_context"))
+    serde_json::from_slice::<Line<'_>>(line).is_ok_and(|l| l.ty.as_deref() == Some("turn_context"))
 }
 
 /// Top-level record types Codex writes that are understood or deliberately ignored
