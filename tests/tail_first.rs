@@ -311,7 +311,7 @@ mod synth {
 
     pub fn claude_line(kind: u8, i: usize, sec: u32, prev: &str) -> (String, String) {
         let u = format!("{i:08x}-0000-4000-8000-000000000000");
-        let line = match kind % 12 {
+        let line = match kind % 16 {
             0 | 1 => claude::prompt(&u, 0, &format!("prompt {i}")),
             2 => claude::text(&u, 0, &format!("m{i}"), "done", Some("end_turn")),
             3 => claude::text(&u, 0, &format!("m{i}"), "maybe done", None),
@@ -322,6 +322,12 @@ mod synth {
             8 => json!({"type":"user","uuid":u,"parentUuid":prev,"sessionId":claude::SESSION,"timestamp":"","message":{"role":"user","content":[{"type":"text","text":"[Request interrupted by user]"}]}}).to_string(),
             9 => json!({"type":"user","uuid":u,"parentUuid":prev,"sessionId":claude::SESSION,"isMeta":true,"timestamp":"","message":{"role":"user","content":"<local-command-caveat>Caveat</local-command-caveat>"}}).to_string(),
             10 => json!({"type":"user","uuid":u,"parentUuid":prev,"sessionId":claude::SESSION,"timestamp":"","message":{"role":"user","content":"<command-name>/model</command-name>"}}).to_string(),
+            // Blocks stamped with the stop of a call (a file that stamps every block, so a
+            // later text without a stop is no answer), and texts whose version tells.
+            12 => super::claude_block(&u, 0, json!({"type":"thinking","thinking":"hmm","signature":"x"}), Some("tool_use"), None),
+            13 => super::claude_block(&u, 0, json!({"type":"text","text":"let me look"}), Some("tool_use"), None),
+            14 => super::claude_block(&u, 0, json!({"type":"text","text":"still going"}), None, Some("2.1.239")),
+            15 => super::claude_block(&u, 0, json!({"type":"text","text":"maybe done"}), None, Some("2.1.200")),
             _ => json!({"type":"system","subtype":"turn_duration","uuid":u,"sessionId":claude::SESSION,"timestamp":"","durationMs":5}).to_string(),
         };
         // The builders' own times are replaced: these go forward by the case's gaps.
@@ -375,7 +381,7 @@ proptest::proptest! {
     /// every line.
     #[test]
     fn synthesized_transcripts_agree_at_every_cut(
-        kinds in proptest::collection::vec((0u8..12, 1u32..200), 1..60),
+        kinds in proptest::collection::vec((0u8..16, 1u32..200), 1..60),
         codex_kinds in proptest::collection::vec((0u8..14, 1u32..200), 1..60),
     ) {
         let dir = tempfile::tempdir().unwrap();
@@ -533,6 +539,143 @@ fn an_escalation_with_its_policy_before_the_restart_point_reads_the_file_whole()
         };
         let wrong = check_bytes(&f, &data, true, &mut Tally::default());
         assert!(wrong.is_empty(), "{}", wrong.join("\n"));
+    }
+}
+
+/// A Claude Code assistant record of one block (`block`), stamped with `stop`, written
+/// by `version` (none: no field).
+fn claude_block(
+    uuid: &str,
+    sec: u32,
+    block: serde_json::Value,
+    stop: Option<&str>,
+    version: Option<&str>,
+) -> String {
+    let mut r = serde_json::json!({"type":"assistant","uuid":uuid,"sessionId":common::claude::SESSION,
+        "isSidechain":false,"timestamp":format!("2026-03-01T10:{:02}:{:02}.000Z", sec / 60, sec % 60),
+        "message":{"id":format!("msg_{uuid}"),"model":"claude-opus-4-7","role":"assistant",
+        "content":[block],"stop_reason":stop}});
+    if let Some(v) = version {
+        r["version"] = v.into();
+    }
+    r.to_string()
+}
+
+/// Two Claude turns; the second is a tool round whose thinking block is stamped with the
+/// call's stop (`stamp_first`: the first turn's tool round instead), then (with `ask`) a
+/// question to the person and its answer, and the file ends in a text block without a
+/// stop (the response still streams).
+fn claude_stamped(version: Option<&str>, stamp_first: bool, ask: bool) -> Vec<u8> {
+    use common::claude;
+    use serde_json::json;
+    let thinking = json!({"type":"thinking","thinking":"hmm","signature":"x"});
+    let call = |id: &str| json!({"type":"tool_use","id":id,"name":"Bash","input":{"command":"ls"}});
+    let mut lines = vec![claude::prompt("u1", 0, "first task")];
+    if stamp_first {
+        lines.extend([
+            claude_block("a0", 1, thinking.clone(), Some("tool_use"), version),
+            claude_block("a01", 2, call("t0"), Some("tool_use"), version),
+            claude::tool_result("r0", 3, "t0"),
+        ]);
+    }
+    lines.extend([
+        claude_block(
+            "a1",
+            4,
+            json!({"type":"text","text":"done with first"}),
+            Some("end_turn"),
+            version,
+        ),
+        claude::prompt("u2", 60, "second task"),
+        claude_block(
+            "a2",
+            61,
+            thinking,
+            (!stamp_first).then_some("tool_use"),
+            version,
+        ),
+        claude_block("a3", 62, call("t1"), Some("tool_use"), version),
+        claude::tool_result("r1", 63, "t1"),
+    ]);
+    if ask {
+        let question = json!({"type":"tool_use","id":"q1","name":"AskUserQuestion",
+            "input":{"questions":[{"question":"Which test suite?"}]}});
+        lines.extend([
+            claude_block("aq", 63, question, Some("tool_use"), version),
+            claude::tool_result("rq", 64, "q1"),
+        ]);
+    }
+    lines.extend([claude_block(
+        "a4",
+        64,
+        json!({"type":"text","text":"Now I will look at the tests"}),
+        None,
+        version,
+    )]);
+    common::lines(&lines)
+}
+
+fn claude_found(dir: &Path) -> Found {
+    Found {
+        path: dir.join(format!("{}.jsonl", common::claude::SESSION)),
+        provider: ProviderKind::Claude,
+    }
+}
+
+/// A file that stamps every block leaves a text without a stop mid-response, not an
+/// answer. Such a text is never a place to jump to (a fresh read would take it for the
+/// answer); a read that jumps from the last prompt to a question after the stamped block
+/// is shown the block it skips, and reads the text after the question as a whole read
+/// does.
+#[test]
+fn a_jump_past_a_stamped_block_keeps_the_text_after_it_unanswered() {
+    let dir = tempfile::tempdir().unwrap();
+    let f = claude_found(dir.path());
+    for ask in [false, true] {
+        let data = claude_stamped(None, false, ask);
+        let plan =
+            tail_first::plan(&mut Cursor::new(&data), ProviderKind::Claude, &f.path).unwrap();
+        let Plan::Tail { start, .. } = plan else {
+            panic!("read whole: {plan:?}");
+        };
+        assert_eq!(start.jump.is_some(), ask, "jumps only to the question");
+        assert_eq!(
+            start.context.is_some(),
+            ask,
+            "shown the stamped block it skips"
+        );
+        let wrong = check_bytes(&f, &data, true, &mut Tally::default());
+        assert!(wrong.is_empty(), "ask {ask}: {}", wrong.join("\n"));
+    }
+}
+
+/// A stamped block before the restart point: records that carry a version that stamps
+/// every block tell so themselves and are read from the last turn; records without a
+/// version make the file read whole; the versions before (2.1.3x writes no stops) are
+/// read from the last turn as well. Each way, the state is a whole read's.
+#[test]
+fn a_stamped_block_before_the_restart_point_is_known_by_version_or_read_whole() {
+    let dir = tempfile::tempdir().unwrap();
+    let f = claude_found(dir.path());
+    for (version, whole) in [
+        (None, true),
+        (Some("2.1.239"), false),
+        (Some("2.1.39"), false),
+    ] {
+        let data = claude_stamped(version, true, false);
+        let plan =
+            tail_first::plan(&mut Cursor::new(&data), ProviderKind::Claude, &f.path).unwrap();
+        assert_eq!(
+            plan == Plan::Full("context_before_restart"),
+            whole,
+            "version {version:?}: {plan:?}"
+        );
+        let wrong = check_bytes(&f, &data, true, &mut Tally::default());
+        assert!(
+            wrong.is_empty(),
+            "version {version:?}: {}",
+            wrong.join("\n")
+        );
     }
 }
 

@@ -196,6 +196,31 @@ impl Restarts for ClaudeRestarts {
     fn may_defer(&self, line: &[u8]) -> bool {
         may_defer(line)
     }
+
+    /// A block stamped with a tool call's stop that holds no call: the file stamps
+    /// every block, so a later text without a stop is no answer.
+    fn sets_context(&self, line: &[u8]) -> bool {
+        static TOOL_USE: LazyLock<Finder<'static>> = LazyLock::new(|| Finder::new(b"tool_use"));
+        // The look only spares the parse of lines that cannot be one; the record decides.
+        TOOL_USE.find(line).is_some() && super::record::stamps_without_call(line)
+    }
+
+    /// An assistant record without a stop whose version does not tell whether its
+    /// writer stamps every block (none, or one between those known;
+    /// [`super::record::Version`]): whether its text is an answer depends on a stamped
+    /// block before it.
+    fn needs_context(&self, line: &[u8]) -> bool {
+        static ASSISTANT: LazyLock<Finder<'static>> = LazyLock::new(|| Finder::new(b"assistant"));
+        // The look only spares the parse of lines that cannot be one; the record decides.
+        ASSISTANT.find(line).is_some() && super::record::needs_stamps(line)
+    }
+
+    fn context_hazard(&self) -> Option<Hazard> {
+        Some(Hazard::plain(
+            b"\"stop_reason\":\"tool_use\"",
+            "context_before_restart",
+        ))
+    }
 }
 
 #[cfg(test)]

@@ -19,6 +19,7 @@ mod prompt;
 mod record;
 mod rules;
 
+use record::Version;
 pub(crate) use record::{Block, Rec};
 
 pub(crate) use prompt::may_defer;
@@ -212,9 +213,15 @@ impl ClaudeProjector {
             // (1.0.x stamps the last block alone, so never a block without the call).
             self.explicit_stops = true;
         }
+        // The record's version, where it tells, decides alone: a read that starts after
+        // the file's stamped blocks (tail-first) knows as much as one that saw them.
+        let explicit = rec
+            .version
+            .and_then(Version::stamps_every_block)
+            .unwrap_or(self.explicit_stops);
         if !has_text
             || matches!(stop, Some("tool_use" | "pause_turn"))
-            || (stop.is_none() && self.explicit_stops)
+            || (stop.is_none() && explicit)
         {
             // Thinking, an empty lead-in block, or (in a file that writes explicit ends)
             // text with no end yet: the response is still streaming.

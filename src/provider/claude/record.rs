@@ -62,6 +62,122 @@ pub(crate) struct Rec<'a> {
     /// `progress` records: what is in progress (e.g. a Stop hook running).
     #[serde(borrow)]
     pub(super) data: Option<Progress<'a>>,
+    /// The Claude Code release that wrote the record.
+    pub(super) version: Option<Version>,
+}
+
+/// Whether `line` is an assistant record stamped with a tool call's stop that holds no
+/// call (a thinking or text block of a tool-calling response, in a file that stamps
+/// every block).
+pub(super) fn stamps_without_call(line: &[u8]) -> bool {
+    let Ok(rec) = serde_json::from_slice::<Rec<'_>>(line) else {
+        return false;
+    };
+    let Some(msg) = rec
+        .message
+        .filter(|_| rec.ty.as_deref() == Some("assistant"))
+    else {
+        return false;
+    };
+    let calls = match &msg.content {
+        Some(StrOrList::List(blocks)) => blocks
+            .iter()
+            .any(|b| matches!(b.ty.as_deref(), Some("tool_use" | "server_tool_use"))),
+        _ => false,
+    };
+    msg.stop_reason.as_deref() == Some("tool_use") && !calls
+}
+
+/// Whether `line` is an assistant record whose text without a stop would be read
+/// otherwise in a file that stamps every block: its version does not tell
+/// ([`Version::stamps_every_block`]) and it has no stop.
+pub(super) fn needs_stamps(line: &[u8]) -> bool {
+    // A line that does not parse as it is may once repaired (invalid UTF-8): say yes.
+    let Ok(rec) = serde_json::from_slice::<Rec<'_>>(line) else {
+        return true;
+    };
+    rec.ty.as_deref() == Some("assistant")
+        && rec.message.is_some_and(|m| m.stop_reason.is_none())
+        && rec.version.and_then(Version::stamps_every_block).is_none()
+}
+
+/// A `version` field as `(major, minor, patch)`; a value of another shape, or a string
+/// that is no `x.y.z`, is no version (never a bad line).
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub(super) struct Version(pub(super) Option<(u32, u32, u32)>);
+
+impl Version {
+    pub(super) fn parse(s: &str) -> Self {
+        let mut parts = s.splitn(3, '.');
+        let mut num = || {
+            let p = parts.next()?;
+            // `2.1.239-beta`: the patch is the leading digits.
+            let digits = p.find(|c: char| !c.is_ascii_digit()).unwrap_or(p.len());
+            p.get(..digits)?.parse::<u32>().ok()
+        };
+        Self((|| Some((num()?, num()?, num()?)))())
+    }
+
+    /// Whether this release stamps `stop_reason` on every block of a response, so that
+    /// a text block without one is mid-response, never an answer: `Some(true)` from
+    /// 2.1.23x on (transcript-formats.md D.1, F.3), `Some(false)` up to 2.1.152 (null
+    /// stops, or stops on the last block only: A.4, the corpus), `None` between them
+    /// and without a version (the file's own blocks tell).
+    pub(super) fn stamps_every_block(self) -> Option<bool> {
+        let v = self.0?;
+        if v >= (2, 1, 230) {
+            Some(true)
+        } else if v <= (2, 1, 152) {
+            Some(false)
+        } else {
+            None
+        }
+    }
+}
+
+impl<'de> Deserialize<'de> for Version {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct V;
+        impl<'de> serde::de::Visitor<'de> for V {
+            type Value = Version;
+            fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.write_str("a version")
+            }
+            fn visit_str<E: serde::de::Error>(self, v: &str) -> Result<Version, E> {
+                Ok(Version::parse(v))
+            }
+            fn visit_map<A: serde::de::MapAccess<'de>>(
+                self,
+                mut m: A,
+            ) -> Result<Version, A::Error> {
+                while m.next_entry::<IgnoredAny, IgnoredAny>()?.is_some() {}
+                Ok(Version(None))
+            }
+            fn visit_seq<A: serde::de::SeqAccess<'de>>(
+                self,
+                mut s: A,
+            ) -> Result<Version, A::Error> {
+                while s.next_element::<IgnoredAny>()?.is_some() {}
+                Ok(Version(None))
+            }
+            fn visit_unit<E: serde::de::Error>(self) -> Result<Version, E> {
+                Ok(Version(None))
+            }
+            fn visit_bool<E: serde::de::Error>(self, _: bool) -> Result<Version, E> {
+                Ok(Version(None))
+            }
+            fn visit_i64<E: serde::de::Error>(self, _: i64) -> Result<Version, E> {
+                Ok(Version(None))
+            }
+            fn visit_u64<E: serde::de::Error>(self, _: u64) -> Result<Version, E> {
+                Ok(Version(None))
+            }
+            fn visit_f64<E: serde::de::Error>(self, _: f64) -> Result<Version, E> {
+                Ok(Version(None))
+            }
+        }
+        d.deserialize_any(V)
+    }
 }
 
 #[derive(Deserialize)]
@@ -136,4 +252,36 @@ pub(super) struct Input<'a> {
 pub(super) struct Question<'a> {
     #[serde(borrow)]
     pub(super) question: Option<Cow<'a, str>>,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_version_tells_whether_its_writer_stamps_every_block() {
+        for (v, stamps) in [
+            ("1.0.98", Some(false)),
+            ("2.1.39", Some(false)),
+            ("2.1.152", Some(false)),
+            ("2.1.153", None),
+            ("2.1.229", None),
+            ("2.1.230", Some(true)),
+            ("2.1.289", Some(true)),
+            ("2.1.239-beta.1", Some(true)),
+            ("3.0.0", Some(true)),
+            ("2.1", None),
+            ("two", None),
+            ("", None),
+        ] {
+            assert_eq!(Version::parse(v).stamps_every_block(), stamps, "{v}");
+        }
+        // A value of another shape is no version, and the record still parses.
+        for other in ["2", "null", "{\"a\":[1]}", "[\"2.1.239\"]", "true"] {
+            let line = format!(r#"{{"type":"assistant","version":{other}}}"#);
+            let rec: Rec<'_> =
+                serde_json::from_str(&line).unwrap_or_else(|e| panic!("{other}: {e}"));
+            assert_eq!(rec.version.unwrap_or_default(), Version(None), "{other}");
+        }
+    }
 }
