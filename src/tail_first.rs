@@ -187,7 +187,7 @@ impl Search<'_> {
         // Whether a line sets the context is asked only where the answer counts: while
         // something read needs it, where a jump may skip the line (and no later line it
         // skips set it), or of a line that needs it.
-        let needs = !self.uncovered && line.is_some_and(|l| restart::needs_context(self.kind, l));
+        let needs = line.is_some_and(|l| restart::needs_context(self.kind, l));
         let asks = needs || self.uncovered || (self.jump.is_some() && self.context.is_none());
         let sets = asks && line.is_some_and(|l| restart::sets_context(self.kind, l));
         if sets {
@@ -195,7 +195,7 @@ impl Search<'_> {
         } else if needs {
             self.uncovered = true;
         }
-        let found = self.look(line, start, sets)?;
+        let found = self.look(line, start, (sets, needs))?;
         Some(found.map(|f| Found {
             uncovered: self.uncovered,
             ..f
@@ -206,7 +206,7 @@ impl Search<'_> {
         &mut self,
         line: Option<&[u8]>,
         start: u64,
-        sets_context: bool,
+        (sets_context, needs_context): (bool, bool),
     ) -> Option<Result<Found, &'static str>> {
         let Some(line) = line else {
             // Could be anything, a turn start or the projector's context included.
@@ -267,7 +267,10 @@ impl Search<'_> {
             }
             Restart::Maybe => self.barrier |= self.jump.is_some(),
             _ if self.jump.is_none() => {
-                if restart::resets(self.kind, self.path, line) {
+                // A line whose meaning depends on context the fresh projector of
+                // `resets` lacks may decide nothing where it has it (a Claude text
+                // without a stop, in a file that stamps every block): no place to jump.
+                if !needs_context && restart::resets(self.kind, self.path, line) {
                     self.jump = Some(start);
                 }
             }

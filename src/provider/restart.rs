@@ -181,9 +181,7 @@ pub fn resets(kind: ProviderKind, path: &Path, line: &[u8]) -> bool {
     // Only assistant records answer or ask; the rest are turned away before parsing (a
     // line turned away only makes the read start earlier).
     let Some(r) = rules(kind) else { return false };
-    // A line whose meaning depends on context a fresh projector lacks may decide nothing
-    // where it has it (a Claude text without a stop, in a file that stamps every block).
-    if r.answer_needle().find(line).is_none() || r.needs_context(line) {
+    if r.answer_needle().find(line).is_none() {
         return false;
     }
     let Some((main_agent, out)) = fresh(kind, path, line) else {

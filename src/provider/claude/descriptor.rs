@@ -200,9 +200,15 @@ impl Restarts for ClaudeRestarts {
     /// A block stamped with a tool call's stop that holds no call: the file stamps
     /// every block, so a later text without a stop is no answer.
     fn sets_context(&self, line: &[u8]) -> bool {
-        static TOOL_USE: LazyLock<Finder<'static>> = LazyLock::new(|| Finder::new(b"tool_use"));
-        // The look only spares the parse of lines that cannot be one; the record decides.
-        TOOL_USE.find(line).is_some() && super::record::stamps_without_call(line)
+        static TOOL_USE: LazyLock<Finder<'static>> = LazyLock::new(|| Finder::new(b"\"tool_use\""));
+        static STAMP: LazyLock<Finder<'static>> =
+            LazyLock::new(|| Finder::new(b"\"stop_reason\":\"tool_use\""));
+        // The looks only spare the parse of lines that cannot be one (a call's record
+        // names `"tool_use"` as its type too); the record decides. A stamp they miss
+        // (written with spaces) only makes the read start earlier or read whole.
+        STAMP.find(line).is_some()
+            && TOOL_USE.find_iter(line).nth(1).is_none()
+            && super::record::stamps_without_call(line)
     }
 
     /// An assistant record without a stop whose version does not tell whether its
@@ -211,8 +217,13 @@ impl Restarts for ClaudeRestarts {
     /// block before it.
     fn needs_context(&self, line: &[u8]) -> bool {
         static ASSISTANT: LazyLock<Finder<'static>> = LazyLock::new(|| Finder::new(b"assistant"));
-        // The look only spares the parse of lines that cannot be one; the record decides.
-        ASSISTANT.find(line).is_some() && super::record::needs_stamps(line)
+        static TOOL_USE: LazyLock<Finder<'static>> = LazyLock::new(|| Finder::new(b"\"tool_use\""));
+        // The looks only spare the parse of lines that cannot be one; the record decides.
+        // The string `"tool_use"` (quoted, so never inside a text, where quotes are
+        // escaped) is a call's type, whose reading needs no context, or a stop.
+        ASSISTANT.find(line).is_some()
+            && TOOL_USE.find(line).is_none()
+            && super::record::needs_stamps(line)
     }
 
     fn context_hazard(&self) -> Option<Hazard> {

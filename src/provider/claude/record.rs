@@ -89,11 +89,25 @@ pub(super) fn stamps_without_call(line: &[u8]) -> bool {
 }
 
 /// Whether `line` is an assistant record whose text without a stop would be read
-/// otherwise in a file that stamps every block: its version does not tell
-/// ([`Version::stamps_every_block`]) and it has no stop.
+/// otherwise in a file that stamps every block: it has no stop, and its version does
+/// not tell ([`Version::stamps_every_block`]).
 pub(super) fn needs_stamps(line: &[u8]) -> bool {
+    /// Only what decides, so that the parse allocates nothing.
+    #[derive(Deserialize)]
+    struct Stop<'a> {
+        #[serde(rename = "type", borrow)]
+        ty: Option<Cow<'a, str>>,
+        #[serde(borrow)]
+        message: Option<StopMsg<'a>>,
+        version: Option<Version>,
+    }
+    #[derive(Deserialize)]
+    struct StopMsg<'a> {
+        #[serde(borrow)]
+        stop_reason: Option<Cow<'a, str>>,
+    }
     // A line that does not parse as it is may once repaired (invalid UTF-8): say yes.
-    let Ok(rec) = serde_json::from_slice::<Rec<'_>>(line) else {
+    let Ok(rec) = serde_json::from_slice::<Stop<'_>>(line) else {
         return true;
     };
     rec.ty.as_deref() == Some("assistant")
