@@ -99,11 +99,6 @@ impl FileFeed {
         self.reader.jump_after_next_line(to, to_line);
     }
 
-    /// Once line `after` is read, skips unread to `to` (a line start, line `to_line`).
-    pub fn jump_after_line(&mut self, after: u64, to: u64, to_line: u64) {
-        self.reader.jump_after_line(after, to, to_line);
-    }
-
     pub fn reader(&self) -> &LineReader {
         &self.reader
     }

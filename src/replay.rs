@@ -170,7 +170,7 @@ fn read_file(
                 kept = tail;
                 feed = at.feed(&f.path, f.provider, opts.max_line);
                 start = at.offset;
-                parse_from = at.parse_from() + at.skipped();
+                parse_from = at.parse_from();
             }
             Plan::Full(reason) => {
                 tracing::info!(path = %f.path.display(), reason, "Read whole (tail-first does not apply).");

@@ -17,7 +17,7 @@
 
 use crate::feed::FileFeed;
 use crate::model::ProviderKind;
-use crate::provider::restart::{self, Inert, Restart};
+use crate::provider::restart::{self, Restart};
 use crate::tail::scratch;
 use std::io::{self, Read, Seek, SeekFrom};
 use std::path::Path;
@@ -63,19 +63,6 @@ pub struct Start {
     /// After the line at `offset` (a turn start), skip unread to this line start and
     /// line number.
     pub jump: Option<(u64, u64)>,
-    /// Later, inside the last turn: runs of lines that only say the agent works,
-    /// skipped unread ([`restart::inert`]), in file order.
-    pub skip: Vec<Skip>,
-}
-
-/// Lines skipped unread: after line `after`, from `from` (a line start) to `to` (a line
-/// start, line `to_line`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Skip {
-    pub after: u64,
-    pub from: u64,
-    pub to: u64,
-    pub to_line: u64,
 }
 
 impl Start {
@@ -88,20 +75,12 @@ impl Start {
         if let Some((to, to_line)) = self.jump {
             feed.jump_after_next_line(to, to_line);
         }
-        for s in &self.skip {
-            feed.jump_after_line(s.after, s.to, s.to_line);
-        }
         feed
     }
 
     /// Where parsing proper starts: past the jump, if any.
     pub fn parse_from(&self) -> u64 {
         self.jump.map_or(self.offset, |(to, _)| to)
-    }
-
-    /// The bytes after [`Start::parse_from`] that are skipped unread.
-    pub fn skipped(&self) -> u64 {
-        self.skip.iter().map(|s| s.to - s.from).sum()
     }
 }
 
@@ -127,22 +106,7 @@ fn plan_keeping<F: Read + Seek>(
         Err(reason) => return Ok(Plan::Full(reason)),
     };
     if found.offset == 0 {
-        // Read from the first byte anyway; only the skip, if any, spares anything.
-        return Ok(if found.skip.is_empty() {
-            Plan::Full("few_turns")
-        } else {
-            Plan::Tail {
-                start: Start {
-                    offset: 0,
-                    line_no: 1,
-                    head: None,
-                    context: None,
-                    jump: None,
-                    skip: SkipAt::lines_all(&found.skip, 1, found.seen),
-                },
-                tail: kept.from(0),
-            }
-        });
+        return Ok(Plan::Full("few_turns"));
     }
     let Some(head) = read_head(file, found.offset)? else {
         return Ok(Plan::Full("long_head"));
@@ -169,41 +133,10 @@ fn plan_keeping<F: Read + Seek>(
                 head: Some(head),
                 context: found.context,
                 jump: found.jump.map(|to| (to, all + 1)),
-                skip: SkipAt::lines_all(&found.skip, before + 1, found.seen),
             },
             tail: kept.from(found.offset),
         }),
         Err(reason) => Ok(Plan::Full(reason)),
-    }
-}
-
-/// The lines of the last turn that can be skipped, as the backward search finds them:
-/// each line by its start and its count from the file's end (the search's `seen`).
-#[derive(Debug, Clone, Copy)]
-struct SkipAt {
-    /// The turn's start.
-    after: (u64, u64),
-    /// The first line skipped.
-    from: u64,
-    /// The first line read again.
-    to: (u64, u64),
-}
-
-impl SkipAt {
-    /// Runs found backwards, in file order with line numbers.
-    fn lines_all(runs: &[SkipAt], line_no: u64, seen: u64) -> Vec<Skip> {
-        runs.iter().rev().map(|r| r.lines(line_no, seen)).collect()
-    }
-
-    /// With line numbers, the restart point (counted `seen`) being line `line_no`.
-    fn lines(self, line_no: u64, seen: u64) -> Skip {
-        let number = |count: u64| line_no + seen.saturating_sub(count);
-        Skip {
-            after: number(self.after.1),
-            from: self.from,
-            to: self.to.0,
-            to_line: number(self.to.1),
-        }
     }
 }
 
@@ -219,11 +152,6 @@ struct Found {
     /// A line read needs the projector's context and nothing read sets it: the part
     /// before `offset` is searched for [`restart::context_hazard`] too.
     uncovered: bool,
-    /// The last turn's runs of lines that can be skipped (the last first), when the read
-    /// starts before that turn.
-    skip: Vec<SkipAt>,
-    /// The lines looked at, the line at `offset` the last.
-    seen: u64,
 }
 
 /// The backward search, line by line from the end: first for the last turn start, then,
@@ -250,40 +178,9 @@ struct Search<'p> {
     /// A line that needs the projector's context lies after the restart point with no
     /// line that sets it before it (the context it needs is in the part not read).
     uncovered: bool,
-    /// Lines looked at so far, counted from the end.
-    seen: u64,
-    /// In the last turn: a line that observes work is read after this one, so the
-    /// turn's last activity is read.
-    active: bool,
-    /// In the last turn, inside a run of inert lines: the line after the run (its start
-    /// and count), which is read.
-    run_to: Option<(u64, u64)>,
-    /// The line looked at before this one (the one after it in the file): its start and
-    /// count.
-    next: Option<(u64, u64)>,
-    /// The last turn's runs of inert lines (the last first); final once its start is
-    /// passed.
-    skip: Vec<SkipAt>,
 }
 
 impl Search<'_> {
-    /// The search reached the file's first line without a restart point: the file is
-    /// read whole, or from its first byte with the last turn's inert lines skipped.
-    fn at_start(&mut self) -> Result<Found, &'static str> {
-        match &self.last {
-            Some((_, turn)) if !self.skip.is_empty() => Ok(Found {
-                offset: 0,
-                turn: turn.clone(),
-                jump: None,
-                context: None,
-                uncovered: false,
-                skip: std::mem::take(&mut self.skip),
-                seen: self.seen,
-            }),
-            _ => Err("few_turns"),
-        }
-    }
-
     /// One complete line (`None`: too long to look at). `Some` ends the search.
     fn line(&mut self, line: Option<&[u8]>, start: u64) -> Option<Result<Found, &'static str>> {
         // Going backwards, a line that sets the context covers every line after it.
@@ -298,54 +195,9 @@ impl Search<'_> {
         } else if needs {
             self.uncovered = true;
         }
-        self.seen += 1;
-        let in_last = self.last.is_none();
-        // Whether a line is inert is asked only while the last turn may be read from the
-        // turn before it (with a jump to take, nothing in it is read).
-        let inert = match line {
-            Some(l) if in_last && (self.jump.is_none() || self.barrier) => {
-                restart::inert(self.kind, l)
-            }
-            _ => Inert::No,
-        };
-        // The turn's last activity is read: a run may only start before it.
-        let skips = inert != Inert::No && self.active;
-        self.active |= inert == Inert::Works;
-        let found = self.look(line, start, (sets, needs));
-        if in_last {
-            if skips && self.last.is_none() {
-                if self.run_to.is_none() {
-                    self.run_to = self.next;
-                }
-            } else {
-                if let (Some(to), Some((from, _))) = (self.run_to.take(), self.next) {
-                    // A line read (or the turn's start) before a run: the run is skipped.
-                    self.skip.push(SkipAt {
-                        after: (start, self.seen),
-                        from,
-                        to,
-                    });
-                }
-                // Inert lines say the turn goes on only while it is open and waits for
-                // nothing: none after a line that may end it, answer or ask.
-                if self.last.is_none()
-                    && inert == Inert::No
-                    && line.is_none_or(|l| restart::may_decide(self.kind, l))
-                {
-                    self.skip.clear();
-                }
-            }
-        }
-        self.next = Some((start, self.seen));
-        let found = found?;
+        let found = self.look(line, start, (sets, needs))?;
         Some(found.map(|f| Found {
             uncovered: self.uncovered,
-            skip: if self.last.is_some() {
-                std::mem::take(&mut self.skip)
-            } else {
-                Vec::new()
-            },
-            seen: self.seen,
             ..f
         }))
     }
@@ -376,8 +228,6 @@ impl Search<'_> {
                         jump: None,
                         context: None,
                         uncovered: false,
-                        skip: Vec::new(),
-                        seen: 0,
                     }));
                 }
                 _ => {}
@@ -395,8 +245,6 @@ impl Search<'_> {
                         jump: Some(to),
                         context: self.context.take(),
                         uncovered: false,
-                        skip: Vec::new(),
-                        seen: 0,
                     }));
                 }
                 if self.last.is_some() {
@@ -407,8 +255,6 @@ impl Search<'_> {
                         jump: None,
                         context: None,
                         uncovered: false,
-                        skip: Vec::new(),
-                        seen: 0,
                     }));
                 }
                 // The last turn start, with nothing to jump to: look on for the turn
@@ -476,11 +322,6 @@ fn restart_point_in<F: Read + Seek>(
         named: Vec::new(),
         context: None,
         uncovered: false,
-        seen: 0,
-        active: false,
-        run_to: None,
-        next: None,
-        skip: Vec::new(),
     };
     let mut pos = len;
     // The newline that ends the line being collected; `None` while still in the
@@ -542,7 +383,7 @@ fn restart_point_in<F: Read + Seek>(
             return Ok(done);
         }
     }
-    Ok(search.at_start())
+    Ok(Err("few_turns"))
 }
 
 /// A line collected backwards, chunk by chunk: each piece is put in front of what is

@@ -110,16 +110,6 @@ pub trait Restarts: Sync {
     fn context_hazard(&self) -> Option<Hazard> {
         None
     }
-
-    /// See [`inert`].
-    fn inert(&self, _line: &[u8]) -> Inert {
-        Inert::No
-    }
-
-    /// See [`may_decide`].
-    fn may_decide(&self, _line: &[u8]) -> bool {
-        true
-    }
 }
 
 fn rules(kind: ProviderKind) -> Option<&'static dyn Restarts> {
@@ -234,33 +224,6 @@ pub fn needs_context(kind: ProviderKind, line: &[u8]) -> bool {
 /// read whole (the restarted projector would miss the context).
 pub fn context_hazard(kind: ProviderKind) -> Option<Hazard> {
     rules(kind)?.context_hazard()
-}
-
-/// Whether a line, inside an open turn of the main conversation, says no more than that
-/// the agent works: read or skipped, the state after a later line that says so too is
-/// the same (only the time and line of the turn's last activity come from such lines).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Inert {
-    /// Not known to be inert.
-    No,
-    /// Inert, and observes nothing.
-    Quiet,
-    /// Inert, and observes work (work, a call that waits for nobody whatever the
-    /// policy, a call's result).
-    Works,
-}
-
-/// What a line is, as [`Inert`] says: decided on the record's fields, never on a byte
-/// look alone.
-pub fn inert(kind: ProviderKind, line: &[u8]) -> Inert {
-    rules(kind).map_or(Inert::No, |r| r.inert(super::strip_nul(line)))
-}
-
-/// Whether a line may end its turn, answer, ask the person, or start or name a turn: a
-/// look for the words that any such record holds (written plainly or escaped), so it may
-/// say yes where a parse would say no, never the other way.
-pub fn may_decide(kind: ProviderKind, line: &[u8]) -> bool {
-    rules(kind).is_none_or(|r| r.may_decide(super::strip_nul(line)))
 }
 
 /// Whether this line may decide its turn (an end marker, an error, an interrupt): a cheap

@@ -73,9 +73,8 @@ pub struct LineReader {
     line_no: u64,
     partial: Vec<u8>,
     skip: Option<Skip>,
-    /// After line `.0`, skip straight to offset `.1`, whose line is `.2`; in order (a
-    /// tail-first read jumps at most twice).
-    jumps: Vec<(u64, u64, u64)>,
+    /// After line `.0`, skip straight to offset `.1`, whose line is `.2`.
+    jump: Option<(u64, u64, u64)>,
 }
 
 impl LineReader {
@@ -93,27 +92,14 @@ impl LineReader {
             line_no: line_no.max(1),
             partial: Vec::new(),
             skip: None,
-            jumps: Vec::new(),
+            jump: None,
         }
     }
 
     /// Once the line now next is complete, skips the bytes up to `to` (a line start,
     /// whose line is `to_line`) unread: they are read past, never framed.
     pub fn jump_after_next_line(&mut self, to: u64, to_line: u64) {
-        self.jump_after_line(self.line_no, to, to_line);
-    }
-
-    /// Once line `after` is complete, skips the bytes up to `to` (a line start, whose
-    /// line is `to_line`) unread. Jumps are taken in the order of their lines; one that
-    /// would go back is dropped.
-    pub fn jump_after_line(&mut self, after: u64, to: u64, to_line: u64) {
-        if self
-            .jumps
-            .last()
-            .is_none_or(|&(_, at, line)| after >= line && to >= at)
-        {
-            self.jumps.push((after, to, to_line));
-        }
+        self.jump = Some((self.line_no, to, to_line));
     }
 
     /// The commit point (start of the first incomplete line).
@@ -140,7 +126,7 @@ impl LineReader {
     pub fn feed(&mut self, chunk: &[u8], mut out: impl FnMut(Item<'_>)) {
         let mut rest = chunk;
         while !rest.is_empty() {
-            if let Some(&(after, to, to_line)) = self.jumps.first()
+            if let Some((after, to, to_line)) = self.jump
                 && self.line_no > after
             {
                 let n = usize::try_from(to.saturating_sub(self.pos))
@@ -151,7 +137,7 @@ impl LineReader {
                 if self.pos >= to {
                     self.commit = self.pos;
                     self.line_no = to_line;
-                    self.jumps.remove(0);
+                    self.jump = None;
                 }
                 continue;
             }
@@ -379,28 +365,6 @@ mod tests {
                 "chunks of {size}"
             );
             assert_eq!((r.offset(), r.line_no()), (data.len() as u64, 5));
-        }
-    }
-
-    #[test]
-    fn two_jumps_skip_in_turn() {
-        let data = b"one\ntwo\nthree\nfour\nfive\nsix\n";
-        for size in 1..data.len() {
-            let mut r = LineReader::new(64);
-            r.jump_after_next_line(8, 3);
-            r.jump_after_line(3, 24, 6);
-            let chunks: Vec<&[u8]> = data.chunks(size).collect();
-            let got = collect(&mut r, &chunks);
-            assert_eq!(
-                got,
-                vec![
-                    Got::Line(0, 1, b"one".to_vec()),
-                    Got::Line(8, 3, b"three".to_vec()),
-                    Got::Line(24, 6, b"six".to_vec())
-                ],
-                "chunks of {size}"
-            );
-            assert_eq!((r.offset(), r.line_no()), (data.len() as u64, 7));
         }
     }
 

@@ -5,7 +5,7 @@ use super::CodexProjector;
 use crate::provider::Projector;
 use crate::provider::audit::{self, Audit};
 use crate::provider::descriptor::{Agent, EnvDir, Writer, agent_names, env_or_home, has_ext};
-use crate::provider::restart::{AnyOf, Hazard, Inert, Restart, Restarts, Word, around};
+use crate::provider::restart::{AnyOf, Hazard, Restart, Restarts, Word, around};
 use memchr::memmem::Finder;
 use std::path::{Path, PathBuf};
 use std::sync::LazyLock;
@@ -113,64 +113,6 @@ impl Restarts for CodexRestarts {
 
     fn context_hazard(&self) -> Option<Hazard> {
         Some(Hazard::plain(b"\"turn_context\"", "context_before_restart"))
-    }
-
-    /// The plain records' checker decides ([`super::plain`]): it takes a line only where
-    /// the full parse reads the same from it. A call to a tool that may ask for
-    /// escalation is plain only under a policy that does not ask; under any policy it
-    /// waits for nobody if its arguments cannot ask: no `escalated` in the line (in
-    /// `require_escalated` and `with_escalated_permissions`), and no `\u` escape that
-    /// could spell it.
-    ///
-    /// The person's `user_message` event inside a turn that a task event started (as
-    /// the last turn is, when this is asked) is steering: work.
-    fn inert(&self, line: &[u8]) -> Inert {
-        use super::plain::{Plain, looks_plain, plain};
-        static ESCALATED: LazyLock<Finder<'static>> = LazyLock::new(|| Finder::new(b"escalated"));
-        static ESCAPE: LazyLock<Finder<'static>> = LazyLock::new(|| Finder::new(b"\\u"));
-        static USER: LazyLock<Finder<'static>> = LazyLock::new(|| Finder::new(b"user_message"));
-        if !looks_plain(line) {
-            return if USER.find(line).is_some() && super::record::is_user_message(line) {
-                Inert::Works
-            } else {
-                Inert::No
-            };
-        }
-        match plain(line, true) {
-            Some((_, Plain::Context(_))) => Inert::No,
-            Some((_, Plain::Quiet)) => Inert::Quiet,
-            Some(_) => Inert::Works,
-            None if ESCALATED.find(line).is_none()
-                && ESCAPE.find(line).is_none()
-                && matches!(plain(line, false), Some((_, Plain::Call(_)))) =>
-            {
-                Inert::Works
-            }
-            None => Inert::No,
-        }
-    }
-
-    /// The words of every record type the projector reads more than work from (see
-    /// `event` and `response` in `mod.rs`), anywhere in the line; a `\u` escape could
-    /// spell any of them.
-    fn may_decide(&self, line: &[u8]) -> bool {
-        static WORDS: LazyLock<Option<aho_corasick::AhoCorasick>> = LazyLock::new(|| {
-            aho_corasick::AhoCorasick::new([
-                "_started",
-                "_complete",
-                "turn_aborted",
-                "error",
-                "rate_limit",
-                "assistant",
-                "request_user_input",
-                "escalated",
-                "compacted",
-                "session_meta",
-                "\\u",
-            ])
-            .ok()
-        });
-        WORDS.as_ref().is_none_or(|w| w.is_match(line))
     }
 
     fn turn_needle(&self, turn: &str) -> Vec<u8> {

@@ -182,15 +182,6 @@ pub(super) fn is_turn_context(line: &[u8]) -> bool {
     serde_json::from_slice::<Line<'_>>(line).is_ok_and(|l| l.ty.as_deref() == Some("turn_context"))
 }
 
-/// Whether the projector reads `line` as the person's `user_message` event (inside a
-/// turn started by a task event, steering: work).
-pub(super) fn is_user_message(line: &[u8]) -> bool {
-    serde_json::from_slice::<Line<'_>>(line).is_ok_and(|l| {
-        l.ty.as_deref() == Some("event_msg")
-            && l.payload.and_then(|p| p.ty).as_deref() == Some("user_message")
-    })
-}
-
 /// Top-level record types Codex writes that are understood or deliberately ignored
 /// (legacy pre-wrapper files put response items at the top level). `check` lists others.
 pub const KNOWN_TYPES: [&str; 12] = [
