@@ -467,9 +467,16 @@ fn part_e_claude_fixtures_tail_first_state_equals_full_read_at_every_cut() {
 
 /// Codex's approval policy comes from the `turn_context` after each turn start: a read
 /// that jumps from the turn start to the answer still knows it, so a call after the answer
-/// that asks to leave the sandbox waits for the person, as a whole read says.
+/// that asks to leave the sandbox waits for the person, as a whole read says. So too when
+/// the `turn_context` holds invalid UTF-8 (the projector mends it and reads it).
 #[test]
 fn a_jump_past_the_turn_context_keeps_its_approval_policy() {
+    for mangled in [false, true] {
+        jump_past_the_turn_context(mangled);
+    }
+}
+
+fn jump_past_the_turn_context(mangled: bool) {
     use common::codex;
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join(format!(
@@ -479,9 +486,15 @@ fn a_jump_past_the_turn_context_keeps_its_approval_policy() {
     let mut lines = vec![codex::meta(0)];
     for (n, turn) in ["turn-1", "turn-2"].iter().enumerate() {
         let s = n as u32 * 20;
+        let context = codex::context(s + 2, turn, "on-request");
         lines.extend([
             codex::started(s + 1, turn),
-            codex::context(s + 2, turn, "on-request"),
+            // A placeholder byte in `cwd`, made invalid UTF-8 below.
+            if mangled {
+                context.replace("\"/w\"", "\"/w\u{1}\"")
+            } else {
+                context
+            },
             codex::user(s + 3, "deploy it"),
             codex::call(s + 4, &format!("c{n}")),
             codex::output(s + 5, &format!("c{n}")),
@@ -489,7 +502,11 @@ fn a_jump_past_the_turn_context_keeps_its_approval_policy() {
             codex::escalating_call(s + 7, &format!("e{n}"), "Deploy needs the network"),
         ]);
     }
-    let data = common::lines(&lines);
+    let mut data = common::lines(&lines);
+    for b in data.iter_mut().filter(|b| **b == 1) {
+        *b = 0xff;
+    }
+    assert_eq!(std::str::from_utf8(&data).is_err(), mangled);
     let plan = tail_first::plan(&mut Cursor::new(&data), ProviderKind::Codex, &path).unwrap();
     let Plan::Tail { start, .. } = plan else {
         panic!("read whole: {plan:?}");
@@ -498,6 +515,7 @@ fn a_jump_past_the_turn_context_keeps_its_approval_policy() {
         start.jump.is_some(),
         "the read jumps from the turn start to the answer"
     );
+    assert!(start.context.is_some(), "shown the context it skips");
     let f = Found {
         path,
         provider: ProviderKind::Codex,

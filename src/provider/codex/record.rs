@@ -177,9 +177,15 @@ pub(super) struct ShellArgs<'a> {
     pub(super) justification: Option<Cow<'a, str>>,
 }
 
-/// Whether the projector reads `line` as a `turn_context` record.
+/// Whether the projector reads `line` as a `turn_context` record (mended as it mends a
+/// line: invalid UTF-8, a clobbered head).
 pub(super) fn is_turn_context(line: &[u8]) -> bool {
-    serde_json::from_slice::<Line<'_>>(line).is_ok_and(|l| l.ty.as_deref() == Some("turn_context"))
+    let read = || -> Result<bool, crate::provider::Malformed> {
+        let buf: Vec<u8>;
+        let (l, _) = crate::provider::parse_line!(line, buf, Line<'_>);
+        Ok(l.ty.as_deref() == Some("turn_context"))
+    };
+    read().unwrap_or(false)
 }
 
 /// Top-level record types Codex writes that are understood or deliberately ignored
