@@ -90,6 +90,9 @@ pub fn is_claude(exe: Option<&Path>, argv: &[OsString]) -> bool {
 
 struct ClaudeRestarts;
 
+/// A user record's type, as Claude Code writes it: near the start of the line.
+static USER: LazyLock<Finder<'static>> = LazyLock::new(|| Finder::new(b"\"type\":\"user\""));
+
 impl Restarts for ClaudeRestarts {
     fn unsupported(&self, path: &Path) -> Option<&'static str> {
         // The path names the session (`<uuid>.jsonl`, `<uuid>/subagents/…`); in other
@@ -201,13 +204,19 @@ impl Restarts for ClaudeRestarts {
     /// every block, so a later text without a stop is no answer.
     fn sets_context(&self, line: &[u8]) -> bool {
         static TOOL_USE: LazyLock<Finder<'static>> = LazyLock::new(|| Finder::new(b"\"tool_use\""));
-        static STAMP: LazyLock<Finder<'static>> =
-            LazyLock::new(|| Finder::new(b"\"stop_reason\":\"tool_use\""));
-        // The looks only spare the parse of lines that cannot be one (a call's record
-        // names `"tool_use"` as its type too); the record decides. A stamp they miss
+        // The look only spares the parse of lines that cannot be one (a call's record
+        // names `"tool_use"` as its type too); the record decides. A stamp it misses
         // (written with spaces) only makes the read start earlier or read whole.
-        STAMP.find(line).is_some()
-            && TOOL_USE.find_iter(line).nth(1).is_none()
+        // A user record (most of the bytes, its key near the start) is none.
+        if USER.find(line).is_some() {
+            return false;
+        }
+        let mut hits = TOOL_USE.find_iter(line);
+        let Some(at) = hits.next() else {
+            return false;
+        };
+        hits.next().is_none()
+            && line[..at].ends_with(b"\"stop_reason\":")
             && super::record::stamps_without_call(line)
     }
 
@@ -216,14 +225,32 @@ impl Restarts for ClaudeRestarts {
     /// [`super::record::Version`]): whether its text is an answer depends on a stamped
     /// block before it.
     fn needs_context(&self, line: &[u8]) -> bool {
+        static USER: LazyLock<Finder<'static>> =
+            LazyLock::new(|| Finder::new(b"\"type\":\"user\""));
         static ASSISTANT: LazyLock<Finder<'static>> = LazyLock::new(|| Finder::new(b"assistant"));
         static TOOL_USE: LazyLock<Finder<'static>> = LazyLock::new(|| Finder::new(b"\"tool_use\""));
+        static VERSION: LazyLock<Finder<'static>> = LazyLock::new(|| Finder::new(b"\"version\""));
         // The looks only spare the parse of lines that cannot be one; the record decides.
-        // The string `"tool_use"` (quoted, so never inside a text, where quotes are
-        // escaped) is a call's type, whose reading needs no context, or a stop.
-        ASSISTANT.find(line).is_some()
-            && TOOL_USE.find(line).is_none()
-            && super::record::needs_stamps(line)
+        // A user record (most of the bytes, its key near the start) asks nothing. The
+        // string `"tool_use"` (quoted, so never inside a text, where quotes are escaped)
+        // is a call's type, whose reading needs no context, or a stop.
+        if USER.find(line).is_some()
+            || ASSISTANT.find(line).is_none()
+            || TOOL_USE.find(line).is_some()
+        {
+            return false;
+        }
+        // A line that names one version, one that tells, needs nothing either: Claude
+        // Code writes `version` at the top of every record, and an assistant record
+        // without a call holds no other object that names one. (The parse of every
+        // text record was a twentieth of `scan` on a generated tree of Claude Code
+        // sessions.)
+        let mut keys = VERSION.find_iter(line);
+        let once = match (keys.next(), keys.next()) {
+            (Some(at), None) => super::record::Version::named_at(line, at),
+            _ => None,
+        };
+        once.is_none_or(|v| v.stamps_every_block().is_none()) && super::record::needs_stamps(line)
     }
 
     fn context_hazard(&self) -> Option<Hazard> {
@@ -240,6 +267,43 @@ mod tests {
 
     fn args(v: &[&str]) -> Vec<OsString> {
         v.iter().map(OsString::from).collect()
+    }
+
+    #[test]
+    fn a_text_without_a_stop_needs_the_context_unless_its_version_tells() {
+        let text = |stop: &str, version: &str| {
+            format!(
+                r#"{{"type":"assistant",{version}"message":{{"role":"assistant","content":[{{"type":"text","text":"hi"}}],"stop_reason":{stop}}}}}"#
+            )
+        };
+        for (line, needs) in [
+            (text("null", r#""version":"2.1.39","#), false),
+            (text("null", r#""version":"2.1.239","#), false),
+            (text("null", r#""version":"2.1.200","#), true),
+            (text("null", ""), true),
+            (text("null", r#""version": "2.1.39","#), false),
+            (text(r#""end_turn""#, ""), false),
+            (text(r#""tool_use""#, ""), false),
+            // Two versions: the record decides (the top one, 2.1.200, does not tell).
+            (
+                text("null", r#""version":"2.1.200","x":{"version":"2.1.39"},"#),
+                true,
+            ),
+            (
+                r#"{"type":"assistant","message":{"content":[{"type":"tool_use","id":"t","name":"Bash","input":{}}],"stop_reason":null}}"#.to_owned(),
+                false,
+            ),
+            (
+                r#"{"type":"user","message":{"role":"user","content":"hi"}}"#.to_owned(),
+                false,
+            ),
+            (
+                r#"{"type": "user","message":{"role":"user","content":"hi"}}"#.to_owned(),
+                false,
+            ),
+        ] {
+            assert_eq!(ClaudeRestarts.needs_context(line.as_bytes()), needs, "{line}");
+        }
     }
 
     #[test]

@@ -135,6 +135,17 @@ impl Version {
         Self((|| Some((num()?, num()?, num()?)))())
     }
 
+    /// The version a line names in `"version":"x.y.z"` (as Claude Code writes it), the
+    /// key standing at `at`: a look at the bytes, for a prefilter.
+    pub(super) fn named_at(line: &[u8], at: usize) -> Option<Self> {
+        let value = line.get(at..)?.strip_prefix(b"\"version\":\"")?;
+        let end = memchr::memchr2(b'"', b'\\', value)?;
+        if value.get(end) != Some(&b'"') {
+            return None;
+        }
+        std::str::from_utf8(&value[..end]).ok().map(Self::parse)
+    }
+
     /// Whether this release stamps `stop_reason` on every block of a response, so that
     /// a text block without one is mid-response, never an answer: `Some(true)` from
     /// 2.1.23x on (transcript-formats.md D.1, F.3), `Some(false)` up to 2.1.152 (null
@@ -292,6 +303,24 @@ mod tests {
             ("", None),
         ] {
             assert_eq!(Version::parse(v).stamps_every_block(), stamps, "{v}");
+        }
+        // Named as Claude Code writes it; otherwise not.
+        for (line, named) in [
+            (
+                &br#"{"version":"2.1.39","message":{}}"#[..],
+                Some((2, 1, 39)),
+            ),
+            (br#"{"version":"2.1.239"}"#, Some((2, 1, 239))),
+            (br#"{"version": "2.1.39"}"#, None),
+            (br#"{"version":"2.1.3\u0039"}"#, None),
+            (br#"{"version":2}"#, None),
+        ] {
+            assert_eq!(
+                Version::named_at(line, 1).and_then(|v| v.0),
+                named,
+                "{}",
+                String::from_utf8_lossy(line)
+            );
         }
         // A value of another shape is no version, and the record still parses.
         for other in ["2", "null", "{\"a\":[1]}", "[\"2.1.239\"]", "true"] {
