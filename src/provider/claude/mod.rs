@@ -215,9 +215,8 @@ impl ClaudeProjector {
         }
         // The record's version, where it tells, decides alone: a read that starts after
         // the file's stamped blocks (tail-first) knows as much as one that saw them.
-        let explicit = rec
-            .version
-            .and_then(Version::stamps_every_block)
+        let explicit = Version::of(rec.version.as_ref())
+            .stamps_every_block()
             .unwrap_or(self.explicit_stops);
         if !has_text
             || matches!(stop, Some("tool_use" | "pause_turn"))

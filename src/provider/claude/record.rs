@@ -62,8 +62,9 @@ pub(crate) struct Rec<'a> {
     /// `progress` records: what is in progress (e.g. a Stop hook running).
     #[serde(borrow)]
     pub(super) data: Option<Progress<'a>>,
-    /// The Claude Code release that wrote the record.
-    pub(super) version: Option<Version>,
+    /// The Claude Code release that wrote the record ([`Version::of`]).
+    #[serde(borrow)]
+    pub(super) version: Option<super::super::content::AnyText<'a>>,
 }
 
 /// Whether `line` is an assistant record stamped with a tool call's stop that holds no
@@ -102,7 +103,8 @@ pub(super) fn needs_stamps(line: &[u8]) -> bool {
         ty: Option<Cow<'a, str>>,
         #[serde(borrow)]
         message: Option<StopMsg<'a>>,
-        version: Option<Version>,
+        #[serde(borrow)]
+        version: Option<super::super::content::AnyText<'a>>,
     }
     #[derive(Deserialize)]
     struct StopMsg<'a> {
@@ -115,7 +117,9 @@ pub(super) fn needs_stamps(line: &[u8]) -> bool {
     };
     rec.ty.as_deref() == Some("assistant")
         && rec.message.is_some_and(|m| m.stop_reason.is_none())
-        && rec.version.and_then(Version::stamps_every_block).is_none()
+        && Version::of(rec.version.as_ref())
+            .stamps_every_block()
+            .is_none()
 }
 
 /// A `version` field as `(major, minor, patch)`; a value of another shape, or a string
@@ -124,6 +128,11 @@ pub(super) fn needs_stamps(line: &[u8]) -> bool {
 pub(super) struct Version(pub(super) Option<(u32, u32, u32)>);
 
 impl Version {
+    /// A record's `version` field.
+    pub(super) fn of(field: Option<&super::super::content::AnyText<'_>>) -> Self {
+        super::super::content::text_of(field).map_or(Self(None), Self::parse)
+    }
+
     pub(super) fn parse(s: &str) -> Self {
         let mut parts = s.splitn(3, '.');
         let mut num = || {
@@ -160,51 +169,6 @@ impl Version {
         } else {
             None
         }
-    }
-}
-
-impl<'de> Deserialize<'de> for Version {
-    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        struct V;
-        impl<'de> serde::de::Visitor<'de> for V {
-            type Value = Version;
-            fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-                f.write_str("a version")
-            }
-            fn visit_str<E: serde::de::Error>(self, v: &str) -> Result<Version, E> {
-                Ok(Version::parse(v))
-            }
-            fn visit_map<A: serde::de::MapAccess<'de>>(
-                self,
-                mut m: A,
-            ) -> Result<Version, A::Error> {
-                while m.next_entry::<IgnoredAny, IgnoredAny>()?.is_some() {}
-                Ok(Version(None))
-            }
-            fn visit_seq<A: serde::de::SeqAccess<'de>>(
-                self,
-                mut s: A,
-            ) -> Result<Version, A::Error> {
-                while s.next_element::<IgnoredAny>()?.is_some() {}
-                Ok(Version(None))
-            }
-            fn visit_unit<E: serde::de::Error>(self) -> Result<Version, E> {
-                Ok(Version(None))
-            }
-            fn visit_bool<E: serde::de::Error>(self, _: bool) -> Result<Version, E> {
-                Ok(Version(None))
-            }
-            fn visit_i64<E: serde::de::Error>(self, _: i64) -> Result<Version, E> {
-                Ok(Version(None))
-            }
-            fn visit_u64<E: serde::de::Error>(self, _: u64) -> Result<Version, E> {
-                Ok(Version(None))
-            }
-            fn visit_f64<E: serde::de::Error>(self, _: f64) -> Result<Version, E> {
-                Ok(Version(None))
-            }
-        }
-        d.deserialize_any(V)
     }
 }
 
@@ -327,7 +291,7 @@ mod tests {
             let line = format!(r#"{{"type":"assistant","version":{other}}}"#);
             let rec: Rec<'_> =
                 serde_json::from_str(&line).unwrap_or_else(|e| panic!("{other}: {e}"));
-            assert_eq!(rec.version.unwrap_or_default(), Version(None), "{other}");
+            assert_eq!(Version::of(rec.version.as_ref()), Version(None), "{other}");
         }
     }
 }
