@@ -644,17 +644,23 @@ fn claude_found(dir: &Path) -> Found {
 /// answer. Such a text is never a place to jump to (a fresh read would take it for the
 /// answer); a read that jumps from the last prompt to a question after the stamped block
 /// is shown the block it skips, and reads the text after the question as a whole read
-/// does.
+/// does; so too when the stamped block holds invalid UTF-8 (the projector mends it).
 #[test]
 fn a_jump_past_a_stamped_block_keeps_the_text_after_it_unanswered() {
     let dir = tempfile::tempdir().unwrap();
     let f = claude_found(dir.path());
-    for ask in [false, true] {
-        let data = claude_stamped(None, false, ask);
+    for (ask, mangled) in [(false, false), (true, false), (true, true)] {
+        let mut data = claude_stamped(None, false, ask);
+        if mangled {
+            // The stamped thinking block's model gets a byte that is no UTF-8.
+            let block = memchr::memmem::find(&data, b"\"hmm\"").unwrap();
+            let at = block + memchr::memmem::find(&data[block..], b"opus-4-7").unwrap();
+            data[at + 6] = 0xff;
+        }
         let plan =
             tail_first::plan(&mut Cursor::new(&data), ProviderKind::Claude, &f.path).unwrap();
         let Plan::Tail { start, .. } = plan else {
-            panic!("read whole: {plan:?}");
+            panic!("mangled {mangled}: read whole: {plan:?}");
         };
         assert_eq!(start.jump.is_some(), ask, "jumps only to the question");
         assert_eq!(
@@ -663,7 +669,11 @@ fn a_jump_past_a_stamped_block_keeps_the_text_after_it_unanswered() {
             "shown the stamped block it skips"
         );
         let wrong = check_bytes(&f, &data, true, &mut Tally::default());
-        assert!(wrong.is_empty(), "ask {ask}: {}", wrong.join("\n"));
+        assert!(
+            wrong.is_empty(),
+            "ask {ask}, mangled {mangled}: {}",
+            wrong.join("\n")
+        );
     }
 }
 
