@@ -204,10 +204,10 @@ impl Restarts for ClaudeRestarts {
     /// every block, so a later text without a stop is no answer.
     fn sets_context(&self, line: &[u8]) -> bool {
         static TOOL_USE: LazyLock<Finder<'static>> = LazyLock::new(|| Finder::new(b"\"tool_use\""));
-        // The look only spares the parse of lines that cannot be one (a call's record
-        // names `"tool_use"` as its type too); the record decides. A stamp it misses
-        // (written with spaces) only makes the read start earlier or read whole.
-        // A user record (most of the bytes, its key near the start) is none.
+        // The looks only spare the parse of lines that cannot be one (a call's record
+        // names `"tool_use"` as its type too; a user record, most of the bytes, its key
+        // near the start, is none); the record decides. A stamp they miss (written with
+        // spaces) only makes the read start earlier or read whole.
         if USER.find(line).is_some() {
             return false;
         }
@@ -225,8 +225,6 @@ impl Restarts for ClaudeRestarts {
     /// [`super::record::Version`]): whether its text is an answer depends on a stamped
     /// block before it.
     fn needs_context(&self, line: &[u8]) -> bool {
-        static USER: LazyLock<Finder<'static>> =
-            LazyLock::new(|| Finder::new(b"\"type\":\"user\""));
         static ASSISTANT: LazyLock<Finder<'static>> = LazyLock::new(|| Finder::new(b"assistant"));
         static TOOL_USE: LazyLock<Finder<'static>> = LazyLock::new(|| Finder::new(b"\"tool_use\""));
         static VERSION: LazyLock<Finder<'static>> = LazyLock::new(|| Finder::new(b"\"version\""));

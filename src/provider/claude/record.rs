@@ -111,7 +111,7 @@ pub(super) fn needs_stamps(line: &[u8]) -> bool {
         #[serde(borrow)]
         stop_reason: Option<Cow<'a, str>>,
     }
-    // A line that does not parse as it is may once repaired (invalid UTF-8): say yes.
+    // A line that does not parse as it is may parse once mended (invalid UTF-8): yes.
     let Ok(rec) = serde_json::from_slice::<Stop<'_>>(line) else {
         return true;
     };
@@ -123,8 +123,8 @@ pub(super) fn needs_stamps(line: &[u8]) -> bool {
 }
 
 /// A `version` field as `(major, minor, patch)`; a value of another shape, or a string
-/// that is no `x.y.z`, is no version (never a bad line).
-#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+/// that is no `x.y.z`, is no version (and the record still parses).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(super) struct Version(pub(super) Option<(u32, u32, u32)>);
 
 impl Version {
