@@ -126,6 +126,7 @@ fn plan_keeping<F: Read + Seek>(
         head_end,
         (kind, path, context),
         (&needle, found.turn.as_bytes()),
+        kept.range(found.offset, skipped_to),
     )?;
     match counted {
         Ok((before, all)) => Ok(Plan::Tail {
