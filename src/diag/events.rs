@@ -302,7 +302,7 @@ impl TokenDropped {
 /// Why the watcher asks for a full rescan.
 pub enum Rescan<'a> {
     /// The native watcher reported an error.
-    WatcherError(&'a notify::Error),
+    WatcherError(&'a std::io::Error),
     /// The native watcher's queue overflowed (events were lost).
     QueueOverflowed,
 }
@@ -311,7 +311,7 @@ impl Rescan<'_> {
     pub fn emit(self, c: &WatchCounters) {
         match self {
             Rescan::WatcherError(e) => {
-                tracing::warn!(target: NATIVE, error = %e, paths = ?e.paths, "File watcher error; rescanning everything.");
+                tracing::warn!(target: NATIVE, error = %e, "File watcher error; rescanning everything.");
             }
             Rescan::QueueOverflowed => {
                 tracing::warn!(target: NATIVE, "File watcher queue overflowed; rescanning everything.");

@@ -1,18 +1,45 @@
-//! The native watcher (inotify on Linux, via `notify`'s recommended watcher).
+//! The native watcher: inotify, through rustix's safe calls, read on a thread of its own.
 //!
-//! Each directory gets its own non-recursive watch, added by the core when it first
-//! lists the directory: add the watch, *then* list, so a file created in between is seen
-//! by one or the other. notify's own recursive mode adds watches for new directories on
-//! its thread after reporting them, which leaves a window where a file created in the
-//! new directory is reported by neither.
+//! Each directory gets its own watch, added by the core when it first lists the
+//! directory: add the watch, *then* list, so a file created in between is seen by one
+//! or the other. (A recursive watch that adds watches for new directories after
+//! reporting them leaves a window where a file created in the new directory is reported
+//! by neither.)
 //!
-//! The callback runs on notify's thread and only turns events into [`Hint`]s.
+//! The watch asks for what changes a file or a directory, nothing else. `notify`'s
+//! inotify watcher, used before, always asks for opens too: every open of a watched
+//! file, the daemon's own reads included, was an event for its thread to read and drop,
+//! a sixth of a first start on a generated tree of 10,000 sessions (BENCHMARKS.md,
+//! round 16). Each add was also a round trip to its thread, with a `stat` of its own.
+//!
+//! The reader thread only turns events into [`Hint`]s.
 
 use super::{Hint, HintTx};
 use crate::diag;
-use notify::event::{CreateKind, EventKind, ModifyKind, RemoveKind};
-use notify::{RecommendedWatcher, RecursiveMode, Watcher};
-use std::path::Path;
+use rustix::event::{EventfdFlags, PollFd, PollFlags, eventfd, poll};
+use rustix::fd::OwnedFd;
+use rustix::fs::inotify::{self, CreateFlags, ReadFlags, WatchFlags};
+use rustix::io::Errno;
+use std::collections::HashMap;
+use std::ffi::OsStr;
+use std::mem::MaybeUninit;
+use std::os::unix::ffi::OsStrExt;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex, PoisonError};
+
+/// What a watch asks for: a file created, written, changed (mode, times), removed or
+/// renamed in the directory, and the directory itself removed or renamed.
+const MASK: WatchFlags = WatchFlags::CREATE
+    .union(WatchFlags::DELETE)
+    .union(WatchFlags::MODIFY)
+    .union(WatchFlags::ATTRIB)
+    .union(WatchFlags::MOVED_FROM)
+    .union(WatchFlags::MOVED_TO)
+    .union(WatchFlags::DELETE_SELF)
+    .union(WatchFlags::MOVE_SELF);
+
+/// Events read at once (the kernel's queue holds 16,384 by default).
+const READ_BUF: usize = 64 * 1024;
 
 /// Why a watch could not be added.
 #[derive(Debug, thiserror::Error)]
@@ -24,16 +51,24 @@ pub enum WatchError {
     #[error("the path is gone")]
     Gone,
     #[error("{0}")]
-    Other(#[source] notify::Error),
+    Other(#[source] std::io::Error),
 }
 
-/// The native watcher handle. Dropping it stops notify's thread.
+/// The watched paths by watch descriptor: the core adds and removes, the reader looks
+/// up. One copy of each path, shared with [`Native::wds`].
+type Paths = Arc<Mutex<HashMap<i32, Arc<Path>>>>;
+
+/// The native watcher handle. Dropping it stops the reader thread.
 pub struct Native {
-    watcher: RecommendedWatcher,
+    fd: Arc<OwnedFd>,
+    paths: Paths,
+    /// The watch descriptor of each watched path, for [`Native::unwatch`].
+    wds: HashMap<Arc<Path>, i32>,
     /// Test hook: behave as if the OS allowed only this many watches.
     max_watches: Option<usize>,
-    /// Watches held (added and not dropped).
-    added: usize,
+    /// Written to stop the reader thread.
+    stop: Arc<OwnedFd>,
+    reader: Option<std::thread::JoinHandle<()>>,
 }
 
 impl Native {
@@ -43,77 +78,289 @@ impl Native {
         hints: HintTx,
         drop_events: bool,
         max_watches: Option<usize>,
-    ) -> Result<Self, notify::Error> {
-        let watcher = notify::recommended_watcher(move |res| {
-            if drop_events {
-                diag::NativeEventDropped.emit(&hints.stats);
-                return;
-            }
-            on_event(res, &hints);
-        })?;
+    ) -> std::io::Result<Self> {
+        let fd = Arc::new(inotify::init(CreateFlags::CLOEXEC | CreateFlags::NONBLOCK)?);
+        let stop = Arc::new(eventfd(0, EventfdFlags::CLOEXEC | EventfdFlags::NONBLOCK)?);
+        let paths = Paths::default();
+        let reader = {
+            let (fd, stop, paths) = (fd.clone(), stop.clone(), paths.clone());
+            std::thread::Builder::new()
+                .name("baton-inotify".into())
+                .spawn(move || read_events(&fd, &stop, &paths, &hints, drop_events))?
+        };
         Ok(Native {
-            watcher,
+            fd,
+            paths,
+            wds: HashMap::new(),
             max_watches,
-            added: 0,
+            stop,
+            reader: Some(reader),
         })
     }
 
-    /// Watches one directory (not its subdirectories), or one file.
+    /// Watches one directory (not its subdirectories), or one file. Again on a path
+    /// already watched: the same watch, or a new one if the path is another directory
+    /// now (the old one's watch went with it).
     pub fn watch(&mut self, path: &Path) -> Result<(), WatchError> {
-        if self.max_watches.is_some_and(|max| self.added >= max) {
+        if self
+            .max_watches
+            .is_some_and(|max| self.wds.len() >= max && !self.wds.contains_key(path))
+        {
             return Err(WatchError::Limit);
         }
-        let done = self.watcher.watch(path, RecursiveMode::NonRecursive);
-        if done.is_ok() {
-            self.added += 1;
+        // Held across the add: an event for the new watch waits for its path.
+        let mut paths = self.paths.lock().unwrap_or_else(PoisonError::into_inner);
+        let wd = inotify::add_watch(&*self.fd, path, MASK).map_err(|e| match e {
+            Errno::NOSPC => WatchError::Limit,
+            Errno::NOENT => WatchError::Gone,
+            e => WatchError::Other(e.into()),
+        })?;
+        let path: Arc<Path> = Arc::from(path);
+        if let Some(old) = self.wds.insert(path.clone(), wd)
+            && old != wd
+        {
+            paths.remove(&old);
         }
-        done.map_err(|e| match e.kind {
-            notify::ErrorKind::MaxFilesWatch => WatchError::Limit,
-            notify::ErrorKind::PathNotFound => WatchError::Gone,
-            notify::ErrorKind::Io(ref io) if io.kind() == std::io::ErrorKind::NotFound => {
-                WatchError::Gone
-            }
-            _ => WatchError::Other(e),
-        })
+        paths.insert(wd, path);
+        Ok(())
     }
 
-    /// Drops the watch on a path that is gone (the kernel drops it too; this keeps
-    /// notify's table small).
+    /// Drops the watch on a path that is gone (the kernel drops it too; this keeps the
+    /// tables small).
     pub fn unwatch(&mut self, path: &Path) {
-        if self.watcher.unwatch(path).is_ok() {
-            self.added = self.added.saturating_sub(1);
+        if let Some(wd) = self.wds.remove(path) {
+            self.paths
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .remove(&wd);
+            // Already gone if the kernel dropped it.
+            let _ = inotify::remove_watch(&*self.fd, wd);
         }
     }
 
     /// How many watches this watcher holds.
     pub fn watches(&self) -> usize {
-        self.added
+        self.wds.len()
     }
 }
 
-fn on_event(res: notify::Result<notify::Event>, hints: &HintTx) {
-    let ev = match res {
-        Ok(ev) => ev,
-        Err(e) => {
-            hints.rescan(diag::Rescan::WatcherError(&e));
-            return;
+impl Drop for Native {
+    fn drop(&mut self) {
+        // The reader wakes on the counter and returns.
+        let _ = rustix::io::write(&*self.stop, &1u64.to_ne_bytes());
+        if let Some(reader) = self.reader.take() {
+            let _ = reader.join();
         }
-    };
-    if ev.need_rescan() {
-        hints.rescan(diag::Rescan::QueueOverflowed);
     }
-    let maybe_dir = match ev.kind {
-        // Opens, reads and closes: our own reads show up here, and a write is always
-        // reported as a modification too.
-        EventKind::Access(_) => return,
-        EventKind::Create(CreateKind::File)
-        | EventKind::Remove(RemoveKind::File)
-        | EventKind::Modify(ModifyKind::Data(_) | ModifyKind::Metadata(_)) => false,
-        _ => true,
-    };
-    for path in ev.paths {
-        if !hints.send(Hint::Path { path, maybe_dir }) {
+}
+
+/// The reader thread: waits for events (or the stop), reads them all, hints each.
+fn read_events(fd: &OwnedFd, stop: &OwnedFd, paths: &Paths, hints: &HintTx, drop_events: bool) {
+    let mut buf = vec![MaybeUninit::<u8>::uninit(); READ_BUF];
+    loop {
+        let mut ready = [
+            PollFd::new(fd, PollFlags::IN),
+            PollFd::new(stop, PollFlags::IN),
+        ];
+        match poll(&mut ready, None) {
+            Ok(_) | Err(Errno::INTR) => {}
+            Err(e) => {
+                hints.rescan(diag::Rescan::WatcherError(&e.into()));
+                return;
+            }
+        }
+        if !ready[1].revents().is_empty() {
             return;
         }
+        let mut reader = inotify::Reader::new(fd, &mut buf);
+        loop {
+            let ev = match reader.next() {
+                Ok(ev) => ev,
+                Err(Errno::AGAIN) => break,
+                Err(Errno::INTR) => continue,
+                Err(e) => {
+                    hints.rescan(diag::Rescan::WatcherError(&e.into()));
+                    break;
+                }
+            };
+            if drop_events {
+                diag::NativeEventDropped.emit(&hints.stats);
+                continue;
+            }
+            let Some(hint) = hint_for(ev.wd(), ev.events(), ev.file_name(), paths, hints) else {
+                continue;
+            };
+            if !hints.send(hint) {
+                // The core is gone.
+                return;
+            }
+        }
+    }
+}
+
+/// The hint for one event, if it is one: the path it names (the watched directory's
+/// entry, or the watched path itself), and whether that may be a directory (created,
+/// renamed or removed), so the core knows a stat is worth it even when the name is not
+/// a transcript's.
+fn hint_for(
+    wd: i32,
+    flags: ReadFlags,
+    name: Option<&std::ffi::CStr>,
+    paths: &Paths,
+    hints: &HintTx,
+) -> Option<Hint> {
+    if flags.contains(ReadFlags::QUEUE_OVERFLOW) {
+        hints.rescan(diag::Rescan::QueueOverflowed);
+        return None;
+    }
+    let mut paths = paths.lock().unwrap_or_else(PoisonError::into_inner);
+    if flags.contains(ReadFlags::IGNORED) {
+        // The watch is gone (its directory removed, or unwatched): so is its path. The
+        // removal itself came as DELETE_SELF before.
+        paths.remove(&wd);
+        return None;
+    }
+    let dir = paths.get(&wd)?.clone();
+    drop(paths);
+    let path = match name.map(|n| n.to_bytes()).filter(|n| !n.is_empty()) {
+        Some(n) => dir.join(OsStr::from_bytes(n)),
+        None => PathBuf::from(&*dir),
+    };
+    let maybe_dir = flags.intersects(
+        ReadFlags::ISDIR
+            | ReadFlags::MOVED_FROM
+            | ReadFlags::MOVED_TO
+            | ReadFlags::DELETE_SELF
+            | ReadFlags::MOVE_SELF
+            | ReadFlags::UNMOUNT,
+    );
+    Some(Hint::Path { path, maybe_dir })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::io::{Read, Write};
+    use std::time::Duration;
+
+    /// The hints that came within `wait`, as (path, maybe_dir).
+    fn hints_within(rx: &super::super::HintRx, wait: Duration) -> Vec<(PathBuf, bool)> {
+        let mut got = Vec::new();
+        while let Ok(h) = rx.rx.recv_timeout(wait) {
+            if let Hint::Path { path, maybe_dir } = h {
+                got.push((path, maybe_dir));
+            }
+        }
+        got
+    }
+
+    #[test]
+    fn changes_are_hinted_and_reads_are_not() {
+        let tmp = tempfile::tempdir().unwrap();
+        let dir = tmp.path().join("d");
+        std::fs::create_dir(&dir).unwrap();
+        let file = dir.join("s.jsonl");
+        std::fs::write(&file, b"{}\n").unwrap();
+        let (tx, rx) = super::super::channel(64);
+        let mut native = Native::new(tx, false, None).unwrap();
+        native.watch(&dir).unwrap();
+        assert_eq!(native.watches(), 1);
+        let short = Duration::from_millis(300);
+
+        // Opening and reading a file, as the daemon does, is no change.
+        let mut s = String::new();
+        std::fs::File::open(&file)
+            .unwrap()
+            .read_to_string(&mut s)
+            .unwrap();
+        assert_eq!(hints_within(&rx, short), []);
+
+        // An append is a change to the file; a new directory may be a directory.
+        let mut f = std::fs::OpenOptions::new()
+            .append(true)
+            .open(&file)
+            .unwrap();
+        f.write_all(b"{}\n").unwrap();
+        drop(f);
+        let got = hints_within(&rx, short);
+        assert!(
+            !got.is_empty() && got.iter().all(|h| *h == (file.clone(), false)),
+            "{got:?}"
+        );
+        std::fs::create_dir(dir.join("sub")).unwrap();
+        assert_eq!(hints_within(&rx, short), [(dir.join("sub"), true)]);
+
+        // Unwatched, the directory says nothing more.
+        native.unwatch(&dir);
+        assert_eq!(native.watches(), 0);
+        std::fs::write(dir.join("t.jsonl"), b"{}\n").unwrap();
+        assert_eq!(hints_within(&rx, short), []);
+    }
+
+    /// Counted by the test hook, which sees every event read: a read of a watched file
+    /// is none (with opens asked for, each open was one).
+    #[test]
+    fn a_read_is_no_event_at_all() {
+        let tmp = tempfile::tempdir().unwrap();
+        let file = tmp.path().join("s.jsonl");
+        std::fs::write(&file, b"{}\n").unwrap();
+        let (tx, rx) = super::super::channel(64);
+        let stats = tx.stats.clone();
+        let mut native = Native::new(tx, true, None).unwrap();
+        native.watch(tmp.path()).unwrap();
+        for _ in 0..3 {
+            std::fs::read(&file).unwrap();
+        }
+        std::thread::sleep(Duration::from_millis(300));
+        assert_eq!(stats.dropped_by_hook.get(), 0);
+        std::fs::write(&file, b"{}\n{}\n").unwrap();
+        let waited = std::time::Instant::now();
+        while stats.dropped_by_hook.get() == 0 && waited.elapsed() < Duration::from_secs(10) {
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        assert!(stats.dropped_by_hook.get() > 0);
+        assert!(rx.rx.try_recv().is_err());
+    }
+
+    #[test]
+    fn a_removed_directory_is_hinted_and_its_watch_ends() {
+        let tmp = tempfile::tempdir().unwrap();
+        let dir = tmp.path().join("d");
+        std::fs::create_dir(&dir).unwrap();
+        let (tx, rx) = super::super::channel(64);
+        let mut native = Native::new(tx, false, None).unwrap();
+        native.watch(&dir).unwrap();
+        std::fs::remove_dir(&dir).unwrap();
+        let got = hints_within(&rx, Duration::from_millis(300));
+        assert!(got.contains(&(dir.clone(), true)), "{got:?}");
+        // Made again, the same path is watched anew.
+        std::fs::create_dir(&dir).unwrap();
+        native.watch(&dir).unwrap();
+        assert_eq!(native.watches(), 1);
+        std::fs::write(dir.join("s.jsonl"), b"{}\n").unwrap();
+        let got = hints_within(&rx, Duration::from_millis(300));
+        assert!(got.contains(&(dir.join("s.jsonl"), false)), "{got:?}");
+        assert_eq!(
+            native
+                .watch(&tmp.path().join("gone"))
+                .err()
+                .map(|e| e.to_string()),
+            Some("the path is gone".to_owned())
+        );
+    }
+
+    #[test]
+    fn the_watch_limit_hook_refuses_new_paths_only() {
+        let tmp = tempfile::tempdir().unwrap();
+        let (tx, _rx) = super::super::channel(4);
+        std::fs::create_dir(tmp.path().join("sub")).unwrap();
+        let mut native = Native::new(tx, false, Some(1)).unwrap();
+        native.watch(tmp.path()).unwrap();
+        native.watch(tmp.path()).unwrap();
+        assert!(matches!(
+            native.watch(&tmp.path().join("sub")),
+            Err(WatchError::Limit)
+        ));
+        assert_eq!(native.watches(), 1);
     }
 }
