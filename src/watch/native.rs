@@ -128,14 +128,18 @@ impl Native {
     /// Drops the watch on a path that is gone (the kernel drops it too; this keeps the
     /// tables small).
     pub fn unwatch(&mut self, path: &Path) {
-        if let Some(wd) = self.wds.remove(path) {
-            self.paths
-                .lock()
-                .unwrap_or_else(PoisonError::into_inner)
-                .remove(&wd);
-            // Already gone if the kernel dropped it.
-            let _ = inotify::remove_watch(&*self.fd, wd);
+        let Some(wd) = self.wds.remove(path) else {
+            return;
+        };
+        let mut paths = self.paths.lock().unwrap_or_else(PoisonError::into_inner);
+        // A directory renamed within the tree keeps its watch: watched again under its
+        // new name, the watch is that name's now, and stays.
+        if paths.get(&wd).is_some_and(|p| **p != *path) {
+            return;
         }
+        paths.remove(&wd);
+        // Already gone if the kernel dropped it.
+        let _ = inotify::remove_watch(&*self.fd, wd);
     }
 
     /// How many watches this watcher holds.
@@ -347,6 +351,25 @@ mod tests {
                 .map(|e| e.to_string()),
             Some("the path is gone".to_owned())
         );
+    }
+
+    #[test]
+    fn a_renamed_directory_keeps_its_watch_under_its_new_name() {
+        let tmp = tempfile::tempdir().unwrap();
+        let (old, new) = (tmp.path().join("a"), tmp.path().join("b"));
+        std::fs::create_dir(&old).unwrap();
+        let (tx, rx) = super::super::channel(64);
+        let mut native = Native::new(tx, false, None).unwrap();
+        native.watch(&old).unwrap();
+        std::fs::rename(&old, &new).unwrap();
+        // As the tree does: the new name listed and watched, the old one dropped.
+        native.watch(&new).unwrap();
+        native.unwatch(&old);
+        assert_eq!(native.watches(), 1);
+        hints_within(&rx, Duration::from_millis(100));
+        std::fs::write(new.join("s.jsonl"), b"{}\n").unwrap();
+        let got = hints_within(&rx, Duration::from_millis(300));
+        assert!(got.contains(&(new.join("s.jsonl"), false)), "{got:?}");
     }
 
     #[test]
