@@ -372,6 +372,43 @@ mod tests {
         assert!(got.contains(&(new.join("s.jsonl"), false)), "{got:?}");
     }
 
+    /// The kernel's flags, as hints: an overflow asks for a rescan, a directory or a
+    /// rename may be a directory, a write is a file's, an ended watch forgets its path.
+    #[test]
+    fn each_kind_of_event_makes_its_hint() {
+        let (tx, rx) = super::super::channel(4);
+        let paths = Paths::default();
+        let dir: Arc<Path> = Arc::from(Path::new("/w/d"));
+        paths.lock().unwrap().insert(7, dir.clone());
+        let name = c"s.jsonl";
+        let hint = |flags, name| match hint_for(7, flags, name, &paths, &tx) {
+            Some(Hint::Path { path, maybe_dir }) => Some((path, maybe_dir)),
+            _ => None,
+        };
+        let file = Some((dir.join("s.jsonl"), false));
+        let maybe_dir = Some((dir.join("s.jsonl"), true));
+        assert_eq!(hint(ReadFlags::MODIFY, Some(name)), file);
+        assert_eq!(hint(ReadFlags::CREATE, Some(name)), file);
+        assert_eq!(hint(ReadFlags::DELETE, Some(name)), file);
+        assert_eq!(hint(ReadFlags::ATTRIB, Some(name)), file);
+        assert_eq!(
+            hint(ReadFlags::CREATE | ReadFlags::ISDIR, Some(name)),
+            maybe_dir
+        );
+        assert_eq!(hint(ReadFlags::MOVED_FROM, Some(name)), maybe_dir);
+        assert_eq!(hint(ReadFlags::MOVED_TO, Some(name)), maybe_dir);
+        assert_eq!(
+            hint(ReadFlags::DELETE_SELF, None),
+            Some((dir.to_path_buf(), true))
+        );
+        assert!(!rx.take_rescan());
+        assert_eq!(hint(ReadFlags::QUEUE_OVERFLOW, None), None);
+        assert!(rx.take_rescan());
+        assert_eq!(hint(ReadFlags::IGNORED, None), None);
+        assert!(paths.lock().unwrap().is_empty());
+        assert_eq!(hint(ReadFlags::MODIFY, Some(name)), None);
+    }
+
     #[test]
     fn the_watch_limit_hook_refuses_new_paths_only() {
         let tmp = tempfile::tempdir().unwrap();
