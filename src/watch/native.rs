@@ -38,7 +38,8 @@ const MASK: WatchFlags = WatchFlags::CREATE
     .union(WatchFlags::DELETE_SELF)
     .union(WatchFlags::MOVE_SELF);
 
-/// Events read at once (the kernel's queue holds 16,384 by default).
+/// Bytes read at once: about a thousand events with their names (the kernel's queue
+/// holds 16,384 events by default).
 const READ_BUF: usize = 64 * 1024;
 
 /// Why a watch could not be added.
