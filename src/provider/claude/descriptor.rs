@@ -92,6 +92,9 @@ struct ClaudeRestarts;
 
 /// A user record's type, as Claude Code writes it: near the start of the line.
 static USER: LazyLock<Finder<'static>> = LazyLock::new(|| Finder::new(b"\"type\":\"user\""));
+/// A call's type, or a tool call's stop; quoted, so never inside a text (where quotes
+/// are escaped).
+static TOOL_USE: LazyLock<Finder<'static>> = LazyLock::new(|| Finder::new(b"\"tool_use\""));
 
 impl Restarts for ClaudeRestarts {
     fn unsupported(&self, path: &Path) -> Option<&'static str> {
@@ -179,21 +182,16 @@ impl Restarts for ClaudeRestarts {
 
     fn before_parse(&self, line: &[u8]) -> Option<Restart> {
         static NEEDLES: LazyLock<Vec<Finder<'static>>> = LazyLock::new(|| {
-            finders(&[
-                b"\"type\":\"user\"",
-                b"\"tool_use_id\"",
-                b"\"toolUseResult\"",
-                b"<command-name>",
-            ])
+            finders(&[b"\"tool_use_id\"", b"\"toolUseResult\"", b"<command-name>"])
         });
         let has = |i: usize| NEEDLES[i].find(line).is_some();
         // Tool results (blocks or the record's own field) never start a turn; they are
         // the big records, so they are turned away before parsing.
-        if !has(0) || has(1) || has(2) {
+        if USER.find(line).is_none() || has(0) || has(1) {
             return Some(Restart::No);
         }
         // Whether a slash command is a turn depends on the caveat record before it.
-        has(3).then_some(Restart::Maybe)
+        has(2).then_some(Restart::Maybe)
     }
 
     fn may_defer(&self, line: &[u8]) -> bool {
@@ -203,7 +201,6 @@ impl Restarts for ClaudeRestarts {
     /// A block stamped with a tool call's stop that holds no call: the file stamps
     /// every block, so a later text without a stop is no answer.
     fn sets_context(&self, line: &[u8]) -> bool {
-        static TOOL_USE: LazyLock<Finder<'static>> = LazyLock::new(|| Finder::new(b"\"tool_use\""));
         // The looks only spare the parse of lines that cannot be one (a call's record
         // names `"tool_use"` as its type too; a user record, most of the bytes, its key
         // near the start, is none); the record decides. A stamp they miss (written with
@@ -226,7 +223,6 @@ impl Restarts for ClaudeRestarts {
     /// block before it.
     fn needs_context(&self, line: &[u8]) -> bool {
         static ASSISTANT: LazyLock<Finder<'static>> = LazyLock::new(|| Finder::new(b"assistant"));
-        static TOOL_USE: LazyLock<Finder<'static>> = LazyLock::new(|| Finder::new(b"\"tool_use\""));
         static VERSION: LazyLock<Finder<'static>> = LazyLock::new(|| Finder::new(b"\"version\""));
         // The looks only spare the parse of lines that cannot be one; the record decides.
         // A user record (most of the bytes, its key near the start) asks nothing. The
