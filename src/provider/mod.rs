@@ -504,6 +504,21 @@ macro_rules! parse_line {
 }
 pub(crate) use parse_line;
 
+/// Whether `$line`, parsed as `$ty` and mended as a projector mends it ([`parse_line!`]),
+/// passes `$test` (`|rec| bool`); a line that cannot be read does not. For the restart
+/// rules' questions about one line, which must see it as the projector will.
+macro_rules! line_is {
+    ($line:expr, $ty:ty, |$rec:ident| $test:expr) => {
+        (|| -> Result<bool, $crate::provider::Malformed> {
+            let buf: Vec<u8>;
+            let ($rec, _) = $crate::provider::parse_line!($line, buf, $ty);
+            Ok($test)
+        })()
+        .unwrap_or(false)
+    };
+}
+pub(crate) use line_is;
+
 /// The start of most projectors' `project`: parses `$line` as `$ty` into `$rec` (with
 /// [`parse_line!`], repairing it if needed) and starts `$kinds`, the record's
 /// observations, with the repair anomaly when the line was mended ([`first_kinds`]).

@@ -72,24 +72,18 @@ pub(crate) struct Rec<'a> {
 /// every block).
 pub(super) fn stamps_without_call(line: &[u8]) -> bool {
     // Mended as the projector mends a line (invalid UTF-8, a clobbered head).
-    let read = || -> Result<bool, crate::provider::Malformed> {
-        let buf: Vec<u8>;
-        let (rec, _) = crate::provider::parse_line!(line, buf, Rec<'_>);
-        let Some(msg) = rec
-            .message
-            .filter(|_| rec.ty.as_deref() == Some("assistant"))
-        else {
-            return Ok(false);
-        };
-        let calls = match &msg.content {
-            Some(StrOrList::List(blocks)) => blocks
-                .iter()
-                .any(|b| matches!(b.ty.as_deref(), Some("tool_use" | "server_tool_use"))),
-            _ => false,
-        };
-        Ok(msg.stop_reason.as_deref() == Some("tool_use") && !calls)
-    };
-    read().unwrap_or(false)
+    crate::provider::line_is!(line, Rec<'_>, |rec| {
+        rec.ty.as_deref() == Some("assistant")
+            && rec.message.as_ref().is_some_and(|msg| {
+                let calls = match &msg.content {
+                    Some(StrOrList::List(blocks)) => blocks
+                        .iter()
+                        .any(|b| matches!(b.ty.as_deref(), Some("tool_use" | "server_tool_use"))),
+                    _ => false,
+                };
+                msg.stop_reason.as_deref() == Some("tool_use") && !calls
+            })
+    })
 }
 
 /// Whether `line` is an assistant record whose text without a stop would be read

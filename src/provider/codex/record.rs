@@ -180,12 +180,7 @@ pub(super) struct ShellArgs<'a> {
 /// Whether the projector reads `line` as a `turn_context` record (mended as it mends a
 /// line: invalid UTF-8, a clobbered head).
 pub(super) fn is_turn_context(line: &[u8]) -> bool {
-    let read = || -> Result<bool, crate::provider::Malformed> {
-        let buf: Vec<u8>;
-        let (l, _) = crate::provider::parse_line!(line, buf, Line<'_>);
-        Ok(l.ty.as_deref() == Some("turn_context"))
-    };
-    read().unwrap_or(false)
+    crate::provider::line_is!(line, Line<'_>, |l| l.ty.as_deref() == Some("turn_context"))
 }
 
 /// Top-level record types Codex writes that are understood or deliberately ignored
