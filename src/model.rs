@@ -445,6 +445,15 @@ mod tests {
         clipped(out, n, cut)
     }
 
+    /// The words and their spaces, joined, are clipped as [`clip_by_words`] clips them.
+    fn folds_as_by_words(
+        words: &[(String, String)],
+    ) -> Result<(), proptest::test_runner::TestCaseError> {
+        let s: String = words.iter().map(|(w, sp)| format!("{w}{sp}")).collect();
+        proptest::prop_assert_eq!(clip_message(&s), clip_by_words(&s));
+        Ok(())
+    }
+
     proptest::proptest! {
         /// Folding while cleaning gives what splitting the cleaned text into words gave,
         /// at and around the cap.
@@ -455,8 +464,7 @@ mod tests {
                 0..120,
             ),
         ) {
-            let s: String = words.iter().map(|(w, sp)| format!("{w}{sp}")).collect();
-            proptest::prop_assert_eq!(clip_message(&s), clip_by_words(&s));
+            folds_as_by_words(&words)?;
         }
 
         /// Plain ASCII (folded without cleaning) and ASCII with controls, escapes or
@@ -468,8 +476,7 @@ mod tests {
                 0..160,
             ),
         ) {
-            let s: String = words.iter().map(|(w, sp)| format!("{w}{sp}")).collect();
-            proptest::prop_assert_eq!(clip_message(&s), clip_by_words(&s));
+            folds_as_by_words(&words)?;
         }
     }
 
