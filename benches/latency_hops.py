@@ -41,7 +41,7 @@ def classify(comm, ev, rest):
     count = int(count.group(1), 16) if count else 0
     if comm == "python3" and ev == "syscalls:sys_enter_write" and fd and fd > 4 and count > 250:
         return "append"
-    if comm.startswith("notify-rs") and ev == "syscalls:sys_enter_read":
+    if (comm.startswith("notify-rs") or comm == "baton-inotify") and ev == "syscalls:sys_enter_read":
         return "watcher"
     if comm == "baton-core" and ev == "syscalls:sys_enter_read" and count == 0x10000:
         return "core"

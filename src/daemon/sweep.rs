@@ -7,7 +7,8 @@ use super::files::Files;
 use super::name::FileName;
 use super::read::Mode;
 use crate::watch::tree::Tree;
-use std::path::PathBuf;
+use std::path::Path;
+use std::sync::Arc;
 
 /// Files and directories a sweep stats between two looks at the hints: about half a
 /// millisecond, the longest a sweep holds up a live event.
@@ -15,7 +16,7 @@ const STEP: usize = 128;
 
 /// A sweep under way: what it has still to stat.
 pub(super) struct Sweeping {
-    dirs: Vec<PathBuf>,
+    dirs: Vec<Arc<Path>>,
     files: Vec<FileName>,
     /// Another sweep was asked for meanwhile: it starts when this one ends.
     pub again: bool,
