@@ -75,6 +75,13 @@ pub trait Restarts: Sync {
     /// What every line that answers or asks holds (a cheap look before [`resets`] parses).
     fn answer_needle(&self) -> &'static Finder<'static>;
 
+    /// A second cheap look before [`resets`] parses, past [`Restarts::answer_needle`]:
+    /// false where the line cannot set the message (a line turned away only makes the
+    /// read start earlier).
+    fn may_reset(&self, _line: &[u8]) -> bool {
+        true
+    }
+
     /// See [`may_end_turn`].
     fn end_needles(&self) -> &'static AnyOf;
 
@@ -181,9 +188,14 @@ pub fn resets(kind: ProviderKind, path: &Path, line: &[u8]) -> bool {
     // Only assistant records answer or ask; the rest are turned away before parsing (a
     // line turned away only makes the read start earlier).
     let Some(r) = rules(kind) else { return false };
-    if r.answer_needle().find(line).is_none() {
+    if r.answer_needle().find(line).is_none() || !r.may_reset(line) {
         return false;
     }
+    resets_parsed(kind, path, line)
+}
+
+/// [`resets`] by the parse alone, without the looks before it.
+fn resets_parsed(kind: ProviderKind, path: &Path, line: &[u8]) -> bool {
     let Some((main_agent, out)) = fresh(kind, path, line) else {
         return false;
     };
@@ -390,6 +402,69 @@ mod tests {
         assert_eq!(classify(ProviderKind::Claude, p, result), Restart::No);
         let side = br#"{"type":"user","uuid":"u3","isSidechain":true,"message":{"role":"user","content":"task"}}"#;
         assert_eq!(classify(ProviderKind::Claude, p, side), Restart::No);
+    }
+
+    /// Claude's look before the parse turns away no line the parse would take: not one
+    /// of the corpus's lines, nor a question or an answer in any layout written here.
+    #[test]
+    fn claude_may_reset_keeps_every_line_that_resets() {
+        let p = Path::new("/p/11111111-2222-4333-8444-555555555555.jsonl");
+        let rules = rules(ProviderKind::Claude).unwrap();
+        let call = |name: &str| {
+            format!(
+                r#"{{"type":"assistant","uuid":"a","message":{{"role":"assistant","content":[{{"type":"tool_use","id":"t","name":"{name}","input":{{"questions":[{{"question":"Go?"}}]}}}}],"stop_reason":"tool_use"}}}}"#
+            )
+        };
+        let mut lines: Vec<(Vec<u8>, Option<bool>)> = vec![
+            (call("AskUserQuestion").into_bytes(), Some(true)),
+            (call("ExitPlanMode").into_bytes(), Some(true)),
+            (call("Bash").into_bytes(), Some(false)),
+            (
+                br#"{"type":"assistant","uuid":"a","message":{"role":"assistant","content":[{"type":"text","text":"Done."}],"stop_reason":"end_turn"}}"#.to_vec(),
+                Some(true),
+            ),
+            (
+                br#"{"type":"assistant","uuid":"a","message":{"role":"assistant","content":"Done.","stop_reason":"end_turn"}}"#.to_vec(),
+                Some(true),
+            ),
+        ];
+        let corpus = Path::new(env!("CARGO_MANIFEST_DIR")).join("../shared/corpus/claude");
+        let mut files = vec![corpus];
+        while let Some(f) = files.pop() {
+            if f.is_dir() {
+                files.extend(std::fs::read_dir(&f).unwrap().flatten().map(|e| e.path()));
+            } else if f.extension().is_some_and(|x| x == "jsonl") {
+                let bytes = std::fs::read(&f).unwrap();
+                lines.extend(bytes.split(|b| *b == b'\n').map(|l| (l.to_vec(), None)));
+            }
+        }
+        if lines.len() == 5 {
+            println!("NOTICE: ../shared/corpus is absent; Claude corpus lines skipped.");
+        }
+        let (mut parsed, mut turned_away) = (0, 0);
+        for (line, want) in &lines {
+            let full = resets_parsed(ProviderKind::Claude, p, line);
+            if let Some(w) = want {
+                assert_eq!(full, *w, "{}", String::from_utf8_lossy(line));
+            }
+            assert!(
+                !full || rules.may_reset(line),
+                "{}",
+                String::from_utf8_lossy(line)
+            );
+            assert_eq!(resets(ProviderKind::Claude, p, line), full);
+            if rules.answer_needle().find(line).is_some() {
+                parsed += 1;
+                turned_away += usize::from(!rules.may_reset(line));
+            }
+        }
+        println!("{turned_away} of {parsed} assistant lines turned away before a parse");
+        // The look is worth having: the corpus's tool calls are turned away before a
+        // parse.
+        assert!(
+            lines.len() == 5 || turned_away * 4 > parsed,
+            "{turned_away} of {parsed}"
+        );
     }
 
     #[test]

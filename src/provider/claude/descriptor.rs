@@ -1,6 +1,7 @@
 //! Claude Code's descriptor: where its transcripts live and how they are told, its
 //! restart points, and who writes a live session.
 
+use super::rules::NEEDS_INPUT_TOOLS;
 use super::{ClaudeProjector, looks_like_uuid, may_defer};
 use crate::provider::audit::{self, Audit};
 use crate::provider::background::LAUNCH_NEEDLES;
@@ -151,6 +152,18 @@ impl Restarts for ClaudeRestarts {
         static ASSISTANT: LazyLock<Finder<'static>> =
             LazyLock::new(|| Finder::new(b"\"type\":\"assistant\""));
         &ASSISTANT
+    }
+
+    fn may_reset(&self, line: &[u8]) -> bool {
+        // An answer has text (a text block, or the content as one string) and a question
+        // is a call of a tool that waits for the person: a line of other tool calls
+        // alone, most of a working turn's assistant lines, has neither and is not parsed.
+        static SAYS: LazyLock<Vec<Finder<'static>>> = LazyLock::new(|| {
+            let mut needles: Vec<&'static [u8]> = vec![b"\"text\"", b"\"content\":\""];
+            needles.extend(NEEDS_INPUT_TOOLS.iter().map(|t| t.as_bytes()));
+            finders(&needles)
+        });
+        SAYS.iter().any(|f| f.find(line).is_some())
     }
 
     fn end_needles(&self) -> &'static AnyOf {
