@@ -9,30 +9,7 @@ use super::{PATH, Route, run, same};
 use crate::provider::Projector;
 use proptest::prelude::*;
 use serde_json::{Value, json};
-use std::path::{Path, PathBuf};
-
-fn corpus_files() -> Vec<PathBuf> {
-    fn walk(dir: &Path, out: &mut Vec<PathBuf>) {
-        let Ok(entries) = std::fs::read_dir(dir) else {
-            return;
-        };
-        for e in entries.flatten() {
-            let p = e.path();
-            if p.is_dir() {
-                walk(&p, out);
-            } else if p.extension().is_some_and(|x| x == "jsonl") {
-                out.push(p);
-            }
-        }
-    }
-    let mut out = Vec::new();
-    walk(
-        &Path::new(env!("CARGO_MANIFEST_DIR")).join("../shared/corpus/codex"),
-        &mut out,
-    );
-    out.sort();
-    out
-}
+use std::path::Path;
 
 /// Every corpus line, with the projector state before it (from a run of the full parse).
 fn corpus_lines() -> Vec<(String, Vec<u8>)> {
@@ -43,7 +20,7 @@ fn corpus_lines() -> Vec<(String, Vec<u8>)> {
 
 fn read_corpus_lines() -> Vec<(String, Vec<u8>)> {
     let mut lines = Vec::new();
-    for f in corpus_files() {
+    for f in crate::provider::corpus_files("codex") {
         let mut p = CodexProjector::new(&f);
         let bytes = std::fs::read(&f).unwrap();
         for line in bytes.split(|b| *b == b'\n').filter(|l| !l.is_empty()) {
