@@ -216,7 +216,7 @@ mod tests {
         v.start_dir = Some("/home/me/src/web".to_owned());
         v.record_ts = Some(5_000);
         v.turn = Some("t1".to_owned());
-        v.message = Some("m".to_owned());
+        v.message = Some("m".into());
         v.branch = Some("feat/x".to_owned());
         v.background_tasks = 2;
         v.reason = Some("writer_gone");

@@ -196,7 +196,7 @@ mod tests {
         let mut v = crate::views::test_view("s1", Some("a1"), crate::model::SessionState::Failed);
         v.start_dir = Some("/home/me/src/web".to_owned());
         v.record_ts = Some(5_000);
-        v.message = Some("line \"one\"\nand two".to_owned());
+        v.message = Some("line \"one\"\nand two".into());
         v.branch = Some("feat/x".to_owned());
         v.background_tasks = 2;
         v.reason = Some("writer_gone");

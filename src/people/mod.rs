@@ -71,7 +71,7 @@ impl Row {
             project: crate::naming::view_project(v, 1),
             project_long: crate::naming::view_project(v, 2),
             at: v.record_ts,
-            message: v.message.clone().unwrap_or_default(),
+            message: v.message.as_deref().unwrap_or_default().to_owned(),
             background_tasks: u64::from(v.background_tasks),
             branch: v.branch.clone(),
         }

@@ -85,8 +85,9 @@ pub(super) struct Session {
     pub(super) last_ts: Option<i64>,
     pub(super) decided_line: u64,
     pub(super) decided_ts: Option<i64>,
+    /// Shared with the views made of it (`status` holds one per live session).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub(super) message: Option<String>,
+    pub(super) message: Option<Arc<str>>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub(super) evidence: Option<Evidence>,
     #[serde(default, skip_serializing_if = "background::Tasks::is_empty")]
@@ -253,7 +254,14 @@ pub(super) fn step(
                 // The agent already said it waits (registry, hook): the transcript's
                 // record of the same wait is the same wait, not a second page.
                 sess.heard.wait = false;
-                set_state(sess, SessionState::NeedsInput, line, ts, message, None);
+                set_state(
+                    sess,
+                    SessionState::NeedsInput,
+                    line,
+                    ts,
+                    message.map(Arc::from),
+                    None,
+                );
             } else if needs_input.is_some() {
                 let mut d = drafted(EventKind::NeedsInput, Some(turn));
                 d.message = message;
@@ -280,7 +288,14 @@ pub(super) fn step(
                 message: message.clone(),
                 deadline: now.mono.saturating_add(settle),
             });
-            set_state(sess, SessionState::Working, line, ts, message, None);
+            set_state(
+                sess,
+                SessionState::Working,
+                line,
+                ts,
+                message.map(Arc::from),
+                None,
+            );
             if let Some(ev) = evidence {
                 out.extend(confirm(sess, ev, now.wall));
             }
@@ -374,7 +389,7 @@ pub(super) fn set_state(
     state: SessionState,
     line: u64,
     ts: Option<i64>,
-    message: Option<String>,
+    message: Option<Arc<str>>,
     evidence: Option<Evidence>,
 ) {
     if state != SessionState::NeedsInput {
@@ -392,7 +407,7 @@ pub(super) fn set_state(
 /// The session waits for the person inside its turn, as the `needs_input` draft `d`
 /// says (its record, message and evidence); returns `d`.
 pub(super) fn wait(sess: &mut Session, d: Draft) -> Draft {
-    let message = d.message.clone();
+    let message = d.message.as_deref().map(Arc::from);
     set_state(
         sess,
         SessionState::NeedsInput,
@@ -418,7 +433,7 @@ pub(super) fn close(sess: &mut Session, state: SessionState, d: Draft) -> Draft 
         state,
         d.line,
         d.record_ts,
-        d.message.clone(),
+        d.message.as_deref().map(Arc::from),
         d.evidence,
     );
     d

@@ -22,7 +22,8 @@ pub struct SessionView {
     pub turn: Option<String>,
     pub line: u64,
     pub record_ts: Option<i64>,
-    pub message: Option<String>,
+    /// Shared with the session's own copy.
+    pub message: Option<Arc<str>>,
     pub evidence: Option<&'static str>,
     /// Background tasks still running or waiting to report back.
     pub background_tasks: u32,
