@@ -10,7 +10,7 @@
 //! full disk), what it held stays in memory, readable as before, and later puts are
 //! refused, so they stay in memory too: nothing is lost.
 
-use crate::reduce::{Spill, Spilled};
+use crate::reduce::{Spill, SpillAt, Spilled};
 use std::fs::{File, OpenOptions};
 use std::io;
 use std::os::unix::fs::{FileExt, OpenOptionsExt};
@@ -150,8 +150,9 @@ impl SpillFile {
     }
 }
 
-impl Spill for SpillFile {
-    fn put(&self, bytes: &[u8]) -> Option<Arc<dyn Spilled>> {
+impl SpillFile {
+    /// Appends `bytes` to the current file: the file, and where they lie in it.
+    fn take(&self, bytes: &[u8]) -> Option<(Arc<Region>, u32, u32)> {
         if self.failed.load(Ordering::Relaxed) {
             return None;
         }
@@ -171,7 +172,24 @@ impl Spill for SpillFile {
             }
             (at, len)
         };
+        Some((region, at, len))
+    }
+}
+
+impl Spill for SpillFile {
+    fn put(&self, bytes: &[u8]) -> Option<Arc<dyn Spilled>> {
+        let (region, at, len) = self.take(bytes)?;
         Some(Arc::new(Put { region, at, len }))
+    }
+
+    /// The file itself is the handle: a kept text costs no allocation of its own.
+    fn put_at(&self, bytes: &[u8]) -> Option<SpillAt> {
+        let (region, at, len) = self.take(bytes)?;
+        Some(SpillAt {
+            file: region,
+            at,
+            len,
+        })
     }
 }
 
@@ -189,19 +207,40 @@ impl Spilled for Put {
     }
 
     fn read_range_into(&self, from: usize, len: usize, out: &mut Vec<u8>) -> bool {
-        if self.region.unreadable.load(Ordering::Relaxed) {
-            tracing::error!("Cannot read the spill file back: a test said so.");
-            return false;
-        }
         if from
             .checked_add(len)
             .is_none_or(|end| end > self.len as usize)
         {
             return false;
         }
-        let at = u64::from(self.at) + from as u64;
+        self.region
+            .read_range_into(self.at as usize + from, len, out)
+    }
+}
+
+/// A whole scratch file, as the handle of the [`SpillAt`]s in it: read by range, from
+/// its first byte.
+impl Spilled for Region {
+    /// Never read whole: what is in it is read by the ranges put.
+    fn read(&self) -> Option<Vec<u8>> {
+        None
+    }
+
+    fn read_into(&self, _out: &mut Vec<u8>) -> bool {
+        false
+    }
+
+    fn read_range_into(&self, from: usize, len: usize, out: &mut Vec<u8>) -> bool {
+        if self.unreadable.load(Ordering::Relaxed) {
+            tracing::error!("Cannot read the spill file back: a test said so.");
+            return false;
+        }
+        let at = from as u64;
         {
-            let tail = lock(&self.region.tail);
+            let tail = lock(&self.tail);
+            if at.saturating_add(len as u64) > tail.end() {
+                return false;
+            }
             if at >= tail.written {
                 // Not written yet: from the buffer.
                 let Ok(i) = usize::try_from(at - tail.written) else {
@@ -219,7 +258,7 @@ impl Spilled for Put {
         // Read straight into `out`: no buffer of its own per read.
         let start = out.len();
         out.resize(start + len, 0);
-        match self.region.file.read_exact_at(&mut out[start..], at) {
+        match self.file.read_exact_at(&mut out[start..], at) {
             Ok(()) => true,
             Err(e) => {
                 out.truncate(start);
@@ -345,6 +384,56 @@ mod tests {
         let put = gone.put(b"lost").unwrap();
         assert!(!put.read_into(&mut all), "unreadable");
         assert_eq!(all, want, "left as it was");
+    }
+
+    #[test]
+    fn texts_put_at_share_their_file_and_read_back() {
+        let dir = tempfile::tempdir().unwrap();
+        let spill = SpillFile::new(dir.path()).unwrap();
+        let puts: Vec<(Vec<u8>, SpillAt)> = (0..2000u32)
+            .map(|i| {
+                let bytes = format!("{{\"n\":{i},\"pad\":\"{}\"}}", "y".repeat(i as usize % 89))
+                    .into_bytes();
+                let at = spill.put_at(&bytes).unwrap();
+                (bytes, at)
+            })
+            .collect();
+        assert!(
+            lock(&lock(&spill.current).region.tail).written > 0,
+            "some written"
+        );
+        for (bytes, at) in &puts {
+            assert!(Arc::ptr_eq(&at.file, &puts[0].1.file), "one handle for all");
+            assert_eq!(at.len as usize, bytes.len());
+            let mut out = b"x".to_vec();
+            assert!(
+                at.file
+                    .read_range_into(at.at as usize, at.len as usize, &mut out)
+            );
+            assert_eq!(
+                out[1..],
+                bytes[..],
+                "read back, from the file or the buffer"
+            );
+        }
+        // Nothing past what was put, whether written or not.
+        let (_, last) = puts.last().unwrap();
+        let mut out = Vec::new();
+        assert!(
+            !last
+                .file
+                .read_range_into(last.at as usize, last.len as usize + 1, &mut out)
+        );
+        assert!(out.is_empty(), "left as it was");
+        assert_eq!(last.file.read(), None, "the file is read by range only");
+        // Unreadable, as on a failing disk: refused, `out` as it was.
+        let gone = SpillFile::new(dir.path()).unwrap().unreadable(true);
+        let at = gone.put_at(b"lost").unwrap();
+        assert!(
+            !at.file
+                .read_range_into(at.at as usize, at.len as usize, &mut out)
+        );
+        assert!(out.is_empty());
     }
 
     #[test]
