@@ -148,9 +148,7 @@ impl SpillFile {
         }
         Some(current.region.clone())
     }
-}
 
-impl SpillFile {
     /// Appends `bytes` to the current file: the file, and where they lie in it.
     fn take(&self, bytes: &[u8]) -> Option<(Arc<Region>, u32, u32)> {
         if self.failed.load(Ordering::Relaxed) {
