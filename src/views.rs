@@ -75,6 +75,17 @@ enum Entry {
     /// Parked, its row not kept (no spill, or the spill refused it): the view is read
     /// back from the parked form when asked. Boxed: rare, and it must not widen the rest.
     Parked(Box<ParkedView>),
+    /// Parked working, its row kept as it shows until it turns stale and after. Boxed:
+    /// only sessions the liveness check cannot judge.
+    Turning(SessionState, Box<Turning>),
+}
+
+/// A parked row that turns stale at `at` (Unix ms): `working` until then, `stale` after.
+#[derive(Debug)]
+struct Turning {
+    at: i64,
+    working: RowAt,
+    stale: RowAt,
 }
 
 const _: () = assert!(size_of::<Entry>() <= 32);
@@ -85,6 +96,7 @@ impl Entry {
             Entry::Live(v) => v.state,
             Entry::Row(state, _) => *state,
             Entry::Parked(p) => p.state,
+            Entry::Turning(state, _) => *state,
         }
     }
 }
@@ -122,9 +134,12 @@ impl Table {
             let (key, entry) = match change {
                 SessionChange::Updated(v) => (v.key.clone(), Some(Entry::Live(Arc::new(v)))),
                 SessionChange::Parked(key, p) => {
-                    let entry = match rows.next().flatten() {
-                        Some(row) => Entry::Row(p.state, row),
-                        None => Entry::Parked(Box::new(p)),
+                    let entry = match (rows.next(), p.stale_at) {
+                        (Some((Some(working), Some(stale))), Some(at)) => {
+                            Entry::Turning(p.state, Box::new(Turning { at, working, stale }))
+                        }
+                        (Some((Some(row), None)), None) => Entry::Row(p.state, row),
+                        _ => Entry::Parked(Box::new(p)),
                     };
                     (key, Some(entry))
                 }
@@ -162,11 +177,12 @@ impl Table {
         self.added = 0;
     }
 
-    /// The rows of the sessions `batch` parks, in its order, one for each: formatted and
-    /// put in the spill a few hundred at a time, in key order. A `status` answer walks the
-    /// table in key order too, so a put then holds a run of neighbouring rows, which
-    /// [`RowReads`] reads at once (a history read parks most sessions in one batch).
-    fn park_rows(&self, batch: &Batch) -> Vec<Option<RowAt>> {
+    /// The rows of the sessions `batch` parks, in its order, one for each (and for one
+    /// that turns stale, its row after too): formatted and put in the spill a few hundred
+    /// at a time, in key order. A `status` answer walks the table in key order too, so a
+    /// put then holds a run of neighbouring rows, which [`RowReads`] reads at once (a
+    /// history read parks most sessions in one batch).
+    fn park_rows(&self, batch: &Batch) -> Vec<(Option<RowAt>, Option<RowAt>)> {
         let parked: Vec<(&SessionKey, &ParkedView)> = batch
             .iter()
             .filter_map(|c| match c {
@@ -175,22 +191,29 @@ impl Table {
             })
             .collect();
         let Some(r) = &self.rows else {
-            return parked.iter().map(|_| None).collect();
+            return parked.iter().map(|_| (None, None)).collect();
         };
-        let mut out = vec![None; parked.len()];
+        let mut out = vec![(None, None); parked.len()];
         let mut order: Vec<usize> = (0..parked.len()).collect();
         order.sort_by_key(|&i| parked[i].0);
-        // Rows formatted but not put yet: their bytes, and (index in `out`, from, len).
+        // Rows formatted but not put yet: their bytes, and (index in `out`, whether the
+        // row after it turns stale, from, len).
         let mut buf = Vec::new();
-        let mut pending: Vec<(usize, u32, u32)> = Vec::new();
-        let put = |buf: &mut Vec<u8>, pending: &mut Vec<_>, out: &mut Vec<Option<RowAt>>| {
+        let mut pending: Vec<(usize, bool, u32, u32)> = Vec::new();
+        type Out = Vec<(Option<RowAt>, Option<RowAt>)>;
+        let put = |buf: &mut Vec<u8>, pending: &mut Vec<(usize, bool, u32, u32)>, out: &mut Out| {
             if let Some(p) = (!buf.is_empty()).then(|| r.spill.put(buf)).flatten() {
-                for &(i, from, len) in pending.iter() {
-                    out[i] = Some(RowAt {
+                for &(i, stale, from, len) in pending.iter() {
+                    let at = Some(RowAt {
                         put: p.clone(),
                         from,
                         len,
                     });
+                    if stale {
+                        out[i].1 = at;
+                    } else {
+                        out[i].0 = at;
+                    }
                 }
             }
             buf.clear();
@@ -201,12 +224,23 @@ impl Table {
             let Some(view) = p.view(key) else {
                 continue;
             };
-            let row = (r.format)(&view);
-            let (Ok(from), Ok(len)) = (u32::try_from(buf.len()), u32::try_from(row.len())) else {
-                continue;
+            // As of a time past every record, with no quiet period, a row shows stale if
+            // it ever will; as of the epoch with the longest, never.
+            let rows = match p.stale_at {
+                Some(_) => vec![
+                    (false, (r.format)(&view, 0, u64::MAX)),
+                    (true, (r.format)(&view, i64::MAX, 0)),
+                ],
+                None => vec![(false, (r.format)(&view, i64::MAX, 0))],
             };
-            buf.extend_from_slice(&row);
-            pending.push((i, from, len));
+            for (stale, row) in rows {
+                let (Ok(from), Ok(len)) = (u32::try_from(buf.len()), u32::try_from(row.len()))
+                else {
+                    continue;
+                };
+                buf.extend_from_slice(&row);
+                pending.push((i, stale, from, len));
+            }
             if buf.len() >= ROWS_PUT {
                 put(&mut buf, &mut pending, &mut out);
             }
@@ -228,20 +262,26 @@ impl Table {
     /// parked session whose row is kept has only its key and state here; its row is in
     /// [`Table::rows`].
     pub fn snapshot(&self) -> Snapshot {
-        self.rows().iter().map(RowSource::view).collect()
+        // The time only picks a parked row, and a view carries none.
+        self.rows(0).iter().map(RowSource::view).collect()
     }
 
-    /// Every session's row source, sorted by key: cheap (shared handles), so the keeper
-    /// is free again at once and the asking thread does the reading.
-    pub fn rows(&self) -> Vec<RowSource> {
-        self.sessions.iter().map(row_source).collect()
+    /// Every session's row source as of `now` (Unix ms), sorted by key: cheap (shared
+    /// handles), so the keeper is free again at once and the asking thread does the
+    /// reading.
+    pub fn rows(&self, now: i64) -> Vec<RowSource> {
+        self.sessions.iter().map(|e| row_source(e, now)).collect()
     }
 
     /// [`Table::rows`] handed to `send` [`ROWS_CHUNK`] at a time, until it says stop.
-    fn rows_in_chunks(&self, mut send: impl FnMut(Vec<RowSource>) -> bool) {
+    fn rows_in_chunks(&self, now: i64, mut send: impl FnMut(Vec<RowSource>) -> bool) {
         let mut it = self.sessions.iter();
         loop {
-            let chunk: Vec<RowSource> = it.by_ref().take(ROWS_CHUNK).map(row_source).collect();
+            let chunk: Vec<RowSource> = it
+                .by_ref()
+                .take(ROWS_CHUNK)
+                .map(|e| row_source(e, now))
+                .collect();
             if chunk.is_empty() || !send(chunk) {
                 return;
             }
@@ -261,7 +301,7 @@ impl Table {
     }
 }
 
-fn row_source((key, e): (&Key, &Entry)) -> RowSource {
+fn row_source((key, e): (&Key, &Entry), now: i64) -> RowSource {
     let key = key.key();
     match e {
         Entry::Live(v) => RowSource::View(v.clone()),
@@ -269,6 +309,11 @@ fn row_source((key, e): (&Key, &Entry)) -> RowSource {
             key,
             state: *state,
             row: row.clone(),
+        },
+        Entry::Turning(state, t) => RowSource::Row {
+            key,
+            state: *state,
+            row: if now > t.at { &t.stale } else { &t.working }.clone(),
         },
         Entry::Parked(p) => RowSource::Parked {
             key,
@@ -366,7 +411,8 @@ fn keep(
                     drain(changes, &mut table);
                     publish(&table);
                     let Request(tx) = reply;
-                    table.rows_in_chunks(|chunk| tx.send(chunk).is_ok());
+                    let now = crate::clock::wall_now();
+                    table.rows_in_chunks(now, |chunk| tx.send(chunk).is_ok());
                 }
                 Err(_) => requests = None,
             },

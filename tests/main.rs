@@ -52,6 +52,7 @@ mod opencode_daemon;
 mod oversized_final;
 mod parallel;
 mod park;
+mod park_open;
 mod part_d;
 mod part_e_claude;
 mod part_e_copilot;

@@ -24,7 +24,7 @@ use std::time::Duration;
 const MAX_LINE: usize = 8 << 20;
 
 /// Events, sessions at the end, the `status` table's views, saved sessions per file, and
-/// the most sessions parked at once.
+/// how many times a file's sessions were parked.
 type Run = (
     Vec<Event>,
     Vec<SessionView>,
@@ -38,7 +38,9 @@ type Run = (
 /// Returns the events, the sessions at the end, the views a `status` table kept from
 /// the reported changes, and each file's saved sessions as a checkpoint holds them.
 /// With `spill`, parked sessions go to the daemon's scratch file in that directory.
-fn run_corpus(park: bool, spill: Option<&std::path::Path>) -> Option<Run> {
+/// With `open` (the liveness check's quiet period), open turns park too, as the
+/// daemon's do, and the run ends with a liveness sweep that finds no writer alive.
+fn run_corpus(park: bool, spill: Option<&std::path::Path>, open: Option<u64>) -> Option<Run> {
     let corpus = common::corpus()?;
     let mut files = watch::find(&Root {
         path: corpus.clone(),
@@ -56,11 +58,14 @@ fn run_corpus(park: bool, spill: Option<&std::path::Path>) -> Option<Run> {
             format: baton::socket::parked_row,
         });
     }
+    if let Some(after) = open {
+        r.park_open_turns(after);
+    }
     r.track_changes();
     let mut out = Vec::new();
     let mut clock = 0;
     let mut read: Vec<Arc<str>> = Vec::new();
-    let mut most_parked = 0;
+    let mut parks = 0;
     for f in &files {
         let bytes = std::fs::read(&f.path).unwrap();
         let mut fd = FileFeed::new(&f.path, f.provider, MAX_LINE);
@@ -69,17 +74,29 @@ fn run_corpus(park: bool, spill: Option<&std::path::Path>) -> Option<Run> {
             common::feed_ticking(&mut fd, &mut r, &mut clock, chunk, &mut out);
             if park {
                 for p in &read {
-                    r.park_path(p, Now::virtual_at(clock));
+                    parks += usize::from(r.park_path(p, Now::virtual_at(clock)));
                 }
-                most_parked = most_parked.max(r.parked_count());
             }
             table.apply(r.take_changes());
         }
     }
+    if let Some(after) = open {
+        let now = Now::virtual_at(clock + after as i64);
+        for q in r.quiet_working(now, after) {
+            r.writer_gone(&q.key, now, after, &mut out);
+        }
+        table.apply(r.take_changes());
+    }
     r.tick(Now::virtual_at(clock + 10 * SETTLE_MS as i64), &mut out);
     table.apply(r.take_changes());
+    // A parked row is `status`'s line at any time after it was parked, with the
+    // daemon's quiet period where open turns park; without, at any time at all.
+    let times = match open {
+        Some(after) => vec![(clock, after), (clock + 86_400_000, after)],
+        None => vec![(clock, 1), (clock + 86_400_000, 60_000), (0, u64::MAX)],
+    };
     let kept = if spill.is_some() {
-        parked_rows_are_the_status_rows(&table, &r.sessions(), clock)
+        parked_rows_are_the_status_rows(&table, &r.sessions(), &times)
     } else {
         table.snapshot().iter().map(|v| (**v).clone()).collect()
     };
@@ -87,24 +104,24 @@ fn run_corpus(park: bool, spill: Option<&std::path::Path>) -> Option<Run> {
         .iter()
         .map(|p| serde_json::to_string(&r.save_path(p, Now::virtual_at(clock))).unwrap())
         .collect();
-    Some((out, r.sessions(), kept, saved, most_parked))
+    Some((out, r.sessions(), kept, saved, parks))
 }
 
 #[test]
 fn parking_every_file_at_every_chunk_changes_nothing_on_the_corpus() {
-    let Some(unparked) = run_corpus(false, None) else {
+    let Some(unparked) = run_corpus(false, None, None) else {
         return;
     };
-    same_run(unparked, run_corpus(true, None).unwrap());
+    same_run(unparked, run_corpus(true, None, None).unwrap());
 }
 
 #[test]
 fn parking_into_the_spill_file_changes_nothing_on_the_corpus() {
-    let Some(unparked) = run_corpus(false, None) else {
+    let Some(unparked) = run_corpus(false, None, None) else {
         return;
     };
     let dir = tempfile::tempdir().unwrap();
-    same_run(unparked, run_corpus(true, Some(dir.path())).unwrap());
+    same_run(unparked, run_corpus(true, Some(dir.path()), None).unwrap());
     assert_eq!(
         std::fs::read_dir(dir.path()).unwrap().count(),
         0,
@@ -112,31 +129,63 @@ fn parking_into_the_spill_file_changes_nothing_on_the_corpus() {
     );
 }
 
-/// Every parked session's row kept by `table` is the line `status` writes for its view,
-/// whenever it is asked: a parked session is never working, so never shown stale. Returns
-/// what the table holds, as views: each live one as kept, and for each parked row the
-/// view (of `sessions`) it was just checked against.
+/// Open turns parked as the daemon parks them (working ones until their liveness check
+/// falls due, waiting ones, stale ones) change nothing either: the same events, through
+/// a last sweep that finds every writer gone, the same `status` rows and checkpoints;
+/// and more sessions are parked at once than without.
+#[test]
+fn parking_open_turns_changes_nothing_on_the_corpus() {
+    const AFTER: u64 = 120_000;
+    let Some(unparked) = run_corpus(false, None, Some(AFTER)) else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let parked = run_corpus(true, Some(dir.path()), Some(AFTER)).unwrap();
+    let closed_only = run_corpus(true, None, None).unwrap().4;
+    assert!(
+        parked.4 > closed_only + 10,
+        "open turns parked too: {} parks, {closed_only} without",
+        parked.4
+    );
+    let interrupted = unparked
+        .0
+        .iter()
+        .filter(|e| e.reason.as_deref() == Some("writer_gone"))
+        .count();
+    assert!(interrupted > 0, "the last sweep ended turns: {interrupted}");
+    same_run(unparked, parked);
+}
+
+/// Every parked session's row kept by `table` is the line `status` writes for its view
+/// at each of `times` (now, and the quiet period after which a working session the
+/// liveness check cannot judge shows stale). Returns what the table holds, as views:
+/// each live one as kept, and for each parked row the view (of `sessions`) it was just
+/// checked against.
 fn parked_rows_are_the_status_rows(
     table: &Table,
     sessions: &[SessionView],
-    clock: i64,
+    times: &[(i64, u64)],
 ) -> Vec<SessionView> {
-    let rows = table.rows();
-    assert_eq!(rows.len(), sessions.len());
     let mut parked = 0;
     let mut kept = Vec::new();
-    for (source, view) in rows.iter().zip(sessions) {
-        let Some(row) = source.row() else {
-            assert!(
-                matches!(source, RowSource::View(_)),
-                "a parked row unreadable"
-            );
-            kept.push((*source.view()).clone());
-            continue;
-        };
-        parked += 1;
-        kept.push(view.clone());
-        for (now, after) in [(clock, 1), (clock + 86_400_000, 60_000), (0, u64::MAX)] {
+    for (t, &(now, after)) in times.iter().enumerate() {
+        let rows = table.rows(now);
+        assert_eq!(rows.len(), sessions.len());
+        for (source, view) in rows.iter().zip(sessions) {
+            let Some(row) = source.row() else {
+                assert!(
+                    matches!(source, RowSource::View(_)),
+                    "a parked row unreadable"
+                );
+                if t == 0 {
+                    kept.push((*source.view()).clone());
+                }
+                continue;
+            };
+            if t == 0 {
+                parked += 1;
+                kept.push(view.clone());
+            }
             let mut line = Vec::new();
             baton::session_row::write_line(view, now, after, Command::Status, &mut line).unwrap();
             assert_eq!(
@@ -225,7 +274,7 @@ fn parked_rows_are_read_back_a_put_at_a_time() {
     }
     table.apply(r.take_changes());
     let sessions = r.sessions();
-    let rows = table.rows();
+    let rows = table.rows(clock);
     assert_eq!(rows.len(), n);
     let before = reads.load(Ordering::Relaxed);
     let mut via = RowReads::default();
@@ -252,10 +301,7 @@ fn parked_rows_are_read_back_a_put_at_a_time() {
 fn same_run(unparked: Run, parked_run: Run) {
     let (events, sessions, kept, saved, _) = unparked;
     let (p_events, p_sessions, p_kept, p_saved, parked) = parked_run;
-    assert!(
-        parked > 20,
-        "parking happened: at most {parked} sessions parked at once"
-    );
+    assert!(parked > 20, "parking happened: {parked} times");
     assert_eq!(p_events.len(), events.len(), "event count");
     for (a, b) in events.iter().zip(&p_events) {
         assert_eq!(a, b, "events differ");

@@ -279,16 +279,23 @@ impl Reduce {
     }
 
     /// Quiet working sessions checked for a live writer (one look through `/proc` for
-    /// all of them); those with none end as `writer_gone`.
+    /// all of them); those with none end as `writer_gone`. The files of idle ones are
+    /// offered for parking again: a session decided now parks, one found alive stays
+    /// live (due, it is asked again at every sweep).
     fn judge_writers(&mut self, files: &Files) {
         let now = files.now();
         self.live_cutoff(files, now);
-        super::liveness::sweep(
+        let asked = super::liveness::sweep(
             files.limits().liveness_after_ms,
             &mut self.reducer,
             now,
             &mut self.out,
         );
+        for path in asked {
+            if files.is_idle(Path::new(&*path)) {
+                self.reducer.park_path(&path, now);
+            }
+        }
     }
 
     /// A history reader's result, in the walk's order: reduced and committed like any

@@ -105,6 +105,7 @@ impl Core {
         let run_id = format!("{}:{start}", std::process::id());
         let mut reducer = Reducer::new(settings.settle_ms, dedup_capacity());
         reducer.record_decided();
+        reducer.park_open_turns(settings.liveness_after_ms);
         if let Some(spill) = &spill {
             reducer.spill_parked(spill.clone());
         }

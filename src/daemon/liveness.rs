@@ -22,6 +22,7 @@ use crate::model::Event;
 use crate::process::{Found, Need, PROC, Procs, Wanted, need_for, own_uid, scan};
 use crate::reduce::{Quiet, Reducer};
 use std::path::Path;
+use std::sync::Arc;
 
 // Moved to `crate::process` (below `focus`, which asks them too); named here for old paths.
 pub use crate::process::{same_process, writer_pid};
@@ -35,8 +36,15 @@ fn need(q: &Quiet) -> Option<Need> {
 }
 
 /// One sweep's check: ends the turns of quiet working sessions with no live writer.
-pub fn sweep(after_ms: u64, reducer: &mut Reducer, now: Now, out: &mut Vec<Event>) {
-    sweep_in(None, after_ms, reducer, now, out);
+/// Returns the files of the sessions it asked about (parked ones were brought back to
+/// be asked about: the caller parks those of idle files again).
+pub fn sweep(
+    after_ms: u64,
+    reducer: &mut Reducer,
+    now: Now,
+    out: &mut Vec<Event>,
+) -> Vec<Arc<str>> {
+    sweep_in(None, after_ms, reducer, now, out)
 }
 
 /// This user's processes, read now ([`Procs::read`] on the real process table), or
@@ -60,13 +68,14 @@ fn sweep_in(
     reducer: &mut Reducer,
     now: Now,
     out: &mut Vec<Event>,
-) {
+) -> Vec<Arc<str>> {
     let mut quiet = reducer.quiet_working(now, after_ms);
+    let asked = quiet.iter().map(|q| q.path.clone()).collect();
     // A session Claude Code's registry lists with a live process of its own is alive,
     // wherever that process runs.
     quiet.retain(|q| !crate::process::listed_alive(&q.key.session));
     if quiet.is_empty() {
-        return;
+        return asked;
     }
     match procs {
         Some(procs) => judge(
@@ -78,10 +87,12 @@ fn sweep_in(
             out,
         ),
         None => {
-            let Some(uid) = own_uid() else { return };
-            check(Path::new(PROC), uid, after_ms, quiet, reducer, now, out);
+            if let Some(uid) = own_uid() {
+                check(Path::new(PROC), uid, after_ms, quiet, reducer, now, out);
+            }
         }
     }
+    asked
 }
 
 /// [`sweep`] on a given process table (tests use the real one with their own

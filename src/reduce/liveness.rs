@@ -25,7 +25,9 @@ pub struct Quiet {
 impl Reducer {
     /// The main sessions working on an open turn (no answer pending) and quiet for at
     /// least `after_ms` at `now`: the ones whose writer should be looked for.
-    pub fn quiet_working(&self, now: Now, after_ms: u64) -> Vec<Quiet> {
+    /// Parked ones fall due too: they are brought back first, and asked about as any.
+    pub fn quiet_working(&mut self, now: Now, after_ms: u64) -> Vec<Quiet> {
+        self.unpark_due(now, after_ms);
         let mut v: Vec<Quiet> = self
             .sessions
             .iter()
@@ -83,14 +85,20 @@ const WRITER_GONE: &str = "writer_gone:";
 pub(super) fn writer_check_due(s: &Session, now: Now, after_ms: u64) -> bool {
     s.state == SessionState::Working
         && s.turn.as_ref().is_some_and(|t| t.open && t.cand.is_none())
-        && (background::liveness_due(s.last_seen, now.mono, after_ms)
-            || s.last_ts.is_some_and(|t| {
-                background::liveness_due(
-                    u64::try_from(t).unwrap_or(u64::MAX),
-                    u64::try_from(now.wall).unwrap_or(0),
-                    after_ms,
-                )
-            }))
+        && quiet_for(s.last_seen, s.last_ts, now, after_ms)
+}
+
+/// Quiet for `after_ms` at `now`: since `last_seen` (monotonic ms), or by the last
+/// record's own time `last_ts` (Unix ms).
+pub(super) fn quiet_for(last_seen: u64, last_ts: Option<i64>, now: Now, after_ms: u64) -> bool {
+    background::liveness_due(last_seen, now.mono, after_ms)
+        || last_ts.is_some_and(|t| {
+            background::liveness_due(
+                u64::try_from(t).unwrap_or(u64::MAX),
+                u64::try_from(now.wall).unwrap_or(0),
+                after_ms,
+            )
+        })
 }
 
 /// Whether the liveness check could judge `s` while it works: its agent has a writer

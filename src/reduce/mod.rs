@@ -89,6 +89,9 @@ pub struct Reducer {
     changed: Option<HashSet<SessionKey>>,
     /// Sessions of cold files, in saved form (see `park.rs`).
     parked: park::Parked,
+    /// `Some` (the liveness check's quiet period) when open turns park too (see
+    /// [`Reducer::park_open_turns`]).
+    open_after: Option<u64>,
     signal_stats: SignalStats,
 }
 
@@ -105,6 +108,7 @@ impl Reducer {
             history_before: None,
             changed: None,
             parked: park::Parked::default(),
+            open_after: None,
             signal_stats: SignalStats::default(),
         }
     }
@@ -300,12 +304,14 @@ impl Reducer {
         }
     }
 
-    /// Paths of the sessions whose turn is still open (working or waiting for input).
+    /// Paths of the sessions whose turn is still open (working or waiting for input),
+    /// parked ones too.
     pub fn open_paths(&self) -> impl Iterator<Item = &Arc<str>> {
         self.sessions
             .values()
             .filter(|s| s.turn.as_ref().is_some_and(|t| t.open))
             .map(|s| &s.path)
+            .chain(self.parked_open_paths())
     }
 
     fn finish(&mut self, key: &SessionKey, path: &Arc<str>, mut d: Draft) -> Option<Event> {

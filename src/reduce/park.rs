@@ -3,22 +3,31 @@
 //!
 //! A daemon watching thousands of idle sessions would otherwise hold every one's full
 //! state (its map entry, strings and index) although nothing can happen to it until its
-//! file changes. A file's sessions are parked only when time cannot change them (no open
-//! turn, no pending answer), so no timer and no liveness question needs them; `status`
+//! file changes. A file's sessions are parked only when no timer needs them (no pending
+//! answer) and what `status` shows of them cannot change while they wait; `status`
 //! keeps showing them from its own table. They come back, exactly as saved, the moment
 //! anything asks for them: a record from their file or for one of their keys, a save of
 //! the file's checkpoint, a settle, or forgetting the file.
+//!
+//! Where the daemon asks for it ([`Reducer::park_open_turns`]), a turn still open parks
+//! too: a fifth of the sessions on a heavy machine are working or waiting in files idle
+//! for hours (at 100,000 sessions, 35 MiB of the daemon's resident memory). What time
+//! can still do to them is kept beside the saved form ([`Open`]): when the liveness
+//! check falls due, which brings them back to be asked about; and a hash of each main
+//! session's id, so a signal naming one by a prefix of its id finds it.
 //!
 //! The saved form can itself be kept out of memory, in a [`Spill`] the daemon hands over
 //! (a scratch file): it is most of what an idle session costs. Without one, or when the
 //! spill cannot take it, it stays in memory.
 
 use super::Reducer;
+use super::liveness::{judged, quiet_for};
 use super::saved::SavedSession;
+use super::session::Session;
 use super::views::{ParkedView, SessionChange};
 use crate::clock::Now;
-use crate::model::SessionKey;
-use foldhash::HashMap;
+use crate::model::{SessionKey, SessionState};
+use foldhash::{HashMap, HashSet};
 use std::hash::{DefaultHasher, Hash, Hasher};
 use std::sync::Arc;
 
@@ -163,6 +172,29 @@ pub(super) struct Parked {
     /// in effect: each must be read again from its first byte ([`Reducer::take_lost`]),
     /// and until then its records are left for that re-read.
     pub(super) lost: Vec<(Arc<str>, Option<i64>)>,
+    /// Parked files with a turn still open.
+    pub(super) open_files: HashSet<Arc<str>>,
+    /// What time can do to their main sessions on an open turn (see [`Open`]). One flat
+    /// list, not an allocation per file: made as a file's sessions are freed, small
+    /// allocations of their own would each keep one of those pages in use (at 100,000
+    /// sessions 30 MiB resident for 3 MB of entries).
+    pub(super) open: Vec<Open>,
+}
+
+/// A parked main session on an open turn: which one (its key's hash, and a hash of its
+/// id's first block, so that a signal naming it by a prefix of its id finds it), and,
+/// for one the liveness check judges, what tells when the check falls due. The saved
+/// form keeps neither clock: `last_seen` is monotonic, and restoring counts from the
+/// restore.
+#[derive(Debug)]
+pub(super) struct Open {
+    pub(super) path: Arc<str>,
+    key: u64,
+    head: u64,
+    pub(super) last_seen: u64,
+    pub(super) last_ts: Option<i64>,
+    /// Working, with no answer pending, and judged by the liveness check.
+    pub(super) checked: bool,
 }
 
 /// Parked sessions that could not be read back (logged where it is found).
@@ -172,6 +204,15 @@ pub(super) struct Unreadable;
 fn key_hash(key: &SessionKey) -> u64 {
     let mut h = DefaultHasher::new();
     key.hash(&mut h);
+    h.finish()
+}
+
+/// A hash of `provider` and `id` up to its first `-`: every id a prefix signal
+/// ([`crate::provider::signal::SessionRef::Prefix`]) names has its prefix's.
+fn head_hash(provider: crate::model::ProviderKind, id: &str) -> u64 {
+    let head = id.split('-').next().unwrap_or(id);
+    let mut h = DefaultHasher::new();
+    (provider, head).hash(&mut h);
     h.finish()
 }
 
@@ -240,22 +281,47 @@ impl Reducer {
         self.parked.spill = Some(spill);
     }
 
-    /// Parks the sessions last fed from `path` if time cannot change any of them; true
-    /// if it did. The file must be read up to a line's end (its projector saved): a
-    /// record arriving later brings them back first.
+    /// Parks open turns too from now on (the daemon's choice; see the module's note):
+    /// `liveness_after_ms` is the liveness check's quiet period, which also decides when
+    /// a working session shows as stale.
+    pub fn park_open_turns(&mut self, liveness_after_ms: u64) {
+        self.open_after = Some(liveness_after_ms);
+    }
+
+    /// Parks the sessions last fed from `path` if no timer needs any of them and what
+    /// `status` shows of them cannot change while parked; true if it did. The file must
+    /// be read up to a line's end (its projector saved): a record arriving later brings
+    /// them back first.
     pub fn park_path(&mut self, path: &str, now: Now) -> bool {
         let Some(keys) = self.by_path.get(path) else {
             return false;
         };
         let still = keys.iter().all(|k| {
-            self.sessions.get(k).is_some_and(|s| {
-                s.state != crate::model::SessionState::Working
-                    && s.turn.as_ref().is_none_or(|t| !t.open && t.cand.is_none())
-            })
+            self.sessions
+                .get(k)
+                .is_some_and(|s| parkable(k, s, now, self.open_after))
         });
         if !still || self.parked.has(path) {
             return false;
         }
+        let open = keys
+            .iter()
+            .filter_map(|k| Some((k, self.sessions.get(k)?)))
+            .filter(|(k, s)| k.agent.is_none() && s.turn.as_ref().is_some_and(|t| t.open))
+            .map(|(k, s)| Open {
+                path: s.path.clone(),
+                key: key_hash(k),
+                head: head_hash(k.provider, &k.session),
+                last_seen: s.last_seen,
+                last_ts: s.last_ts,
+                checked: s.state == SessionState::Working && judged(k.provider, s),
+            })
+            .collect::<Vec<_>>();
+        let any_open = keys.iter().any(|k| {
+            self.sessions
+                .get(k)
+                .is_some_and(|s| s.turn.as_ref().is_some_and(|t| t.open))
+        });
         let Some(saved) = self.save_path(path, now) else {
             return false;
         };
@@ -277,6 +343,9 @@ impl Reducer {
                 let pv = ParkedView {
                     path: path.clone(),
                     state: sess.state,
+                    stale_at: self
+                        .open_after
+                        .and_then(|after| stale_at(&key, &sess, after)),
                     blob: blob.clone(),
                 };
                 self.parked
@@ -284,6 +353,10 @@ impl Reducer {
                     .push(SessionChange::Parked(key.clone(), pv));
             }
             self.parked.keys.insert(key_hash(&key), path.clone());
+        }
+        if any_open {
+            self.parked.open_files.insert(path.clone());
+            self.parked.open.extend(open);
         }
         self.parked.files.insert(path, blob);
         true
@@ -297,6 +370,16 @@ impl Reducer {
         let Some((path, _)) = self.parked.files.remove_entry(path) else {
             return;
         };
+        let mut open = Vec::new();
+        if self.parked.open_files.remove(&path) {
+            self.parked.open.retain(|o| {
+                let mine = o.path == path;
+                if mine {
+                    open.push((o.key, o.last_seen));
+                }
+                !mine
+            });
+        }
         let Ok(saved) = read else {
             self.parked.keys.retain(|_, p| *p != path);
             if !self.parked.is_lost(&path) {
@@ -312,6 +395,60 @@ impl Reducer {
         let changed = self.changed.take();
         self.restore_path(&path, saved, now);
         self.changed = changed;
+        // Quiet since it was last fed, not since now: the liveness check stays due.
+        if !open.is_empty() {
+            let keys = self.by_path.get(&path).cloned().unwrap_or_default();
+            for k in keys {
+                let h = key_hash(&k);
+                if let Some(&(_, seen)) = open.iter().find(|(key, _)| *key == h)
+                    && let Some(s) = self.sessions.get_mut(&k)
+                {
+                    s.last_seen = seen;
+                }
+            }
+        }
+    }
+
+    /// Brings back the parked files whose liveness check fell due by `now`, so that
+    /// [`Reducer::quiet_working`] asks about them as about any live session.
+    pub(super) fn unpark_due(&mut self, now: Now, after_ms: u64) {
+        let due: Vec<Arc<str>> = self
+            .parked
+            .open
+            .iter()
+            .filter(|o| o.checked && quiet_for(o.last_seen, o.last_ts, now, after_ms))
+            .map(|o| o.path.clone())
+            .collect();
+        for p in due {
+            self.unpark(&p, now);
+        }
+    }
+
+    /// Brings back the parked files with a main session of `provider` on an open turn
+    /// whose id may start with `prefix` and a `-` (a signal that names no whole id; a
+    /// few more, where hashes collide: the caller matches the ids).
+    pub(super) fn unpark_prefixed(
+        &mut self,
+        provider: crate::model::ProviderKind,
+        prefix: &str,
+        now: Now,
+    ) {
+        let head = head_hash(provider, prefix);
+        let found: Vec<Arc<str>> = self
+            .parked
+            .open
+            .iter()
+            .filter(|o| o.head == head)
+            .map(|o| o.path.clone())
+            .collect();
+        for p in found {
+            self.unpark(&p, now);
+        }
+    }
+
+    /// Paths of parked files with a turn still open.
+    pub(super) fn parked_open_paths(&self) -> impl Iterator<Item = &Arc<str>> {
+        self.parked.open_files.iter()
     }
 
     /// Brings back whatever a record for `key` from `path` may touch.
@@ -343,4 +480,43 @@ impl Reducer {
 /// Marks every parked view as published: `take_changes` hands them out first.
 pub(super) fn take_parked_views(r: &mut Reducer) -> Vec<SessionChange> {
     std::mem::take(&mut r.parked.views)
+}
+
+/// Whether `s` may be parked at `now`: no timer needs it. A closed turn always; an open
+/// one only where the daemon parks open turns (`open_after`, the liveness check's quiet
+/// period), and only if no signal was heard for it (that memory is not saved), and, for
+/// a working session the check judges, if the check is not due yet (one due, or found
+/// alive, stays live for the sweeps to ask again, rather than being woken at each). One
+/// the check cannot judge parks with the time it turns stale ([`stale_at`]).
+fn parkable(k: &SessionKey, s: &Session, now: Now, open_after: Option<u64>) -> bool {
+    if s.turn.as_ref().is_some_and(|t| t.cand.is_some()) {
+        return false;
+    }
+    let open = s.turn.as_ref().is_some_and(|t| t.open);
+    if s.state != SessionState::Working && !open {
+        return true;
+    }
+    let Some(after) = open_after else {
+        return false;
+    };
+    if s.heard != super::signal::Heard::default() {
+        return false;
+    }
+    if s.state != SessionState::Working {
+        return true;
+    }
+    !(k.agent.is_none() && judged(k.provider, s) && quiet_for(s.last_seen, s.last_ts, now, after))
+}
+
+/// When a working session the liveness check cannot judge shows as stale: `after_ms`
+/// past its last record's time (see `SessionView::shown_state`); `None` for any other.
+fn stale_at(k: &SessionKey, s: &Session, after_ms: u64) -> Option<i64> {
+    let judged = k.agent.is_none() && judged(k.provider, s);
+    if s.state != SessionState::Working || judged {
+        return None;
+    }
+    Some(
+        s.last_ts?
+            .saturating_add(i64::try_from(after_ms).unwrap_or(i64::MAX)),
+    )
 }

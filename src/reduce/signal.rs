@@ -63,19 +63,29 @@ impl Reducer {
             .filter(|k| sig.session.matches(&k.session))
             .cloned()
             .collect();
-        if keys.is_empty()
-            && let crate::provider::signal::SessionRef::Id(id) = &sig.session
-        {
-            // A parked (cold) session wakes up for it.
-            let key = SessionKey {
-                provider: sig.provider,
-                session: id.clone(),
-                agent: None,
-            };
-            self.unpark_for(&key, "", now);
-            if self.sessions.contains_key(&key) {
-                keys.push(key);
+        if keys.is_empty() {
+            // A parked (cold) session wakes up for it: by its key's hash, or, for a
+            // prefix of an id, among the parked ones on an open turn.
+            match &sig.session {
+                crate::provider::signal::SessionRef::Id(id) => {
+                    let key = SessionKey {
+                        provider: sig.provider,
+                        session: id.clone(),
+                        agent: None,
+                    };
+                    self.unpark_for(&key, "", now);
+                }
+                crate::provider::signal::SessionRef::Prefix(p) => {
+                    self.unpark_prefixed(sig.provider, p, now);
+                }
             }
+            keys = self
+                .sessions
+                .keys()
+                .filter(|k| k.provider == sig.provider && k.agent.is_none())
+                .filter(|k| sig.session.matches(&k.session))
+                .cloned()
+                .collect();
         }
         if keys.is_empty() {
             self.signal_stats.unmatched += 1;

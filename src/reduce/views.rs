@@ -97,6 +97,9 @@ pub enum SessionChange {
 pub struct ParkedView {
     pub path: Arc<str>,
     pub state: SessionState,
+    /// For a working session the liveness check cannot judge, when (Unix ms) its shown
+    /// state turns [`STALE`] while it waits: `status` keeps its row both ways.
+    pub stale_at: Option<i64>,
     /// The file's parked sessions, as saved.
     pub(super) blob: super::park::Kept,
 }

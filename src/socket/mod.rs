@@ -286,12 +286,14 @@ fn write_status_line(
 }
 
 /// A parked session's `status` row, formatted once when it is parked (see
-/// [`crate::views::ParkedRows`]): the same bytes [`write_status_line`] writes for it at
-/// any time, since a parked session is never working (so never stale).
-pub fn parked_row(v: &SessionView) -> Vec<u8> {
+/// [`crate::views::ParkedRows`]): the bytes [`write_status_line`] writes for it at `now`
+/// with `after_ms` as the liveness check's quiet period. A parked session's row changes
+/// at most once, when a working one the check cannot judge turns stale: the table keeps
+/// it both ways, formatted before and after (`ParkedRows`).
+pub fn parked_row(v: &SessionView, now: i64, after_ms: u64) -> Vec<u8> {
     let mut row = Vec::with_capacity(512);
     // Into a Vec: cannot fail.
-    let _ = write_status_line(v, 0, u64::MAX, &mut row);
+    let _ = write_status_line(v, now, after_ms, &mut row);
     if row.last() == Some(&b'\n') {
         row.pop();
     }

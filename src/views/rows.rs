@@ -6,15 +6,18 @@ use crate::reduce::{ParkedView, SessionView, Spill, Spilled};
 use std::sync::Arc;
 
 /// How a parked session's `status` row is kept: formatted once, when it is parked, and
-/// put in `spill`. It cannot change while parked (a parked session is never working,
-/// so never stale), and a `status` call then copies it instead of reading back and
-/// parsing the session's whole saved state and formatting it again. The rows of one
-/// batch go in together, up to [`ROWS_PUT`] bytes a put: a handle per row would cost
-/// more memory than the spill saves.
+/// put in `spill`. It changes at most once while parked: a working session the liveness
+/// check cannot judge turns stale at a time its parked view says, so its row is kept
+/// both ways. A `status` call then copies it instead of reading back and parsing the
+/// session's whole saved state and formatting it again. The rows of one batch go in
+/// together, up to [`ROWS_PUT`] bytes a put: a handle per row would cost more memory
+/// than the spill saves.
 pub struct ParkedRows {
     pub spill: Arc<dyn Spill>,
-    /// The row's bytes, without the line end (the socket's format: `views/` knows none).
-    pub format: fn(&SessionView) -> Vec<u8>,
+    /// The row's bytes as of a time (Unix ms) with a quiet period after which such a
+    /// session shows stale, without the line end (the socket's format: `views/` knows
+    /// none).
+    pub format: fn(&SessionView, i64, u64) -> Vec<u8>,
 }
 
 impl std::fmt::Debug for ParkedRows {
