@@ -7,6 +7,8 @@ pub mod claude;
 pub mod codex;
 mod content;
 pub mod copilot;
+#[cfg(test)]
+mod corpus;
 pub mod cursor;
 pub mod descriptor;
 mod detect;
@@ -530,34 +532,6 @@ macro_rules! parse_record {
     };
 }
 pub(crate) use parse_record;
-
-/// The real transcripts of `agent` (`../shared/corpus/AGENT`, every `.jsonl` below it),
-/// sorted; none when the corpus is absent.
-#[cfg(test)]
-pub(crate) fn corpus_files(agent: &str) -> Vec<std::path::PathBuf> {
-    fn walk(dir: &Path, out: &mut Vec<std::path::PathBuf>) {
-        let Ok(entries) = std::fs::read_dir(dir) else {
-            return;
-        };
-        for e in entries.flatten() {
-            let p = e.path();
-            if p.is_dir() {
-                walk(&p, out);
-            } else if p.extension().is_some_and(|x| x == "jsonl") {
-                out.push(p);
-            }
-        }
-    }
-    let mut out = Vec::new();
-    walk(
-        &Path::new(env!("CARGO_MANIFEST_DIR"))
-            .join("../shared/corpus")
-            .join(agent),
-        &mut out,
-    );
-    out.sort();
-    out
-}
 
 #[cfg(test)]
 mod tests {

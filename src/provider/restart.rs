@@ -428,7 +428,7 @@ mod tests {
                 Some(true),
             ),
         ];
-        let corpus = crate::provider::corpus_files("claude");
+        let corpus = crate::provider::corpus::corpus_files("claude");
         for f in &corpus {
             let bytes = std::fs::read(f).unwrap();
             lines.extend(bytes.split(|b| *b == b'\n').map(|l| (l.to_vec(), None)));

@@ -20,7 +20,7 @@ fn corpus_lines() -> Vec<(String, Vec<u8>)> {
 
 fn read_corpus_lines() -> Vec<(String, Vec<u8>)> {
     let mut lines = Vec::new();
-    for f in crate::provider::corpus_files("codex") {
+    for f in crate::provider::corpus::corpus_files("codex") {
         let mut p = CodexProjector::new(&f);
         let bytes = std::fs::read(&f).unwrap();
         for line in bytes.split(|b| *b == b'\n').filter(|l| !l.is_empty()) {
