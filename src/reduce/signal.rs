@@ -54,15 +54,19 @@ pub(super) fn is_guess(ev: Evidence) -> bool {
 }
 
 impl Reducer {
-    /// Applies `sig` to the main session(s) it names; returns how many it matched.
-    pub fn signal(&mut self, sig: &Signal, now: Now, out: &mut Vec<Event>) -> usize {
-        let mut keys: Vec<SessionKey> = self
-            .sessions
+    /// The live main sessions `sig` names.
+    fn named_by(&self, sig: &Signal) -> Vec<SessionKey> {
+        self.sessions
             .keys()
             .filter(|k| k.provider == sig.provider && k.agent.is_none())
             .filter(|k| sig.session.matches(&k.session))
             .cloned()
-            .collect();
+            .collect()
+    }
+
+    /// Applies `sig` to the main session(s) it names; returns how many it matched.
+    pub fn signal(&mut self, sig: &Signal, now: Now, out: &mut Vec<Event>) -> usize {
+        let mut keys = self.named_by(sig);
         if keys.is_empty() {
             // A parked (cold) session wakes up for it: by its key's hash, or, for a
             // prefix of an id, among the parked ones on an open turn.
@@ -79,13 +83,7 @@ impl Reducer {
                     self.unpark_prefixed(sig.provider, p, now);
                 }
             }
-            keys = self
-                .sessions
-                .keys()
-                .filter(|k| k.provider == sig.provider && k.agent.is_none())
-                .filter(|k| sig.session.matches(&k.session))
-                .cloned()
-                .collect();
+            keys = self.named_by(sig);
         }
         if keys.is_empty() {
             self.signal_stats.unmatched += 1;
