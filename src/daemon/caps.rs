@@ -51,6 +51,15 @@ impl Files {
         self.handles.put(path.to_path_buf(), ());
     }
 
+    /// Tracked, and unchanged for long enough that its sessions are parked when they
+    /// can be (as [`Files::tidy`] has them).
+    pub fn is_idle(&self, path: &Path) -> bool {
+        let now = mono_i(self.now());
+        self.table
+            .get(path)
+            .is_some_and(|t| now - t.last_change > self.cold_ms())
+    }
+
     /// Rebuilds the live set and closes what went idle. `open`: whether a file has a
     /// turn still open (such a file stays live).
     pub fn tidy(&mut self, open: impl FnMut(&Path) -> bool) -> Vec<Step> {

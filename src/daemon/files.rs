@@ -205,15 +205,6 @@ impl Files {
         self.table.contains_key(path)
     }
 
-    /// Tracked, and unchanged for long enough that its sessions are parked when they
-    /// can be (as [`Files::tidy`] has them).
-    pub fn is_idle(&self, path: &Path) -> bool {
-        let now = mono_i(self.now());
-        self.table
-            .get(path)
-            .is_some_and(|t| now - t.last_change > self.cold_ms())
-    }
-
     pub fn len(&self) -> usize {
         self.table.len()
     }
