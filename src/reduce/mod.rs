@@ -14,6 +14,7 @@ mod background;
 mod dedup;
 mod liveness;
 mod park;
+mod park_index;
 mod repeat;
 mod retract;
 mod saved;

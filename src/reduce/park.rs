@@ -22,12 +22,13 @@
 
 use super::Reducer;
 use super::liveness::{judged, quiet_for};
+use super::park_index::Index;
 use super::saved::SavedSession;
 use super::session::Session;
 use super::views::{ParkedView, SessionChange};
 use crate::clock::Now;
 use crate::model::{SessionKey, SessionState};
-use foldhash::{HashMap, HashSet};
+use foldhash::HashSet;
 use std::hash::{DefaultHasher, Hash, Hasher};
 use std::sync::Arc;
 
@@ -158,12 +159,9 @@ impl Kept {
 /// Every parked file's sessions, and which file each parked key belongs to.
 #[derive(Default)]
 pub(super) struct Parked {
-    /// By path: the file's sessions as saved (shared with the views of `status`, which
-    /// read a parked session back from it when asked).
-    files: HashMap<Arc<str>, Kept>,
-    /// A hash of each parked key → its file. A hash, not the key: the index must cost
-    /// far less than the state it stands for, and a collision only unparks a file early.
-    keys: HashMap<u64, Arc<str>>,
+    /// Each parked file's sessions as saved (shared with the views of `status`, which
+    /// read a parked session back from it when asked), by path and by key.
+    index: Index,
     /// Views of sessions parked before their change was published.
     pub(super) views: Vec<SessionChange>,
     /// Where the saved form goes, if anywhere but memory.
@@ -172,8 +170,8 @@ pub(super) struct Parked {
     /// in effect: each must be read again from its first byte ([`Reducer::take_lost`]),
     /// and until then its records are left for that re-read.
     pub(super) lost: Vec<(Arc<str>, Option<i64>)>,
-    /// Parked files with a turn still open.
-    pub(super) open_files: HashSet<Arc<str>>,
+    /// Parked files with a turn still open (their slots in `index`).
+    pub(super) open_files: HashSet<u32>,
     /// What time can do to their main sessions on an open turn (see [`Open`]). One flat
     /// list, not an allocation per file: made as a file's sessions are freed, small
     /// allocations of their own would each keep one of those pages in use (at 100,000
@@ -188,7 +186,8 @@ pub(super) struct Parked {
 /// restore.
 #[derive(Debug)]
 pub(super) struct Open {
-    pub(super) path: Arc<str>,
+    /// Its file's slot in the index.
+    slot: u32,
     key: u64,
     head: u64,
     pub(super) last_seen: u64,
@@ -218,24 +217,21 @@ fn head_hash(provider: crate::model::ProviderKind, id: &str) -> u64 {
 
 impl Parked {
     pub(super) fn is_empty(&self) -> bool {
-        self.files.is_empty()
+        self.index.is_empty()
     }
 
     pub(super) fn len(&self) -> usize {
-        self.keys.len()
+        self.index.keys()
     }
 
     /// The file a parked `key` may belong to.
     pub(super) fn path_of(&self, key: &SessionKey) -> Option<Arc<str>> {
-        if self.keys.is_empty() {
-            return None;
-        }
-        self.keys.get(&key_hash(key)).cloned()
+        self.index.path_of_key(key_hash(key)).cloned()
     }
 
     /// The sessions parked for `path`, as saved; `Ok(None)` if none are.
     pub(super) fn saved(&self, path: &str) -> Result<Option<Vec<SavedSession>>, Unreadable> {
-        let Some(blob) = self.files.get(path) else {
+        let Some(blob) = self.index.get(path) else {
             return Ok(None);
         };
         blob.saved().map(Some).map_err(|e| {
@@ -248,9 +244,9 @@ impl Parked {
 
     /// Every parked session, as saved (none of a file that cannot be read back).
     pub(super) fn all(&self) -> Vec<(Arc<str>, SavedSession)> {
-        self.files
-            .keys()
-            .flat_map(|p| {
+        self.index
+            .iter()
+            .flat_map(|(p, _)| {
                 self.saved(p)
                     .ok()
                     .flatten()
@@ -271,7 +267,18 @@ impl Parked {
     }
 
     pub(super) fn has(&self, path: &str) -> bool {
-        !self.files.is_empty() && self.files.contains_key(path)
+        self.index.find(path).is_some()
+    }
+
+    /// The paths of the parked files whose slots `open` names (each once).
+    fn paths_of<'a>(&self, open: impl Iterator<Item = &'a Open>) -> Vec<Arc<str>> {
+        let mut slots: Vec<u32> = open.map(|o| o.slot).collect();
+        slots.sort_unstable();
+        slots.dedup();
+        slots
+            .into_iter()
+            .filter_map(|n| self.index.path(n).cloned())
+            .collect()
     }
 }
 
@@ -309,7 +316,7 @@ impl Reducer {
             .filter_map(|k| Some((k, self.sessions.get(k)?)))
             .filter(|(k, s)| k.agent.is_none() && s.turn.as_ref().is_some_and(|t| t.open))
             .map(|(k, s)| Open {
-                path: s.path.clone(),
+                slot: 0,
                 key: key_hash(k),
                 head: head_hash(k.provider, &k.session),
                 last_seen: s.last_seen,
@@ -332,6 +339,7 @@ impl Reducer {
             return false;
         };
         let blob = Kept::new(json, self.parked.spill.as_ref());
+        let mut hashes = Vec::with_capacity(keys.len());
         for key in keys {
             let Some(sess) = self.sessions.remove(&key) else {
                 continue;
@@ -352,13 +360,18 @@ impl Reducer {
                     .views
                     .push(SessionChange::Parked(key.clone(), pv));
             }
-            self.parked.keys.insert(key_hash(&key), path.clone());
+            hashes.push(key_hash(&key));
+        }
+        let n = self.parked.index.insert(path, blob);
+        for h in hashes {
+            self.parked.index.add_key(h, n);
         }
         if any_open {
-            self.parked.open_files.insert(path.clone());
-            self.parked.open.extend(open);
+            self.parked.open_files.insert(n);
+            self.parked
+                .open
+                .extend(open.into_iter().map(|o| Open { slot: n, ..o }));
         }
-        self.parked.files.insert(path, blob);
         true
     }
 
@@ -367,21 +380,25 @@ impl Reducer {
     /// as they were, and the seen-set keeps that re-read silent.
     pub(super) fn unpark(&mut self, path: &str, now: Now) {
         let read = self.parked.saved(path);
-        let Some((path, _)) = self.parked.files.remove_entry(path) else {
+        let Some((n, path)) = self.parked.index.remove(path) else {
             return;
         };
         let mut open = Vec::new();
-        if self.parked.open_files.remove(&path) {
+        if self.parked.open_files.remove(&n) {
             self.parked.open.retain(|o| {
-                let mine = o.path == path;
+                let mine = o.slot == n;
                 if mine {
                     open.push((o.key, o.last_seen));
                 }
                 !mine
             });
+            // After a burst of wake-ups, the room goes back too.
+            if self.parked.open.capacity() > 4 * self.parked.open.len().max(256) {
+                self.parked.open.shrink_to(2 * self.parked.open.len());
+            }
         }
         let Ok(saved) = read else {
-            self.parked.keys.retain(|_, p| *p != path);
+            self.parked.index.drop_keys(n);
             if !self.parked.is_lost(&path) {
                 self.parked.lost.push((path, self.history_before));
             }
@@ -389,7 +406,7 @@ impl Reducer {
         };
         let saved = saved.unwrap_or_default();
         for s in &saved {
-            self.parked.keys.remove(&key_hash(&s.key));
+            self.parked.index.remove_key(key_hash(&s.key), n);
         }
         // Coming back changes nothing `status` shows: not a change to publish.
         let changed = self.changed.take();
@@ -412,13 +429,12 @@ impl Reducer {
     /// Brings back the parked files whose liveness check fell due by `now`, so that
     /// [`Reducer::quiet_working`] asks about them as about any live session.
     pub(super) fn unpark_due(&mut self, now: Now, after_ms: u64) {
-        let due: Vec<Arc<str>> = self
-            .parked
-            .open
-            .iter()
-            .filter(|o| o.checked && quiet_for(o.last_seen, o.last_ts, now, after_ms))
-            .map(|o| o.path.clone())
-            .collect();
+        let due = self.parked.paths_of(
+            self.parked
+                .open
+                .iter()
+                .filter(|o| o.checked && quiet_for(o.last_seen, o.last_ts, now, after_ms)),
+        );
         for p in due {
             self.unpark(&p, now);
         }
@@ -434,13 +450,9 @@ impl Reducer {
         now: Now,
     ) {
         let head = head_hash(provider, prefix);
-        let found: Vec<Arc<str>> = self
+        let found = self
             .parked
-            .open
-            .iter()
-            .filter(|o| o.head == head)
-            .map(|o| o.path.clone())
-            .collect();
+            .paths_of(self.parked.open.iter().filter(|o| o.head == head));
         for p in found {
             self.unpark(&p, now);
         }
@@ -448,7 +460,10 @@ impl Reducer {
 
     /// Paths of parked files with a turn still open.
     pub(super) fn parked_open_paths(&self) -> impl Iterator<Item = &Arc<str>> {
-        self.parked.open_files.iter()
+        self.parked
+            .open_files
+            .iter()
+            .filter_map(|&n| self.parked.index.path(n))
     }
 
     /// Brings back whatever a record for `key` from `path` may touch.

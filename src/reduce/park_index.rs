@@ -1,0 +1,281 @@
+//! Where the parked files are: each one's saved form, found by its path, and which file
+//! each parked key belongs to.
+//!
+//! Sized for 100,000 idle files. As two maps (path → saved form, key hash → path) it took
+//! 17.3 MB at 117,758 files: each map just past 7/8 of 131,072 slots, so 262,144, of 40
+//! and 24 bytes. Here the files are one list (a slot of 40 bytes each, grown as a `Vec`),
+//! and both lookups are tables of slot numbers: 5 bytes a slot by path, 13 by key, about
+//! 9 MB in all.
+
+use super::park::Kept;
+use foldhash::fast::RandomState;
+use hashbrown::HashTable;
+use std::hash::BuildHasher;
+use std::sync::Arc;
+
+/// A parked file: its name and its sessions as saved.
+struct Slot {
+    path: Arc<str>,
+    kept: Kept,
+}
+
+/// A parked key: its hash (as two halves, so that the entry is 12 bytes, not 16) and its
+/// file's slot.
+#[derive(Clone, Copy)]
+struct KeyAt([u32; 3]);
+
+impl KeyAt {
+    fn new(hash: u64, slot: u32) -> KeyAt {
+        // Splitting the hash in halves: the truncations are the point.
+        #[allow(clippy::cast_possible_truncation)]
+        KeyAt([hash as u32, (hash >> 32) as u32, slot])
+    }
+
+    fn hash(self) -> u64 {
+        u64::from(self.0[0]) | (u64::from(self.0[1]) << 32)
+    }
+
+    fn slot(self) -> u32 {
+        self.0[2]
+    }
+}
+
+/// The parked files and their keys.
+#[derive(Default)]
+pub(super) struct Index {
+    /// `None` where a file was brought back; its number is in `free`, for the next park.
+    slots: Vec<Option<Slot>>,
+    free: Vec<u32>,
+    /// Slot numbers, by their file's path.
+    by_path: HashTable<u32>,
+    hasher: RandomState,
+    /// A hash of each parked key, with its file's slot. A hash, not the key: the index
+    /// must cost far less than the state it stands for, and a collision only brings a
+    /// file back early.
+    by_key: HashTable<KeyAt>,
+}
+
+impl Index {
+    pub fn is_empty(&self) -> bool {
+        self.by_path.is_empty()
+    }
+
+    /// How many keys are parked.
+    pub fn keys(&self) -> usize {
+        self.by_key.len()
+    }
+
+    fn slot(&self, n: u32) -> Option<&Slot> {
+        self.slots.get(n as usize).and_then(Option::as_ref)
+    }
+
+    /// The slot of the file parked at `path`.
+    pub fn find(&self, path: &str) -> Option<u32> {
+        if self.by_path.is_empty() {
+            return None;
+        }
+        let h = self.hasher.hash_one(path);
+        let slots = &self.slots;
+        self.by_path
+            .find(h, |&n| {
+                slots
+                    .get(n as usize)
+                    .and_then(Option::as_ref)
+                    .is_some_and(|s| &*s.path == path)
+            })
+            .copied()
+    }
+
+    /// The path of the file in slot `n`.
+    pub fn path(&self, n: u32) -> Option<&Arc<str>> {
+        self.slot(n).map(|s| &s.path)
+    }
+
+    /// The saved form of the file parked at `path`.
+    pub fn get(&self, path: &str) -> Option<&Kept> {
+        self.find(path).and_then(|n| self.slot(n)).map(|s| &s.kept)
+    }
+
+    /// Every parked file, with its saved form.
+    pub fn iter(&self) -> impl Iterator<Item = (&Arc<str>, &Kept)> {
+        self.slots.iter().flatten().map(|s| (&s.path, &s.kept))
+    }
+
+    /// Parks a file not parked yet; its slot's number.
+    pub fn insert(&mut self, path: Arc<str>, kept: Kept) -> u32 {
+        let h = self.hasher.hash_one(&*path);
+        let slot = Some(Slot { path, kept });
+        let n = match self.free.pop() {
+            Some(n) => {
+                self.slots[n as usize] = slot;
+                n
+            }
+            None => {
+                self.slots.push(slot);
+                u32::try_from(self.slots.len() - 1).unwrap_or(u32::MAX)
+            }
+        };
+        let (slots, hasher) = (&self.slots, &self.hasher);
+        self.by_path.insert_unique(h, n, |&m| {
+            slots
+                .get(m as usize)
+                .and_then(Option::as_ref)
+                .map_or(0, |s| hasher.hash_one(&*s.path))
+        });
+        n
+    }
+
+    /// Takes the file parked at `path` out (not its keys: see [`Index::remove_key`] and
+    /// [`Index::drop_keys`]); its slot's number and its path.
+    pub fn remove(&mut self, path: &str) -> Option<(u32, Arc<str>)> {
+        let n = self.find(path)?;
+        let h = self.hasher.hash_one(path);
+        if let Ok(e) = self.by_path.find_entry(h, |&m| m == n) {
+            e.remove();
+        }
+        let slot = self.slots.get_mut(n as usize)?.take()?;
+        self.free.push(n);
+        // After a burst of files brought back (a tree removed), the room goes back too.
+        if self.by_path.is_empty() {
+            *self = Index {
+                hasher: std::mem::take(&mut self.hasher),
+                ..Index::default()
+            };
+        }
+        Some((n, slot.path))
+    }
+
+    /// Notes that `key_hash`'s session is parked in slot `n`.
+    pub fn add_key(&mut self, key_hash: u64, n: u32) {
+        match self.by_key.find_mut(key_hash, |k| k.hash() == key_hash) {
+            Some(k) => *k = KeyAt::new(key_hash, n),
+            None => {
+                self.by_key
+                    .insert_unique(key_hash, KeyAt::new(key_hash, n), |k| k.hash());
+            }
+        }
+    }
+
+    /// The path of the file a parked key may belong to.
+    pub fn path_of_key(&self, key_hash: u64) -> Option<&Arc<str>> {
+        if self.by_key.is_empty() {
+            return None;
+        }
+        let k = self.by_key.find(key_hash, |k| k.hash() == key_hash)?;
+        self.path(k.slot())
+    }
+
+    /// Forgets `key_hash` if it belongs to slot `n`.
+    pub fn remove_key(&mut self, key_hash: u64, n: u32) {
+        if let Ok(e) = self
+            .by_key
+            .find_entry(key_hash, |k| k.hash() == key_hash && k.slot() == n)
+        {
+            e.remove();
+        }
+    }
+
+    /// Forgets every key of slot `n` (whose saved form could not be read back: which keys
+    /// it had is not known).
+    pub fn drop_keys(&mut self, n: u32) {
+        self.by_key.retain(|k| k.slot() != n);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+
+    fn kept(text: &str) -> Kept {
+        Kept::new(text.to_owned(), None)
+    }
+
+    fn text(i: &Index, path: &str) -> Option<String> {
+        i.get(path).and_then(Kept::text)
+    }
+
+    /// Files come and go, slots are used again, and each lookup finds its own file's
+    /// saved form: by path, and through its keys.
+    #[test]
+    fn files_and_keys_are_found_after_others_come_and_go() {
+        let mut i = Index::default();
+        let mut slots = Vec::new();
+        for f in 0..1000u64 {
+            let n = i.insert(Arc::from(format!("/t/{f}.jsonl")), kept(&format!("s{f}")));
+            i.add_key(f * 2, n);
+            i.add_key(f * 2 + 1, n);
+            slots.push(n);
+        }
+        assert_eq!(i.keys(), 2000);
+        // Every third file comes back, its keys with it.
+        for f in (0..1000u64).step_by(3) {
+            let (n, path) = i.remove(&format!("/t/{f}.jsonl")).unwrap();
+            assert_eq!(n, slots[f as usize]);
+            assert_eq!(&*path, format!("/t/{f}.jsonl"));
+            i.remove_key(f * 2, n);
+            i.remove_key(f * 2 + 1, n);
+        }
+        // New files take the freed slots.
+        for f in 1000..1100u64 {
+            let n = i.insert(Arc::from(format!("/t/{f}.jsonl")), kept(&format!("s{f}")));
+            assert!((n as usize) < 1000, "slot {n} is a freed one");
+            i.add_key(f * 2, n);
+        }
+        for f in 0..1100u64 {
+            let path = format!("/t/{f}.jsonl");
+            let parked = f >= 1000 || f % 3 != 0;
+            assert_eq!(i.find(&path).is_some(), parked, "{path}");
+            assert_eq!(text(&i, &path), parked.then(|| format!("s{f}")));
+            assert_eq!(
+                i.path_of_key(f * 2).map(|p| p.to_string()),
+                parked.then_some(path)
+            );
+        }
+        assert_eq!(i.iter().count(), 1000 - 334 + 100);
+        assert_eq!(i.keys(), 2 * (1000 - 334) + 100);
+    }
+
+    /// A key forgotten for a slot it does not belong to stays; one whose file could not
+    /// be read back goes with all its file's keys.
+    #[test]
+    fn keys_are_forgotten_only_for_their_own_file() {
+        let mut i = Index::default();
+        let a = i.insert(Arc::from("/a"), kept("a"));
+        let b = i.insert(Arc::from("/b"), kept("b"));
+        i.add_key(7, a);
+        i.add_key(8, b);
+        i.add_key(9, b);
+        i.remove_key(7, b);
+        assert_eq!(i.path_of_key(7).map(|p| p.to_string()), Some("/a".into()));
+        i.drop_keys(b);
+        assert_eq!(i.path_of_key(8), None);
+        assert_eq!(i.path_of_key(9), None);
+        assert_eq!(i.keys(), 1);
+        // The same hash parked again later points at its new file.
+        i.add_key(7, b);
+        assert_eq!(i.path_of_key(7).map(|p| p.to_string()), Some("/b".into()));
+        assert_eq!(i.keys(), 1);
+    }
+
+    /// Once every file is back, the index starts again empty, and works as before.
+    #[test]
+    fn the_room_goes_back_once_every_file_is_back() {
+        let mut i = Index::default();
+        for f in 0..5000 {
+            let n = i.insert(Arc::from(format!("/t/{f}")), kept("x"));
+            i.add_key(f, n);
+        }
+        for f in 0..5000 {
+            let (n, _) = i.remove(&format!("/t/{f}")).unwrap();
+            i.remove_key(f, n);
+        }
+        assert!(i.is_empty());
+        assert_eq!(i.slots.capacity(), 0);
+        assert_eq!(i.by_key.capacity(), 0);
+        let n = i.insert(Arc::from("/again"), kept("y"));
+        assert_eq!(n, 0);
+        assert_eq!(text(&i, "/again").as_deref(), Some("y"));
+        assert_eq!(i.remove("/t/3"), None);
+    }
+}
