@@ -98,10 +98,7 @@ fn shutdown_signal() -> impl Future<Output = ()> {
 
 fn open_events(events: Option<&PathBuf>) -> Result<Box<dyn LineOut>, Error> {
     match events {
-        None => Ok(Box::new(Lines::new(
-            io::BufWriter::new(io::stdout()),
-            "stdout",
-        ))),
+        None => Ok(Box::new(Lines::stdout())),
         Some(path) => {
             let f = EventFile::open(path).map_err(|e| {
                 Error::Usage(format!("cannot open --events {}: {e}", path.display()))
@@ -279,10 +276,10 @@ pub async fn run(settings: Settings, shutdown: impl Future<Output = ()>) -> Resu
         health: hub.stream_health(),
         shutdown: token.clone(),
     };
-    let mut written = writer::spawn(event_rx, out, persist, replay, w)?;
+    let (mut written, direct) = writer::spawn(event_rx, out, persist, replay, w)?;
     // Dropped to free a core waiting on a stream still blocked past `STREAM_GRACE`.
     let (abandon_tx, abandon_rx) = crossbeam_channel::bounded::<()>(0);
-    let outbox = outbox::Outbox::new(event_tx, fan, suspect, abandon_rx);
+    let outbox = outbox::Outbox::new(event_tx, Some(direct), fan, suspect, abandon_rx);
     let (remote_tx, remote_rx) = crossbeam_channel::bounded(REMOTE_CAPACITY);
     let remotes = start_remotes(&settings, &hub, &remote_tx, &token)?;
     drop(remote_tx);

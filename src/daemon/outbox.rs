@@ -1,9 +1,11 @@
 //! The core's way out: each batch goes to the fanout (the delivery sinks, the socket,
 //! `ready`: [`Fanout`], which only `try_send`s), then, with the state deltas, in order,
-//! on one bounded channel to the event writer's thread ([`super::writer`]). It waits for
+//! on one bounded channel to the event writer's thread ([`super::writer`]), or, for one
+//! event that nothing waits before, to the stream at once ([`Direct`]). It waits for
 //! room rather than drop anything.
 
 use super::deliver::Fanout;
+use super::writer::Direct;
 use crate::model::Event;
 use crate::state::{Delta, Suspect};
 use crossbeam_channel::{Receiver, SendTimeoutError, Sender, TryRecvError, TrySendError};
@@ -24,6 +26,8 @@ const WAIT_BEAT: Duration = Duration::from_millis(50);
 /// The way out: the fanout, then the event writer (events and deltas, in order).
 pub(super) struct Outbox {
     events: Sender<Out>,
+    /// The stage without the writer's thread, where that is safe.
+    direct: Option<Direct>,
     fan: Fanout,
     /// After the last run's outage: what comes out again says `replay` to every sink.
     suspect: Option<Suspect>,
@@ -41,12 +45,14 @@ pub(super) struct Outbox {
 impl Outbox {
     pub fn new(
         events: Sender<Out>,
+        direct: Option<Direct>,
         fan: Fanout,
         suspect: Option<Suspect>,
         abandon: Receiver<()>,
     ) -> Self {
         Outbox {
             events,
+            direct,
             fan,
             suspect,
             held_due: None,
@@ -99,6 +105,16 @@ impl Outbox {
             self.fan.deliver(batch);
             self.held_due = self.fan.tick();
         }
+        let msg = match &self.direct {
+            Some(d) => match d.try_write(msg) {
+                Ok(()) => return,
+                Err(msg) => {
+                    d.queued();
+                    msg
+                }
+            },
+            None => msg,
+        };
         let msg = match self.events.try_send(msg) {
             Ok(()) => return,
             Err(TrySendError::Disconnected(_)) => {

@@ -80,6 +80,26 @@ impl Stage {
         }
     }
 
+    /// Writes a batch of one event now, on the caller's thread, if nothing waits to be
+    /// written before it and the stream takes its line without waiting
+    /// ([`LineOut::ready`]); hands it back otherwise. As [`Stage::handle`] for it.
+    pub fn try_direct(&mut self, batch: Vec<Event>) -> Result<io::Result<()>, Vec<Event>> {
+        // The line as `write` makes it, and its newline.
+        let fits = |ev: &Event| self.out.ready(ev.to_json().len() + 1);
+        if !self.idle() || batch.len() != 1 || !batch.first().is_some_and(fits) {
+            return Err(batch);
+        }
+        Ok(self.handle(vec![Out::Batch(batch)]))
+    }
+
+    /// Nothing waits to be written, and nothing is to be tried again.
+    pub fn idle(&self) -> bool {
+        self.held.is_empty()
+            && self.held_delta.is_none()
+            && self.spell.is_none()
+            && self.gone.is_none()
+    }
+
     /// Whether the writer has all it may hold.
     pub fn full(&self) -> bool {
         self.held.len() >= HELD_MAX

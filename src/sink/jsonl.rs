@@ -52,6 +52,13 @@ pub trait LineOut: Send {
     /// What to call it in messages ("the event file /x", "stdout").
     fn name(&self) -> String;
 
+    /// Whether appending a line of `len` bytes now would not wait for a reader: a
+    /// regular file, or a pipe or socket with room for it. Then the daemon's core may
+    /// write it itself rather than wake the event writer's thread. False when unsure.
+    fn ready(&self, _len: usize) -> bool {
+        false
+    }
+
     /// Whether `e` means no one can ever read it again (stdout's reader exited), so
     /// there is nothing to wait for.
     fn gone(&self, _e: &io::Error) -> bool {
@@ -59,15 +66,61 @@ pub trait LineOut: Send {
     }
 }
 
+/// Whether a write of `len` bytes to `fd` would not wait now: always for a regular
+/// file; for a pipe or socket, if it has room (at most `PIPE_BUF` bytes, which one
+/// free buffer of a pipe always takes whole); never for anything else (a terminal may
+/// be held with ^S).
+pub fn writable_now(fd: std::os::fd::BorrowedFd<'_>, len: usize) -> bool {
+    use rustix::event::{PollFd, PollFlags, Timespec};
+    use rustix::fs::FileType;
+    const PIPE_BUF: usize = 4096;
+    let Ok(st) = rustix::fs::fstat(fd) else {
+        return false;
+    };
+    match FileType::from_raw_mode(st.st_mode) {
+        FileType::RegularFile => true,
+        FileType::Fifo | FileType::Socket if len <= PIPE_BUF => {
+            let mut p = [PollFd::new(&fd, PollFlags::OUT)];
+            let zero = Timespec {
+                tv_sec: 0,
+                tv_nsec: 0,
+            };
+            matches!(rustix::event::poll(&mut p, Some(&zero)), Ok(1))
+                && p[0].revents() == PollFlags::OUT
+        }
+        _ => false,
+    }
+}
+
 /// A stream that cannot be undone (stdout, a pipe).
 pub struct Lines<W: Write + Send> {
     out: W,
     name: &'static str,
+    /// Whether a line of so many bytes can be written now ([`LineOut::ready`]).
+    ready: Option<fn(usize) -> bool>,
 }
 
 impl<W: Write + Send> Lines<W> {
     pub fn new(out: W, name: &'static str) -> Self {
-        Lines { out, name }
+        Lines {
+            out,
+            name,
+            ready: None,
+        }
+    }
+}
+
+impl Lines<io::BufWriter<io::Stdout>> {
+    /// Stdout, buffered: each line goes out whole at its flush.
+    pub fn stdout() -> Self {
+        Lines {
+            out: io::BufWriter::new(io::stdout()),
+            name: "stdout",
+            ready: Some(|len| {
+                use std::os::fd::AsFd;
+                writable_now(io::stdout().as_fd(), len)
+            }),
+        }
     }
 }
 
@@ -82,6 +135,10 @@ impl<W: Write + Send> LineOut for Lines<W> {
 
     fn name(&self) -> String {
         self.name.to_owned()
+    }
+
+    fn ready(&self, len: usize) -> bool {
+        self.ready.is_some_and(|ready| ready(len))
     }
 
     fn gone(&self, e: &io::Error) -> bool {
@@ -214,6 +271,15 @@ fn repair(file: &mut File, path: &Path) -> io::Result<Option<u64>> {
 }
 
 impl LineOut for EventFile {
+    fn ready(&self, len: usize) -> bool {
+        use std::os::fd::AsFd;
+        self.torn_at.is_none()
+            && self
+                .file
+                .as_ref()
+                .is_some_and(|f| writable_now(f.as_fd(), len))
+    }
+
     fn append(&mut self, line: &[u8]) -> io::Result<()> {
         let torn_at = self.torn_at.take();
         let regular = self.regular;
