@@ -311,24 +311,26 @@ impl Reducer {
         if !still || self.parked.has(path) {
             return false;
         }
-        let open = keys
-            .iter()
-            .filter_map(|k| Some((k, self.sessions.get(k)?)))
-            .filter(|(k, s)| k.agent.is_none() && s.turn.as_ref().is_some_and(|t| t.open))
-            .map(|(k, s)| Open {
-                slot: 0,
-                key: key_hash(k),
-                head: head_hash(k.provider, &k.session),
-                last_seen: s.last_seen,
-                last_ts: s.last_ts,
-                checked: s.state == SessionState::Working && judged(k.provider, s),
-            })
-            .collect::<Vec<_>>();
-        let any_open = keys.iter().any(|k| {
-            self.sessions
-                .get(k)
-                .is_some_and(|s| s.turn.as_ref().is_some_and(|t| t.open))
-        });
+        // Every open turn keeps the file among the live set's; a main session's is kept
+        // beside the saved form too (see [`Open`]).
+        let mut any_open = false;
+        let mut open = Vec::new();
+        for (k, s) in keys.iter().filter_map(|k| Some((k, self.sessions.get(k)?))) {
+            if !s.turn.as_ref().is_some_and(|t| t.open) {
+                continue;
+            }
+            any_open = true;
+            if k.agent.is_none() {
+                open.push(Open {
+                    slot: 0,
+                    key: key_hash(k),
+                    head: head_hash(k.provider, &k.session),
+                    last_seen: s.last_seen,
+                    last_ts: s.last_ts,
+                    checked: s.state == SessionState::Working && judged(k.provider, s),
+                });
+            }
+        }
         let Some(saved) = self.save_path(path, now) else {
             return false;
         };
