@@ -80,7 +80,7 @@ impl Files {
         let mut warm = Vec::new();
         let mono = now;
         let now = mono_i(now);
-        for (path, t) in &mut self.table {
+        for (path, t) in self.table.iter_mut() {
             let idle = now - t.last_change;
             if t.feed.is_some() && idle > cold {
                 t.go_cold(self.spill.as_ref());

@@ -16,6 +16,7 @@
 
 use super::name::FileName;
 use super::read::{Commit, Mode, More, READ_CHUNK, Read, Step, path_arc};
+use super::table::Table;
 use super::tracked::Tracked;
 use crate::clock::{Clock, Now};
 use crate::feed::FileFeed;
@@ -30,8 +31,6 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
-/// The table's map: foldhash, not SipHash (see [`crate::reduce::Reducer`]).
-type Table = foldhash::HashMap<FileName, Box<Tracked>>;
 /// At most this many open transcript handles.
 pub(super) const MAX_OPEN: usize = 256;
 /// Files idle this long drop their projector (re-derived from content on change), so
@@ -108,9 +107,7 @@ pub(super) enum Look {
 }
 
 pub(super) struct Files {
-    /// Boxed: the map keeps room for more entries than it holds, and an empty slot should
-    /// cost a pointer, not a whole entry.
-    /// Keyed by the file's one shared name ([`FileName`]).
+    /// By the file's one shared name ([`FileName`]).
     pub(super) table: Table,
     /// Files stat'ed on every poll.
     pub(super) live: Live,
@@ -241,7 +238,7 @@ impl Files {
     }
 
     pub fn tracked(&self, path: &Path) -> Option<&Tracked> {
-        self.table.get(path).map(|t| &**t)
+        self.table.get(path)
     }
 
     /// The tracked files `dir` holds directly that are not in `seen`.

@@ -75,7 +75,7 @@ impl Files {
         let defer = defer && mode == Mode::History;
         self.table.insert(
             FileName::new(path),
-            Box::new(Tracked {
+            Tracked {
                 provider,
                 tail: TailState::new(stat.id),
                 feed: (!defer).then(|| Box::new(feed)),
@@ -83,7 +83,7 @@ impl Files {
                 last_change,
                 warned_s: i32::MIN,
                 skew_ms: 0,
-            }),
+            },
         );
         if defer {
             return Admit::Deferred {

@@ -44,6 +44,7 @@ mod service;
 mod settings;
 mod stage;
 mod sweep;
+mod table;
 mod tracked;
 mod writer;
 
