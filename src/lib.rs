@@ -42,6 +42,7 @@ pub mod service_cmd;
 pub mod session_row;
 pub mod shutdown;
 pub mod sink;
+pub mod slots;
 pub mod socket;
 pub mod state;
 pub mod tail;

@@ -8,38 +8,25 @@
 
 use super::name::FileName;
 use super::tracked::Tracked;
+use crate::slots::Slots;
 use foldhash::fast::RandomState;
-use hashbrown::HashTable;
 use std::hash::BuildHasher;
 use std::path::Path;
 
 #[derive(Default)]
 pub(super) struct Table {
-    /// `None` where a file was let go; its number is in `free`.
-    slots: Vec<Option<(FileName, Tracked)>>,
-    free: Vec<u32>,
-    by_path: HashTable<u32>,
+    entries: Slots<(FileName, Tracked)>,
     hasher: RandomState,
 }
 
 impl Table {
     pub fn len(&self) -> usize {
-        self.by_path.len()
+        self.entries.len()
     }
 
     fn find(&self, path: &Path) -> Option<u32> {
-        if self.by_path.is_empty() {
-            return None;
-        }
-        let slots = &self.slots;
-        self.by_path
-            .find(self.hasher.hash_one(path), |&n| {
-                slots
-                    .get(n as usize)
-                    .and_then(Option::as_ref)
-                    .is_some_and(|(name, _)| name.path() == path)
-            })
-            .copied()
+        self.entries
+            .find(self.hasher.hash_one(path), |(name, _)| name.path() == path)
     }
 
     pub fn contains_key(&self, path: &Path) -> bool {
@@ -48,7 +35,7 @@ impl Table {
 
     pub fn get_key_value(&self, path: &Path) -> Option<(&FileName, &Tracked)> {
         let n = self.find(path)?;
-        self.slots[n as usize].as_ref().map(|(k, t)| (k, t))
+        self.entries.get(n).map(|(k, t)| (k, t))
     }
 
     pub fn get(&self, path: &Path) -> Option<&Tracked> {
@@ -57,54 +44,27 @@ impl Table {
 
     pub fn get_mut(&mut self, path: &Path) -> Option<&mut Tracked> {
         let n = self.find(path)?;
-        self.slots[n as usize].as_mut().map(|(_, t)| t)
+        self.entries.get_mut(n).map(|(_, t)| t)
     }
 
     /// Tracks `name` (replacing its entry if it was tracked).
     pub fn insert(&mut self, name: FileName, t: Tracked) {
-        if let Some(n) = self.find(name.path()) {
-            self.slots[n as usize] = Some((name, t));
+        if let Some(n) = self.find(name.path())
+            && let Some(e) = self.entries.get_mut(n)
+        {
+            *e = (name, t);
             return;
         }
         let h = self.hasher.hash_one(name.path());
-        let entry = Some((name, t));
-        let n = match self.free.pop() {
-            Some(n) => {
-                self.slots[n as usize] = entry;
-                n
-            }
-            None => {
-                self.slots.push(entry);
-                u32::try_from(self.slots.len() - 1).unwrap_or(u32::MAX)
-            }
-        };
-        let (slots, hasher) = (&self.slots, &self.hasher);
-        self.by_path.insert_unique(h, n, |&m| {
-            slots
-                .get(m as usize)
-                .and_then(Option::as_ref)
-                .map_or(0, |(k, _)| hasher.hash_one(k.path()))
-        });
+        let hasher = &self.hasher;
+        self.entries
+            .insert(h, (name, t), |(k, _)| hasher.hash_one(k.path()));
     }
 
     pub fn remove(&mut self, path: &Path) -> Option<Tracked> {
         let n = self.find(path)?;
-        if let Ok(e) = self
-            .by_path
-            .find_entry(self.hasher.hash_one(path), |&m| m == n)
-        {
-            e.remove();
-        }
-        let (_, t) = self.slots.get_mut(n as usize)?.take()?;
-        self.free.push(n);
-        // Every file let go (its roots removed): the room goes back too.
-        if self.by_path.is_empty() {
-            *self = Table {
-                hasher: std::mem::take(&mut self.hasher),
-                ..Table::default()
-            };
-        }
-        Some(t)
+        let h = self.hasher.hash_one(path);
+        self.entries.remove(n, h).map(|(_, t)| t)
     }
 
     pub fn keys(&self) -> impl Iterator<Item = &FileName> {
@@ -112,11 +72,11 @@ impl Table {
     }
 
     pub fn iter(&self) -> impl Iterator<Item = (&FileName, &Tracked)> {
-        self.slots.iter().flatten().map(|(k, t)| (k, t))
+        self.entries.iter().map(|(k, t)| (k, t))
     }
 
     pub fn iter_mut(&mut self) -> impl Iterator<Item = (&FileName, &mut Tracked)> {
-        self.slots.iter_mut().flatten().map(|(k, t)| (&*k, t))
+        self.entries.iter_mut().map(|(k, t)| (&*k, t))
     }
 }
 
@@ -158,7 +118,7 @@ mod tests {
         for i in 2000..2300 {
             t.insert(FileName::new(Path::new(&path(i))), tracked(i));
         }
-        assert_eq!(t.slots.len(), 2000, "new files took the freed slots");
+        assert_eq!(t.entries.span(), 2000, "new files took the freed slots");
         for i in 0..2300 {
             let p = path(i);
             let kept = i >= 2000 || i % 3 != 0;
@@ -198,7 +158,7 @@ mod tests {
         }
         t.remove(Path::new("/a"));
         assert_eq!(t.len(), 0);
-        assert_eq!(t.slots.capacity(), 0);
+        assert_eq!(t.entries.capacity(), 0);
         assert!(t.remove(Path::new("/a")).is_none());
         t.insert(FileName::new(Path::new("/c")), tracked(3));
         assert_eq!(t.get(Path::new("/c")).map(ino), Some(3));

@@ -8,6 +8,7 @@
 //! 9 MB in all.
 
 use super::park::Kept;
+use crate::slots::Slots;
 use foldhash::fast::RandomState;
 use hashbrown::HashTable;
 use std::hash::BuildHasher;
@@ -43,11 +44,8 @@ impl KeyAt {
 /// The parked files and their keys.
 #[derive(Default)]
 pub(super) struct Index {
-    /// `None` where a file was brought back; its number is in `free`, for the next park.
-    slots: Vec<Option<Slot>>,
-    free: Vec<u32>,
-    /// Slot numbers, by their file's path.
-    by_path: HashTable<u32>,
+    /// The files, found by path.
+    files: Slots<Slot>,
     hasher: RandomState,
     /// A hash of each parked key, with its file's slot. A hash, not the key: the index
     /// must cost far less than the state it stands for, and a collision only brings a
@@ -57,7 +55,7 @@ pub(super) struct Index {
 
 impl Index {
     pub fn is_empty(&self) -> bool {
-        self.by_path.is_empty()
+        self.files.is_empty()
     }
 
     /// How many keys are parked.
@@ -65,82 +63,45 @@ impl Index {
         self.by_key.len()
     }
 
-    fn slot(&self, n: u32) -> Option<&Slot> {
-        self.slots.get(n as usize).and_then(Option::as_ref)
-    }
-
     /// The slot of the file parked at `path`.
     pub fn find(&self, path: &str) -> Option<u32> {
-        if self.by_path.is_empty() {
-            return None;
-        }
-        let h = self.hasher.hash_one(path);
-        let slots = &self.slots;
-        self.by_path
-            .find(h, |&n| {
-                slots
-                    .get(n as usize)
-                    .and_then(Option::as_ref)
-                    .is_some_and(|s| &*s.path == path)
-            })
-            .copied()
+        self.files
+            .find(self.hasher.hash_one(path), |s| &*s.path == path)
     }
 
     /// The path of the file in slot `n`.
     pub fn path(&self, n: u32) -> Option<&Arc<str>> {
-        self.slot(n).map(|s| &s.path)
+        self.files.get(n).map(|s| &s.path)
     }
 
     /// The saved form of the file parked at `path`.
     pub fn get(&self, path: &str) -> Option<&Kept> {
-        self.find(path).and_then(|n| self.slot(n)).map(|s| &s.kept)
+        self.find(path)
+            .and_then(|n| self.files.get(n))
+            .map(|s| &s.kept)
     }
 
     /// Every parked file, with its saved form.
     pub fn iter(&self) -> impl Iterator<Item = (&Arc<str>, &Kept)> {
-        self.slots.iter().flatten().map(|s| (&s.path, &s.kept))
+        self.files.iter().map(|s| (&s.path, &s.kept))
     }
 
     /// Parks a file not parked yet; its slot's number.
     pub fn insert(&mut self, path: Arc<str>, kept: Kept) -> u32 {
         let h = self.hasher.hash_one(&*path);
-        let slot = Some(Slot { path, kept });
-        let n = match self.free.pop() {
-            Some(n) => {
-                self.slots[n as usize] = slot;
-                n
-            }
-            None => {
-                self.slots.push(slot);
-                u32::try_from(self.slots.len() - 1).unwrap_or(u32::MAX)
-            }
-        };
-        let (slots, hasher) = (&self.slots, &self.hasher);
-        self.by_path.insert_unique(h, n, |&m| {
-            slots
-                .get(m as usize)
-                .and_then(Option::as_ref)
-                .map_or(0, |s| hasher.hash_one(&*s.path))
-        });
-        n
+        let hasher = &self.hasher;
+        self.files
+            .insert(h, Slot { path, kept }, |s| hasher.hash_one(&*s.path))
     }
 
     /// Takes the file parked at `path` out (not its keys: see [`Index::remove_key`] and
     /// [`Index::drop_keys`]); its slot's number and its path.
     pub fn remove(&mut self, path: &str) -> Option<(u32, Arc<str>)> {
         let n = self.find(path)?;
-        let h = self.hasher.hash_one(path);
-        if let Ok(e) = self.by_path.find_entry(h, |&m| m == n) {
-            e.remove();
-        }
-        let slot = self.slots.get_mut(n as usize)?.take()?;
-        self.free.push(n);
-        // After a burst of files brought back (a tree removed), the room goes back too.
-        if self.by_path.is_empty() {
-            *self = Index {
-                hasher: std::mem::take(&mut self.hasher),
-                ..Index::default()
-            };
+        let slot = self.files.remove(n, self.hasher.hash_one(path))?;
+        if self.files.is_empty() {
+            // No file is parked: no key is either, and the room goes back.
+            self.by_key = HashTable::new();
         }
         Some((n, slot.path))
     }
@@ -271,7 +232,7 @@ mod tests {
             i.remove_key(f, n);
         }
         assert!(i.is_empty());
-        assert_eq!(i.slots.capacity(), 0);
+        assert_eq!(i.files.capacity(), 0);
         assert_eq!(i.by_key.capacity(), 0);
         let n = i.insert(Arc::from("/again"), kept("y"));
         assert_eq!(n, 0);

@@ -1,0 +1,115 @@
+//! Entries kept in one list and found by hash through a table of slot numbers: for
+//! tables with an entry per file (100,000 at a year of heavy use), where a map's slots
+//! would each hold a whole key and value (most of them empty), and a box per entry would
+//! be a small allocation made among others that are freed, keeping their pages resident.
+//! A slot number costs 4 bytes of the table; a freed slot is used again; once the last
+//! entry goes, so does the room.
+
+use hashbrown::HashTable;
+
+pub struct Slots<T> {
+    /// `None` where an entry was taken out; its number is in `free`.
+    slots: Vec<Option<T>>,
+    free: Vec<u32>,
+    index: HashTable<u32>,
+}
+
+impl<T> Default for Slots<T> {
+    fn default() -> Self {
+        Slots {
+            slots: Vec::new(),
+            free: Vec::new(),
+            index: HashTable::new(),
+        }
+    }
+}
+
+impl<T> Slots<T> {
+    pub fn len(&self) -> usize {
+        self.index.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.index.is_empty()
+    }
+
+    /// The slot of the entry with this `hash` for which `eq` holds.
+    pub fn find(&self, hash: u64, eq: impl Fn(&T) -> bool) -> Option<u32> {
+        if self.index.is_empty() {
+            return None;
+        }
+        let slots = &self.slots;
+        self.index
+            .find(hash, |&n| {
+                slots
+                    .get(n as usize)
+                    .and_then(Option::as_ref)
+                    .is_some_and(&eq)
+            })
+            .copied()
+    }
+
+    pub fn get(&self, n: u32) -> Option<&T> {
+        self.slots.get(n as usize).and_then(Option::as_ref)
+    }
+
+    pub fn get_mut(&mut self, n: u32) -> Option<&mut T> {
+        self.slots.get_mut(n as usize).and_then(Option::as_mut)
+    }
+
+    /// Adds `value` (not there yet) under `hash`, and returns its slot. `rehash` gives
+    /// any entry's hash, for when the table grows.
+    pub fn insert(&mut self, hash: u64, value: T, rehash: impl Fn(&T) -> u64) -> u32 {
+        let n = match self.free.pop() {
+            Some(n) => {
+                self.slots[n as usize] = Some(value);
+                n
+            }
+            None => {
+                self.slots.push(Some(value));
+                u32::try_from(self.slots.len() - 1).unwrap_or(u32::MAX)
+            }
+        };
+        let slots = &self.slots;
+        self.index.insert_unique(hash, n, |&m| {
+            slots
+                .get(m as usize)
+                .and_then(Option::as_ref)
+                .map_or(0, &rehash)
+        });
+        n
+    }
+
+    /// Takes out the entry in slot `n`, whose hash is `hash`.
+    pub fn remove(&mut self, n: u32, hash: u64) -> Option<T> {
+        if let Ok(e) = self.index.find_entry(hash, |&m| m == n) {
+            e.remove();
+        }
+        let value = self.slots.get_mut(n as usize)?.take()?;
+        self.free.push(n);
+        // After a burst of removals (a tree removed, every file brought back), the room
+        // goes back too.
+        if self.index.is_empty() {
+            *self = Slots::default();
+        }
+        Some(value)
+    }
+
+    pub fn iter(&self) -> impl Iterator<Item = &T> {
+        self.slots.iter().flatten()
+    }
+
+    pub fn iter_mut(&mut self) -> impl Iterator<Item = &mut T> {
+        self.slots.iter_mut().flatten()
+    }
+
+    /// How many slots the list has room for.
+    pub fn capacity(&self) -> usize {
+        self.slots.capacity()
+    }
+
+    /// How many slots are in use or free to use again.
+    pub fn span(&self) -> usize {
+        self.slots.len()
+    }
+}
