@@ -5,19 +5,13 @@
 //! room rather than drop anything.
 
 use super::deliver::Fanout;
+pub use super::stage::Out;
 use super::writer::Direct;
-use crate::model::Event;
-use crate::state::{Delta, Suspect};
+use crate::state::Suspect;
 use crossbeam_channel::{Receiver, SendTimeoutError, Sender, TryRecvError, TrySendError};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
-
-/// What the core sends.
-pub enum Out {
-    Batch(Vec<Event>),
-    Save(Box<Delta>),
-}
 
 /// While the core waits for the event writer, how often it feeds the watchdog and looks
 /// whether the wait was given up.

@@ -15,7 +15,6 @@
 //! so they keep delivering. Past [`HELD_MAX`] waiting events the writer stops taking
 //! more, and the daemon waits for it, as it does for a stalled reader of stdout.
 
-use super::outbox::Out;
 use crate::clock::{format_rfc3339, wall_now};
 use crate::model::Event;
 use crate::sink::jsonl::{Blocked, LineOut, StreamHealth};
@@ -24,6 +23,13 @@ use std::collections::VecDeque;
 use std::io;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
+
+/// What the core sends: to the event writer's queue, or to the stage itself
+/// ([`super::writer::Direct`]).
+pub enum Out {
+    Batch(Vec<Event>),
+    Save(Box<Delta>),
+}
 
 /// Events that may wait for a blocked stream before the daemon waits for it.
 pub const HELD_MAX: usize = 16_384;

@@ -14,8 +14,7 @@
 //! the stream stays blocked), this thread stops taking messages, its bounded queue
 //! fills, and the core waits for it ([`super::outbox`]).
 
-use super::outbox::Out;
-use super::stage::Stage;
+use super::stage::{Out, Stage};
 use crate::error::Error;
 use crate::model::Event;
 use crate::shutdown::Shutdown;

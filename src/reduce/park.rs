@@ -161,7 +161,7 @@ impl Kept {
 pub(super) struct Parked {
     /// Each parked file's sessions as saved (shared with the views of `status`, which
     /// read a parked session back from it when asked), by path and by key.
-    index: Index,
+    index: Index<Kept>,
     /// Views of sessions parked before their change was published.
     pub(super) views: Vec<SessionChange>,
     /// Where the saved form goes, if anywhere but memory.

@@ -7,17 +7,17 @@
 //! and both lookups are tables of slot numbers: 5 bytes a slot by path, 13 by key, about
 //! 9 MB in all.
 
-use super::park::Kept;
 use crate::slots::Slots;
 use foldhash::fast::RandomState;
 use hashbrown::HashTable;
 use std::hash::BuildHasher;
 use std::sync::Arc;
 
-/// A parked file: its name and its sessions as saved.
-struct Slot {
+/// A parked file: its name and its sessions as saved (`K`: the parked form's
+/// [`super::park::Kept`]).
+struct Slot<K> {
     path: Arc<str>,
-    kept: Kept,
+    kept: K,
 }
 
 /// A parked key: its hash (as two halves, so that the entry is 12 bytes, not 16) and its
@@ -42,10 +42,9 @@ impl KeyAt {
 }
 
 /// The parked files and their keys.
-#[derive(Default)]
-pub(super) struct Index {
+pub(super) struct Index<K> {
     /// The files, found by path.
-    files: Slots<Slot>,
+    files: Slots<Slot<K>>,
     hasher: RandomState,
     /// A hash of each parked key, with its file's slot. A hash, not the key: the index
     /// must cost far less than the state it stands for, and a collision only brings a
@@ -53,7 +52,17 @@ pub(super) struct Index {
     by_key: HashTable<KeyAt>,
 }
 
-impl Index {
+impl<K> Default for Index<K> {
+    fn default() -> Self {
+        Index {
+            files: Slots::default(),
+            hasher: RandomState::default(),
+            by_key: HashTable::new(),
+        }
+    }
+}
+
+impl<K> Index<K> {
     pub fn is_empty(&self) -> bool {
         self.files.is_empty()
     }
@@ -75,19 +84,19 @@ impl Index {
     }
 
     /// The saved form of the file parked at `path`.
-    pub fn get(&self, path: &str) -> Option<&Kept> {
+    pub fn get(&self, path: &str) -> Option<&K> {
         self.find(path)
             .and_then(|n| self.files.get(n))
             .map(|s| &s.kept)
     }
 
     /// Every parked file, with its saved form.
-    pub fn iter(&self) -> impl Iterator<Item = (&Arc<str>, &Kept)> {
+    pub fn iter(&self) -> impl Iterator<Item = (&Arc<str>, &K)> {
         self.files.iter().map(|s| (&s.path, &s.kept))
     }
 
     /// Parks a file not parked yet; its slot's number.
-    pub fn insert(&mut self, path: Arc<str>, kept: Kept) -> u32 {
+    pub fn insert(&mut self, path: Arc<str>, kept: K) -> u32 {
         let h = self.hasher.hash_one(&*path);
         let hasher = &self.hasher;
         self.files
@@ -148,19 +157,19 @@ mod tests {
     #![allow(clippy::unwrap_used)]
     use super::*;
 
-    fn kept(text: &str) -> Kept {
-        Kept::new(text.to_owned(), None)
+    fn kept(text: &str) -> String {
+        text.to_owned()
     }
 
-    fn text(i: &Index, path: &str) -> Option<String> {
-        i.get(path).and_then(Kept::text)
+    fn text(i: &Index<String>, path: &str) -> Option<String> {
+        i.get(path).cloned()
     }
 
     /// Files come and go, slots are used again, and each lookup finds its own file's
     /// saved form: by path, and through its keys.
     #[test]
     fn files_and_keys_are_found_after_others_come_and_go() {
-        let mut i = Index::default();
+        let mut i = Index::<String>::default();
         let mut slots = Vec::new();
         for f in 0..1000u64 {
             let n = i.insert(Arc::from(format!("/t/{f}.jsonl")), kept(&format!("s{f}")));
@@ -201,7 +210,7 @@ mod tests {
     /// be read back goes with all its file's keys.
     #[test]
     fn keys_are_forgotten_only_for_their_own_file() {
-        let mut i = Index::default();
+        let mut i = Index::<String>::default();
         let a = i.insert(Arc::from("/a"), kept("a"));
         let b = i.insert(Arc::from("/b"), kept("b"));
         i.add_key(7, a);
@@ -222,7 +231,7 @@ mod tests {
     /// Once every file is back, the index starts again empty, and works as before.
     #[test]
     fn the_room_goes_back_once_every_file_is_back() {
-        let mut i = Index::default();
+        let mut i = Index::<String>::default();
         for f in 0..5000 {
             let n = i.insert(Arc::from(format!("/t/{f}")), kept("x"));
             i.add_key(f, n);
