@@ -28,8 +28,12 @@ impl Table {
     }
 
     fn find(&self, path: &Path) -> Option<u32> {
-        self.entries
-            .find(self.hasher.hash_one(path), |(name, _)| name.path() == path)
+        self.find_at(self.hasher.hash_one(path), path)
+    }
+
+    /// [`Table::find`] with the path's hash already made.
+    fn find_at(&self, h: u64, path: &Path) -> Option<u32> {
+        self.entries.find(h, |(name, _)| name.path() == path)
     }
 
     pub fn contains_key(&self, path: &Path) -> bool {
@@ -52,21 +56,21 @@ impl Table {
 
     /// Tracks `name` (replacing its entry if it was tracked).
     pub fn insert(&mut self, name: FileName, t: Tracked) {
-        if let Some(n) = self.find(name.path())
+        let h = self.hasher.hash_one(name.path());
+        if let Some(n) = self.find_at(h, name.path())
             && let Some(e) = self.entries.get_mut(n)
         {
             *e = (name, t);
             return;
         }
-        let h = self.hasher.hash_one(name.path());
         let hasher = &self.hasher;
         self.entries
             .insert(h, (name, t), |(k, _)| hasher.hash_one(k.path()));
     }
 
     pub fn remove(&mut self, path: &Path) -> Option<Tracked> {
-        let n = self.find(path)?;
         let h = self.hasher.hash_one(path);
+        let n = self.find_at(h, path)?;
         self.entries.remove(n, h).map(|(_, t)| t)
     }
 

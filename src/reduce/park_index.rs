@@ -74,8 +74,12 @@ impl<K> Index<K> {
 
     /// The slot of the file parked at `path`.
     pub fn find(&self, path: &str) -> Option<u32> {
-        self.files
-            .find(self.hasher.hash_one(path), |s| &*s.path == path)
+        self.find_at(self.hasher.hash_one(path), path)
+    }
+
+    /// [`Index::find`] with the path's hash already made.
+    fn find_at(&self, h: u64, path: &str) -> Option<u32> {
+        self.files.find(h, |s| &*s.path == path)
     }
 
     /// The path of the file in slot `n`.
@@ -106,8 +110,9 @@ impl<K> Index<K> {
     /// Takes the file parked at `path` out (not its keys: see [`Index::remove_key`] and
     /// [`Index::drop_keys`]); its slot's number and its path.
     pub fn remove(&mut self, path: &str) -> Option<(u32, Arc<str>)> {
-        let n = self.find(path)?;
-        let slot = self.files.remove(n, self.hasher.hash_one(path))?;
+        let h = self.hasher.hash_one(path);
+        let n = self.find_at(h, path)?;
+        let slot = self.files.remove(n, h)?;
         if self.files.is_empty() {
             // No file is parked: no key is either, and the room goes back.
             self.by_key = HashTable::new();
