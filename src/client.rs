@@ -112,6 +112,16 @@ pub fn status(
         let typed = std::str::from_utf8(text)
             .ok()
             .and_then(|t| serde_json::from_str::<StatusLine<'_>>(t).ok());
+        // The table builds a row only if it may still show it ([`Fit::push_with`]).
+        if !json
+            && let Some(l) = &typed
+            && !l.end
+            && l.error.is_none()
+            && let Some(head) = l.head()
+        {
+            fit.push_with(head, || Row::from_status_line(l));
+            return Ok(Step::Next);
+        }
         let (is_end, error, row) = match typed {
             Some(l) => {
                 let row = Row::from_status_line(&l);

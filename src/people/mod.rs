@@ -11,7 +11,7 @@ mod fit;
 mod render;
 
 pub use args::{ColorChoice, TableArgs};
-pub use fit::{Fit, Matching};
+pub use fit::{Fit, Head, Matching};
 pub use render::{Table, cells, render};
 
 use crate::clock::parse_rfc3339;
@@ -125,8 +125,13 @@ impl Row {
     }
 
     fn is_old(&self, now: i64) -> bool {
-        self.at.is_some_and(|at| now - at > OLD_MS)
+        is_old(self.at, now)
     }
+}
+
+/// Whether a row last written at `at` is idle longer than [`OLD_MS`] at `now`.
+fn is_old(at: Option<i64>, now: i64) -> bool {
+    at.is_some_and(|at| now - at > OLD_MS)
 }
 
 /// One line of the daemon's `status` answer as the client reads it, without building a
@@ -161,6 +166,20 @@ pub struct StatusLine<'a> {
     pub reason: Option<Cow<'a, str>>,
     #[serde(default)]
     pub background_tasks: Option<u64>,
+}
+
+impl StatusLine<'_> {
+    /// A row's place in the table, without building the row ([`Fit::push_with`]);
+    /// `None` for a line that is no session row.
+    pub fn head(&self) -> Option<Head<'_>> {
+        Some(Head {
+            provider: self.provider.as_deref().and_then(ProviderKind::parse),
+            session: self.session.as_deref()?,
+            subagent: self.agent.is_some(),
+            rank: rank(self.state.as_deref().unwrap_or_default()),
+            at: self.since.as_deref().and_then(parse_rfc3339),
+        })
+    }
 }
 
 /// A text field of a status line, lent from the line where it has no escapes. serde
