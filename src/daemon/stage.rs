@@ -73,6 +73,13 @@ pub(super) struct Stage {
     gone: Option<io::Error>,
 }
 
+/// An event's line in the stream, its newline included.
+fn line_of(ev: &Event) -> String {
+    let mut line = ev.to_json();
+    line.push('\n');
+    line
+}
+
 impl Stage {
     pub fn new(out: Box<dyn LineOut>, persist: Persist, health: Arc<StreamHealth>) -> Stage {
         Stage {
@@ -90,12 +97,14 @@ impl Stage {
     /// written before it and the stream takes its line without waiting
     /// ([`LineOut::ready`]); hands it back otherwise. As [`Stage::handle`] for it.
     pub fn try_direct(&mut self, batch: Vec<Event>) -> Result<io::Result<()>, Vec<Event>> {
-        // The line as `write` makes it, and its newline.
-        let fits = |ev: &Event| self.out.ready(ev.to_json().len() + 1);
-        if !self.idle() || batch.len() != 1 || !batch.first().is_some_and(fits) {
+        let line = match batch.as_slice() {
+            [ev] if self.idle() => line_of(ev),
+            _ => return Err(batch),
+        };
+        if !self.out.ready(line.len()) {
             return Err(batch);
         }
-        Ok(self.handle(vec![Out::Batch(batch)]))
+        Ok(self.handle_made(vec![Out::Batch(batch)], Some(line)))
     }
 
     /// Nothing waits to be written, and nothing is to be tried again.
@@ -119,20 +128,26 @@ impl Stage {
     /// Handles messages, after trying what waits if that is due. Fails only when the
     /// stream's reader is gone for good: a daemon nobody can hear should stop.
     pub fn handle(&mut self, msgs: Vec<Out>) -> io::Result<()> {
+        self.handle_made(msgs, None)
+    }
+
+    /// [`Stage::handle`], with the line of the first batch's first event already made
+    /// ([`Stage::try_direct`] made it to see whether it fits).
+    fn handle_made(&mut self, msgs: Vec<Out>, mut made: Option<String>) -> io::Result<()> {
         if self.retry_at().is_some_and(|t| t <= Instant::now()) {
             self.retry();
         }
         self.repaired();
         for m in msgs {
             match m {
-                Out::Batch(b) => self.deliver(b),
+                Out::Batch(b) => self.deliver(b, made.take()),
                 Out::Save(d) => self.save(d),
             }
         }
         self.persist.tidy();
         // A state_unwritable anomaly from the state writer.
         if let Some(a) = self.persist.health.take_anomaly() {
-            self.deliver(vec![a]);
+            self.deliver(vec![a], None);
         }
         self.repaired();
         self.publish();
@@ -142,14 +157,19 @@ impl Stage {
         }
     }
 
-    fn deliver(&mut self, batch: Vec<Event>) {
+    /// Journals `batch` as pending, then writes each event (the first as `made`, if
+    /// given) and journals it as done, or holds it.
+    fn deliver(&mut self, batch: Vec<Event>, mut made: Option<String>) {
         self.persist.pending(&batch);
         for ev in batch {
+            // Only ever the first event's.
+            let made = made.take();
             if !self.held.is_empty() {
                 self.held.push_back(Box::new(ev));
                 continue;
             }
-            match self.write(&ev) {
+            let line = made.unwrap_or_else(|| line_of(&ev));
+            match self.write_line(&line) {
                 Ok(()) => self.persist.done(&ev),
                 Err(e) => {
                     self.failed(&e);
@@ -182,9 +202,7 @@ impl Stage {
         }
     }
 
-    fn write(&mut self, ev: &Event) -> io::Result<()> {
-        let mut line = ev.to_json();
-        line.push('\n');
+    fn write_line(&mut self, line: &str) -> io::Result<()> {
         self.out.append(line.as_bytes())?;
         self.out.flush()
     }
@@ -200,7 +218,7 @@ impl Stage {
             let Some(ev) = self.held.pop_front() else {
                 break;
             };
-            match self.write(&ev) {
+            match self.write_line(&line_of(&ev)) {
                 Ok(()) => {
                     self.persist.done(&ev);
                     if let Some(h) = &mut self.held_delta {
@@ -276,7 +294,7 @@ impl Stage {
                 ),
                 &target,
             );
-            self.deliver(vec![ev]);
+            self.deliver(vec![ev], None);
         }
     }
 
