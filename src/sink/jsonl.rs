@@ -71,25 +71,46 @@ pub trait LineOut: Send {
 /// free buffer of a pipe always takes whole); never for anything else (a terminal may
 /// be held with ^S).
 pub fn writable_now(fd: std::os::fd::BorrowedFd<'_>, len: usize) -> bool {
-    use rustix::event::{PollFd, PollFlags, Timespec};
-    use rustix::fs::FileType;
-    const PIPE_BUF: usize = 4096;
-    let Ok(st) = rustix::fs::fstat(fd) else {
-        return false;
-    };
-    match FileType::from_raw_mode(st.st_mode) {
-        FileType::RegularFile => true,
-        FileType::Fifo | FileType::Socket if len <= PIPE_BUF => {
-            let mut p = [PollFd::new(&fd, PollFlags::OUT)];
-            let zero = Timespec {
-                tv_sec: 0,
-                tv_nsec: 0,
-            };
-            matches!(rustix::event::poll(&mut p, Some(&zero)), Ok(1))
-                && p[0].revents() == PollFlags::OUT
-        }
-        _ => false,
+    match Takes::of(fd) {
+        Takes::Always => true,
+        Takes::IfRoom => has_room(fd, len),
+        Takes::Never => false,
     }
+}
+
+/// How a descriptor takes a line without waiting ([`writable_now`]), by its file type,
+/// which an open descriptor keeps: stdout's is looked at once, not for every event.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Takes {
+    Always,
+    IfRoom,
+    Never,
+}
+
+impl Takes {
+    fn of(fd: std::os::fd::BorrowedFd<'_>) -> Takes {
+        use rustix::fs::FileType;
+        match rustix::fs::fstat(fd).map(|st| FileType::from_raw_mode(st.st_mode)) {
+            Ok(FileType::RegularFile) => Takes::Always,
+            Ok(FileType::Fifo | FileType::Socket) => Takes::IfRoom,
+            _ => Takes::Never,
+        }
+    }
+}
+
+/// Whether a pipe or socket takes `len` bytes whole now.
+fn has_room(fd: std::os::fd::BorrowedFd<'_>, len: usize) -> bool {
+    use rustix::event::{PollFd, PollFlags, Timespec};
+    const PIPE_BUF: usize = 4096;
+    if len > PIPE_BUF {
+        return false;
+    }
+    let mut p = [PollFd::new(&fd, PollFlags::OUT)];
+    let zero = Timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    matches!(rustix::event::poll(&mut p, Some(&zero)), Ok(1)) && p[0].revents() == PollFlags::OUT
 }
 
 /// A stream that cannot be undone (stdout, a pipe).
@@ -113,13 +134,15 @@ impl<W: Write + Send> Lines<W> {
 impl Lines<io::BufWriter<io::Stdout>> {
     /// Stdout, buffered: each line goes out whole at its flush.
     pub fn stdout() -> Self {
+        use std::os::fd::AsFd;
         Lines {
             out: io::BufWriter::new(io::stdout()),
             name: "stdout",
-            ready: Some(|len| {
-                use std::os::fd::AsFd;
-                writable_now(io::stdout().as_fd(), len)
-            }),
+            ready: match Takes::of(io::stdout().as_fd()) {
+                Takes::Always => Some(|_| true),
+                Takes::IfRoom => Some(|len| has_room(io::stdout().as_fd(), len)),
+                Takes::Never => None,
+            },
         }
     }
 }
@@ -273,11 +296,12 @@ fn repair(file: &mut File, path: &Path) -> io::Result<Option<u64>> {
 impl LineOut for EventFile {
     fn ready(&self, len: usize) -> bool {
         use std::os::fd::AsFd;
+        // `regular` is the open file's: a regular file always takes a line.
         self.torn_at.is_none()
             && self
                 .file
                 .as_ref()
-                .is_some_and(|f| writable_now(f.as_fd(), len))
+                .is_some_and(|f| self.regular || writable_now(f.as_fd(), len))
     }
 
     fn append(&mut self, line: &[u8]) -> io::Result<()> {
@@ -374,6 +398,36 @@ impl StreamHealth {
 mod tests {
     #![allow(clippy::unwrap_used)]
     use super::*;
+    use std::fs;
+    use std::os::fd::AsFd;
+
+    /// A regular file always takes a line; a pipe while it has room for it whole; a
+    /// character device (a terminal, say) is never written without waiting.
+    #[test]
+    fn a_line_is_written_at_once_only_where_it_cannot_wait() {
+        let tmp = tempfile::tempdir().unwrap();
+        let file = fs::File::create(tmp.path().join("e.jsonl")).unwrap();
+        assert_eq!(Takes::of(file.as_fd()), Takes::Always);
+        assert!(writable_now(file.as_fd(), 1 << 20));
+        let null = fs::OpenOptions::new()
+            .write(true)
+            .open("/dev/null")
+            .unwrap();
+        assert_eq!(Takes::of(null.as_fd()), Takes::Never);
+        assert!(!writable_now(null.as_fd(), 10));
+        let (reader, mut writer) = io::pipe().unwrap();
+        assert_eq!(Takes::of(writer.as_fd()), Takes::IfRoom);
+        assert!(writable_now(writer.as_fd(), 100));
+        assert!(
+            !writable_now(writer.as_fd(), 4097),
+            "more than one pipe buffer"
+        );
+        // The pipe filled (whatever its size): nothing more goes without waiting.
+        rustix::io::ioctl_fionbio(&writer, true).unwrap();
+        while writer.write(&[b'x'; 512]).is_ok() {}
+        assert!(!writable_now(writer.as_fd(), 1));
+        drop(reader);
+    }
 
     #[test]
     fn a_torn_last_line_is_cut_and_whole_lines_stay() {
