@@ -10,6 +10,11 @@ use std::io::{self, Read};
 use std::path::Path;
 use std::sync::Arc;
 
+/// The name a file's events carry: its path as text (lossy where it is not UTF-8).
+pub fn name_of(path: &Path) -> Arc<str> {
+    Arc::from(path.to_string_lossy().as_ref())
+}
+
 /// How much of a bad line is hashed into its anomaly key.
 const KEY_PREFIX: usize = 4096;
 
@@ -44,8 +49,22 @@ impl FileFeed {
         offset: u64,
         line_no: u64,
     ) -> Self {
+        Self::resume_named(name_of(path), path, provider, max_line, offset, line_no)
+    }
+
+    /// [`FileFeed::resume`] under a name made already: the daemon's file table hands
+    /// every holder its own, so a feed makes no copy (at 100,000 files, the copies
+    /// made and dropped during the history read left holes among the names kept).
+    pub fn resume_named(
+        name: Arc<str>,
+        path: &Path,
+        provider: ProviderKind,
+        max_line: usize,
+        offset: u64,
+        line_no: u64,
+    ) -> Self {
         FileFeed {
-            path: Arc::from(path.to_string_lossy().as_ref()),
+            path: name,
             provider,
             projector: provider::projector_for(provider, path),
             reader: LineReader::resume(offset, line_no, max_line),
@@ -66,7 +85,19 @@ impl FileFeed {
         at: (u64, u64),
         saved: &str,
     ) -> Option<Self> {
-        let mut feed = Self::resume(path, provider, max_line, at.0, at.1);
+        Self::restore_named(name_of(path), path, provider, max_line, at, saved)
+    }
+
+    /// [`FileFeed::restore`] under a name made already ([`FileFeed::resume_named`]).
+    pub fn restore_named(
+        name: Arc<str>,
+        path: &Path,
+        provider: ProviderKind,
+        max_line: usize,
+        at: (u64, u64),
+        saved: &str,
+    ) -> Option<Self> {
+        let mut feed = Self::resume_named(name, path, provider, max_line, at.0, at.1);
         feed.projector.restore(saved).then_some(feed)
     }
 

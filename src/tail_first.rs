@@ -21,6 +21,7 @@ use crate::provider::restart;
 use crate::tail::scratch;
 use std::io::{self, Read, Seek, SeekFrom};
 use std::path::Path;
+use std::sync::Arc;
 
 mod prefix;
 mod search;
@@ -70,7 +71,19 @@ pub struct Start {
 impl Start {
     /// A feed for the file at `path` that reads on from here.
     pub fn feed(&self, path: &Path, provider: ProviderKind, max_line: usize) -> FileFeed {
-        let mut feed = FileFeed::resume(path, provider, max_line, self.offset, self.line_no);
+        self.feed_named(crate::feed::name_of(path), path, provider, max_line)
+    }
+
+    /// [`Start::feed`] under a name made already ([`FileFeed::resume_named`]).
+    pub fn feed_named(
+        &self,
+        name: Arc<str>,
+        path: &Path,
+        provider: ProviderKind,
+        max_line: usize,
+    ) -> FileFeed {
+        let mut feed =
+            FileFeed::resume_named(name, path, provider, max_line, self.offset, self.line_no);
         for line in self.head.iter().chain(&self.context) {
             feed.prime(line);
         }
@@ -410,11 +423,17 @@ fn read_head<F: Read + Seek>(file: &mut F, limit: u64) -> io::Result<Option<Vec<
 
 /// A feed for the file at `path` that starts at its restart point, its projector shown
 /// the file's first line; `None` when the file is to be read whole (or cannot be read
-/// now: the caller's read then reports that). For the daemon's first history read.
-pub fn open_feed(path: &Path, provider: ProviderKind, max_line: usize) -> Option<FileFeed> {
+/// now: the caller's read then reports that). For the daemon's first history read,
+/// under the name its file table holds.
+pub fn open_feed(
+    name: Arc<str>,
+    path: &Path,
+    provider: ProviderKind,
+    max_line: usize,
+) -> Option<FileFeed> {
     let mut file = crate::tail::open(path).ok()?;
     // The daemon reads from its own handle: nothing to keep.
-    start_feed(&mut file, path, provider, max_line, false).map(|(feed, _)| feed)
+    start_feed(&mut file, name, path, provider, max_line, false).map(|(feed, _)| feed)
 }
 
 /// [`open_feed`] on `file` (the transcript at `path`), with the bytes from the restart
@@ -422,15 +441,17 @@ pub fn open_feed(path: &Path, provider: ProviderKind, max_line: usize) -> Option
 /// save reading them again (the file is then read on from the feed's position).
 pub fn feed_keeping(
     file: &mut std::fs::File,
+    name: Arc<str>,
     path: &Path,
     provider: ProviderKind,
     max_line: usize,
 ) -> Option<(FileFeed, Option<KeptTail>)> {
-    start_feed(file, path, provider, max_line, true)
+    start_feed(file, name, path, provider, max_line, true)
 }
 
 fn start_feed(
     file: &mut std::fs::File,
+    name: Arc<str>,
     path: &Path,
     provider: ProviderKind,
     max_line: usize,
@@ -439,7 +460,7 @@ fn start_feed(
     match plan_keeping(file, provider, path, keep) {
         Ok(Plan::Tail { start, tail }) => {
             tracing::debug!(path = %path.display(), line = start.line_no, offset = start.offset, "History read from its last turn.");
-            Some((start.feed(path, provider, max_line), tail))
+            Some((start.feed_named(name, path, provider, max_line), tail))
         }
         Ok(Plan::Full(reason)) => {
             tracing::debug!(path = %path.display(), reason, "History read whole (tail-first does not apply).");

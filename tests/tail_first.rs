@@ -842,7 +842,13 @@ fn the_kept_tail_is_the_file_end_across_chunks_and_nothing_past_its_cap() {
         std::fs::create_dir(&sub).unwrap();
         let path = sub.join(format!("{}.jsonl", common::claude::SESSION));
         std::fs::write(&path, &data).unwrap();
-        let feed = tail_first::open_feed(&path, ProviderKind::Claude, MAX_LINE).unwrap();
+        let feed = tail_first::open_feed(
+            baton::feed::name_of(&path),
+            &path,
+            ProviderKind::Claude,
+            MAX_LINE,
+        )
+        .unwrap();
         assert_eq!(feed.start(), offset, "{answers} answers: the daemon's read");
     }
 }

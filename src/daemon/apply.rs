@@ -194,13 +194,14 @@ impl Reduce {
         let (mtime_ms, now) = match files.admit(path, meta, mode, self.deferred.is_some()) {
             Admit::Skip => return,
             Admit::Deferred {
+                name,
                 provider,
                 id,
                 mtime_ms,
             } => {
                 // A first run's history: read on worker threads once the walk is done.
                 if let Some(later) = self.deferred.as_mut() {
-                    later.push(path, provider, id, mtime_ms);
+                    later.push(name, provider, id, mtime_ms);
                 }
                 return;
             }
@@ -303,7 +304,7 @@ impl Reduce {
     fn apply_found(&mut self, files: &mut Files, f: &history::Found, got: Outcome) {
         files.beat();
         let now = files.now();
-        let path = f.path.as_path();
+        let path = f.name.path();
         if !files.contains(path) {
             // Gone during the walk.
             return;

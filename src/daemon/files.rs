@@ -15,11 +15,12 @@
 //! not the whole file.
 
 use super::name::FileName;
-use super::read::{Commit, Mode, More, READ_CHUNK, Read, Step, path_arc};
+use super::read::{Commit, Mode, More, READ_CHUNK, Read, Step};
 use super::table::Table;
 use super::tracked::Tracked;
 use crate::clock::{Clock, Now};
 use crate::feed::FileFeed;
+use crate::feed::name_of;
 use crate::logging::RateLimit;
 use crate::tail::{Change, Stat, TailState};
 use crate::watch::Root;
@@ -224,7 +225,7 @@ impl Files {
     pub fn name(&self, path: &Path) -> Arc<str> {
         match self.table.get_key_value(path) {
             Some((k, _)) => k.name().clone(),
-            None => path_arc(path),
+            None => name_of(path),
         }
     }
 
@@ -299,7 +300,7 @@ impl Files {
             return Look::Steps(Vec::new());
         }
         let stat = Stat::of(&meta);
-        let Some(t) = self.table.get_mut(path) else {
+        let Some((name, t)) = self.table.get_named_mut(path) else {
             return Look::New(meta);
         };
         let change = t.tail.compare(&stat);
@@ -326,7 +327,7 @@ impl Files {
             // Same size and mtime, yet written to: only the content can say what changed.
             Change::Touched => self.rederive(path, Rederive::Rewritten, mode, None),
             Change::Changed => {
-                if !t.warm_up(path, self.limits.max_line) {
+                if !t.warm_up(name, self.limits.max_line) {
                     return Look::Steps(self.rederive(path, Rederive::Reactivated, mode, None));
                 }
                 self.make_room(path);
@@ -374,7 +375,7 @@ impl Files {
         } else {
             tracing::debug!(path = %path.display(), reason = why.as_str(), "Re-reading transcript from its start.");
         }
-        let Some(t) = self.table.get_mut(path) else {
+        let Some((name, t)) = self.table.get_named_mut(path) else {
             return Vec::new();
         };
         let id = match fs::metadata(path) {
@@ -382,13 +383,16 @@ impl Files {
             _ => return self.remove_file(path, mode),
         };
         t.cold = None;
-        t.feed = Some(Box::new(FileFeed::new(
+        t.feed = Some(Box::new(FileFeed::resume_named(
+            name.name().clone(),
             path,
             t.provider,
             self.limits.max_line,
+            0,
+            1,
         )));
         t.tail = TailState::new(id);
-        let mut steps = vec![Step::Forget(path_arc(path))];
+        let mut steps = vec![Step::Forget(name.name().clone())];
         steps.extend(self.read_upto(path, mode, None, history_before));
         steps
     }
@@ -406,10 +410,10 @@ impl Files {
         let now = self.clock.now();
         self.make_room(path);
         let catch_up = self.catch_up();
-        let Some(t) = self.table.get_mut(path) else {
+        let Some((name, t)) = self.table.get_named_mut(path) else {
             return Vec::new();
         };
-        if !t.warm_up(path, self.limits.max_line) {
+        if !t.warm_up(name, self.limits.max_line) {
             return self.rederive(path, Rederive::Reactivated, mode, history_before);
         }
         let Some(feed) = t.feed.as_mut() else {

@@ -26,6 +26,8 @@ pub(super) enum Admit {
     Skip,
     /// Its first read is left to the history readers.
     Deferred {
+        /// The name the table holds it by, for the reader's feed to share.
+        name: FileName,
         provider: ProviderKind,
         id: FileId,
         mtime_ms: i64,
@@ -57,7 +59,15 @@ impl Files {
             self.ignored.insert(path.to_path_buf(), size);
             return Admit::Skip;
         };
-        let feed = FileFeed::new(path, provider, self.limits.max_line);
+        let name = FileName::new(path);
+        let feed = FileFeed::resume_named(
+            name.name().clone(),
+            path,
+            provider,
+            self.limits.max_line,
+            0,
+            1,
+        );
         if !feed.is_conversation() {
             self.ignored.insert(path.to_path_buf(), u64::MAX);
             return Admit::Skip;
@@ -74,7 +84,7 @@ impl Files {
         };
         let defer = defer && mode == Mode::History;
         self.table.insert(
-            FileName::new(path),
+            name.clone(),
             Tracked {
                 provider,
                 tail: TailState::new(stat.id),
@@ -87,6 +97,7 @@ impl Files {
         );
         if defer {
             return Admit::Deferred {
+                name,
                 provider,
                 id: stat.id,
                 mtime_ms,
@@ -144,11 +155,14 @@ impl Files {
     /// A first run's history read: the projector a history reader's read left, read
     /// from the file's first byte when the reader could not.
     pub(super) fn restart_feed(&mut self, path: &Path, provider: ProviderKind) {
-        if let Some(t) = self.table.get_mut(path) {
-            t.feed = Some(Box::new(FileFeed::new(
+        if let Some((name, t)) = self.table.get_named_mut(path) {
+            t.feed = Some(Box::new(FileFeed::resume_named(
+                name.name().clone(),
                 path,
                 provider,
                 self.limits.max_line,
+                0,
+                1,
             )));
         }
     }
@@ -192,8 +206,13 @@ impl Files {
     /// A first history read needs a file's state, not its events (history is silent):
     /// start it at its tail-first restart point instead of its first byte.
     fn start_tail_first(&mut self, path: &Path) {
-        if let Some(t) = self.table.get_mut(path)
-            && let Some(feed) = crate::tail_first::open_feed(path, t.provider, self.limits.max_line)
+        if let Some((name, t)) = self.table.get_named_mut(path)
+            && let Some(feed) = crate::tail_first::open_feed(
+                name.name().clone(),
+                path,
+                t.provider,
+                self.limits.max_line,
+            )
         {
             t.feed = Some(Box::new(feed));
         }

@@ -19,6 +19,7 @@
 //! Files resumed from a checkpoint (a restart) are read as they are found: their events
 //! come out after `daemon_ready`, in the walk's order.
 
+use super::name::FileName;
 use crate::feed::FileFeed;
 use crate::model::ProviderKind;
 use crate::pool;
@@ -28,7 +29,7 @@ use crossbeam_channel::{Receiver, Sender};
 use std::collections::{HashMap, HashSet, VecDeque};
 use std::io::{self, Read, Seek, SeekFrom};
 use std::panic::AssertUnwindSafe;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
@@ -47,7 +48,9 @@ const READ_MAX: u64 = 4 * 1024 * 1024;
 /// A file found by the walk, not read yet.
 #[derive(Clone)]
 pub(super) struct Found {
-    pub path: PathBuf,
+    /// Its path, under the name the file table holds it by: the queue, the set of paths
+    /// and the reader's feed share that one allocation.
+    pub name: FileName,
     pub provider: ProviderKind,
     /// Its identity when found: a file that has another by its read was replaced.
     id: FileId,
@@ -58,7 +61,7 @@ pub(super) struct Found {
 /// reading them.
 pub(super) struct Deferred {
     queue: VecDeque<Found>,
-    paths: HashSet<PathBuf>,
+    paths: HashSet<FileName>,
     /// Files handed to the workers so far (the next one's number).
     sent: u64,
     /// The number of the next file to apply (the front of `queue`).
@@ -113,12 +116,12 @@ impl Deferred {
     }
 
     /// A file found: a worker reads it as soon as the window has room.
-    pub fn push(&mut self, path: &Path, provider: ProviderKind, id: FileId, mtime_ms: i64) {
-        if !self.paths.insert(path.to_path_buf()) {
+    pub fn push(&mut self, name: FileName, provider: ProviderKind, id: FileId, mtime_ms: i64) {
+        if !self.paths.insert(name.clone()) {
             return;
         }
         let found = Found {
-            path: path.to_path_buf(),
+            name,
             provider,
             id,
             mtime_ms,
@@ -141,7 +144,7 @@ impl Deferred {
     pub fn take(&mut self, block: bool) -> Option<(Found, Outcome)> {
         let got = self.next_result(block)?;
         let f = self.queue.pop_front()?;
-        self.paths.remove(&f.path);
+        self.paths.remove(f.name.path());
         self.next += 1;
         Some((f, got))
     }
@@ -252,13 +255,19 @@ pub(super) fn begin(first_run: bool, threads: usize, max_line: usize) -> Option<
 /// The worker's part: no reducer, no file table, no handle kept.
 fn read(f: &Found, max_line: usize) -> Outcome {
     let mut tail = TailState::new(f.id);
-    let Ok(Some(file)) = tail.handle(&f.path) else {
+    let path = f.name.path();
+    let Ok(Some(file)) = tail.handle(path) else {
         return Outcome::Redo;
     };
     // One handle for the plan and the read: what the plan read of the end is not read
     // again.
-    let (mut feed, kept) = crate::tail_first::feed_keeping(file, &f.path, f.provider, max_line)
-        .unwrap_or_else(|| (FileFeed::new(&f.path, f.provider, max_line), None));
+    let name = f.name.name();
+    let (mut feed, kept) =
+        crate::tail_first::feed_keeping(file, name.clone(), path, f.provider, max_line)
+            .unwrap_or_else(|| {
+                let feed = FileFeed::resume_named(name.clone(), path, f.provider, max_line, 0, 1);
+                (feed, None)
+            });
     let mut obs = Vec::new();
     let kept = kept
         .as_ref()

@@ -35,11 +35,6 @@ pub(super) enum Step {
     Restore(Arc<str>, Vec<SavedSession>, Now),
 }
 
-/// A path as the steps name a file (the reducer keys sessions by it).
-pub(super) fn path_arc(path: &std::path::Path) -> Arc<str> {
-    Arc::from(path.to_string_lossy().as_ref())
-}
-
 /// Observations read from one file, in file order.
 pub(super) struct Read {
     pub provider: ProviderKind,

@@ -83,10 +83,11 @@ impl Files {
     /// Continues `path` from its checkpoint with the saved projector context; the saved
     /// sessions to restore, or `None` if they cannot be taken back.
     fn resume_at(&mut self, path: &Path, cp: &Checkpoint, now: Now) -> Option<Step> {
-        let t = self.table.get_mut(path)?;
+        let (name, t) = self.table.get_named_mut(path)?;
         let r = cp.resume.as_ref().filter(|r| r.provider == t.provider)?;
         let at = (cp.offset, cp.line);
-        let feed = FileFeed::restore(path, t.provider, self.limits.max_line, at, &r.projector)?;
+        let (max_line, name) = (self.limits.max_line, name.name().clone());
+        let feed = FileFeed::restore_named(name, path, t.provider, max_line, at, &r.projector)?;
         let id = t.tail.id();
         t.tail = TailState::resumed(id, cp.offset, cp.line, cp.marker);
         let restore = Step::Restore(feed.path.clone(), r.sessions.clone(), now);

@@ -92,7 +92,7 @@ impl RowTable {
         if replaced {
             tracing::info!(path = %path.display(), "Database replaced; read from its first row.");
             self.dbs.remove(path);
-            steps.push(Step::Forget(super::read::path_arc(path)));
+            steps.push(Step::Forget(crate::feed::name_of(path)));
         }
         let live_before = at.now.wall.saturating_sub(at.catch_up);
         let history_before = match self.dbs.get(path) {

@@ -54,6 +54,13 @@ impl Table {
         self.entries.get_mut(n).map(|(_, t)| t)
     }
 
+    /// The entry for `path`, with the name the table holds it by (a feed made for it
+    /// shares that name).
+    pub fn get_named_mut(&mut self, path: &Path) -> Option<(&FileName, &mut Tracked)> {
+        let n = self.find(path)?;
+        self.entries.get_mut(n).map(|(k, t)| (&*k, t))
+    }
+
     /// Tracks `name` (replacing its entry if it was tracked).
     pub fn insert(&mut self, name: FileName, t: Tracked) {
         let h = self.hasher.hash_one(name.path());

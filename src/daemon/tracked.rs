@@ -1,11 +1,11 @@
 //! One tracked transcript: its tail state, its projector (or, while cold, the
 //! projector's saved context), and what the file table learnt about it.
 
+use super::name::FileName;
 use crate::feed::FileFeed;
 use crate::model::ProviderKind;
 use crate::reduce::{Kept, Spill};
 use crate::tail::TailState;
-use std::path::Path;
 use std::sync::Arc;
 
 pub(super) struct Tracked {
@@ -53,7 +53,7 @@ impl Tracked {
 
     /// Takes the projector back from its saved context at the committed offset; false if
     /// there is none (the file is then re-read from its first byte).
-    pub(super) fn warm_up(&mut self, path: &Path, max_line: usize) -> bool {
+    pub(super) fn warm_up(&mut self, name: &FileName, max_line: usize) -> bool {
         if self.feed.is_some() {
             return true;
         }
@@ -61,7 +61,9 @@ impl Tracked {
             return false;
         };
         let at = (self.tail.offset(), self.tail.line_no());
-        self.feed = FileFeed::restore(path, self.provider, max_line, at, &saved).map(Box::new);
+        let (path, name) = (name.path(), name.name().clone());
+        self.feed =
+            FileFeed::restore_named(name, path, self.provider, max_line, at, &saved).map(Box::new);
         self.feed.is_some()
     }
 }
