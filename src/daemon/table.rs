@@ -4,7 +4,7 @@
 //! Sized for 100,000 files. As a map of name → boxed entry it took a 128-byte allocation
 //! per file, made while the history read allocated and freed the sessions around it, and
 //! 262,144 slots of 24 bytes at 117,758 files (6.6 MB). Here the entries are one list (a
-//! slot of 144 bytes, freed slots reused) and the map a table of 5-byte slots.
+//! slot of 136 bytes, freed slots reused) and the map a table of 5-byte slots.
 
 use super::name::FileName;
 use super::tracked::Tracked;
@@ -14,7 +14,7 @@ use std::hash::BuildHasher;
 use std::path::Path;
 
 // A slot of the list: at 131,072 slots (117,758 files), every 8 bytes more is 1 MB.
-const _: () = assert!(size_of::<Option<(FileName, Tracked)>>() <= 144);
+const _: () = assert!(size_of::<Option<(FileName, Tracked)>>() <= 136);
 
 #[derive(Default)]
 pub(super) struct Table {

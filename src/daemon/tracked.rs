@@ -22,7 +22,7 @@ pub(super) struct Tracked {
     /// Monotonic ms of the last change seen; negative for changes before the start.
     pub(super) last_change: i64,
     /// When a read error was last logged as a warning (at most one a minute per file), in
-    /// monotonic seconds: with it the entry fits 128 bytes, not 136.
+    /// monotonic seconds: 4 bytes, where the entry has room left.
     pub(super) warned_s: i32,
     /// How far the writer's clock is behind ours (ms, never negative), learned from an
     /// earlier read: the file's mtime against its newest record time. A live change is
@@ -34,7 +34,7 @@ pub(super) struct Tracked {
 
 // The file table holds one of these per file, in a slot of its list (`table.rs`): at
 // 100,000 files, every 8 bytes more is about 1 MB.
-const _: () = assert!(size_of::<Tracked>() <= 128);
+const _: () = assert!(size_of::<Tracked>() <= 120);
 
 impl Tracked {
     /// Drops the projector, keeping its context in saved form.

@@ -24,7 +24,7 @@ mod views;
 
 pub use dedup::{DEFAULT_SEEN, Seen};
 pub use liveness::Quiet;
-pub use park::{Kept, Spill, SpillAt, Spilled};
+pub use park::{Kept, Shared, Spill, SpillAt, Spilled};
 pub use saved::{Decided, SavedSession};
 pub use signal::SignalStats;
 pub use views::{ParkedView, STALE, SessionChange, SessionView};

@@ -45,7 +45,7 @@ pub trait Spill: Send + Sync + std::fmt::Debug {
     fn put_at(&self, bytes: &[u8]) -> Option<SpillAt> {
         let len = u32::try_from(bytes.len()).ok()?;
         Some(SpillAt {
-            file: self.put(bytes)?,
+            file: Shared::new(self.put(bytes)?),
             at: 0,
             len,
         })
@@ -55,9 +55,34 @@ pub trait Spill: Send + Sync + std::fmt::Debug {
 /// Where a [`Spill`] put bytes: `len` bytes from `at` of `file`.
 #[derive(Debug, Clone)]
 pub struct SpillAt {
-    pub file: Arc<dyn Spilled>,
+    pub file: Shared,
     pub at: u32,
     pub len: u32,
+}
+
+/// A [`Spilled`] many holders share, one pointer wide where an `Arc<dyn Spilled>` is
+/// two: every parked file's entry and every cold file's entry in the daemon's table holds
+/// one (at 100,000 files, the pointer more was 2 MB). Made once per scratch file, so the
+/// extra indirection costs one allocation per file, not per text.
+#[derive(Debug, Clone)]
+pub struct Shared(Arc<Box<dyn Spilled>>);
+
+impl Shared {
+    pub fn new(s: impl Spilled + 'static) -> Shared {
+        Shared(Arc::new(Box::new(s)))
+    }
+
+    /// Whether both are the one handle.
+    pub fn ptr_eq(a: &Shared, b: &Shared) -> bool {
+        Arc::ptr_eq(&a.0, &b.0)
+    }
+}
+
+impl std::ops::Deref for Shared {
+    type Target = dyn Spilled;
+    fn deref(&self) -> &(dyn Spilled + 'static) {
+        &**self.0
+    }
 }
 
 /// Bytes a [`Spill`] took. Dropping the last handle lets their space go.
@@ -93,10 +118,25 @@ pub trait Spilled: Send + Sync + std::fmt::Debug {
     }
 }
 
+/// A shared [`Spilled`] reads as what it shares ([`Shared`] wraps a scratch file's).
+impl<T: Spilled + ?Sized> Spilled for Arc<T> {
+    fn read(&self) -> Option<Vec<u8>> {
+        (**self).read()
+    }
+
+    fn read_into(&self, out: &mut Vec<u8>) -> bool {
+        (**self).read_into(out)
+    }
+
+    fn read_range_into(&self, from: usize, len: usize, out: &mut Vec<u8>) -> bool {
+        (**self).read_range_into(from, len, out)
+    }
+}
+
 /// Saved text kept for later: in memory, or spilled when a [`Spill`] takes it. A parked
 /// file's sessions (`SavedSession` JSON), and the daemon's cold projector contexts.
 ///
-/// 24 bytes and no allocation of its own when spilled: where the text lies in the
+/// 16 bytes and no allocation of its own when spilled: where the text lies in the
 /// scratch file it shares with every other spilled text. With a handle of its own per
 /// text (a 32-byte allocation) there were two per file, 6.8 MB at 100,000 files. Kept
 /// in memory, the text is a [`Spilled`] of its own ([`Here`]). One shape for both, so
@@ -105,7 +145,7 @@ pub trait Spilled: Send + Sync + std::fmt::Debug {
 #[derive(Debug, Clone)]
 pub struct Kept(SpillAt);
 
-const _: () = assert!(size_of::<Kept>() == 24 && size_of::<Option<Kept>>() == 24);
+const _: () = assert!(size_of::<Kept>() == 16 && size_of::<Option<Kept>>() == 16);
 
 /// A text kept in memory, read as a [`Spilled`]: the whole text whatever the range (it
 /// is all there is in it, and may be longer than a range can say).
@@ -128,7 +168,7 @@ impl Kept {
         match spill.and_then(|s| s.put_at(text.as_bytes())) {
             Some(at) => Kept(at),
             None => Kept(SpillAt {
-                file: Arc::new(Here(text)),
+                file: Shared::new(Here(text)),
                 at: 0,
                 len: 0,
             }),

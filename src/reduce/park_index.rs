@@ -3,9 +3,9 @@
 //!
 //! Sized for 100,000 idle files. As two maps (path → saved form, key hash → path) it took
 //! 17.3 MB at 117,758 files: each map just past 7/8 of 131,072 slots, so 262,144, of 40
-//! and 24 bytes. Here the files are one list (a slot of 40 bytes each, grown as a `Vec`),
+//! and 24 bytes. Here the files are one list (a slot of 32 bytes each, grown as a `Vec`),
 //! and both lookups are tables of slot numbers: 5 bytes a slot by path, 13 by key, about
-//! 9 MB in all.
+//! 8 MB in all.
 
 use crate::slots::Slots;
 use foldhash::fast::RandomState;

@@ -10,7 +10,7 @@
 //! full disk), what it held stays in memory, readable as before, and later puts are
 //! refused, so they stay in memory too: nothing is lost.
 
-use crate::reduce::{Spill, SpillAt, Spilled};
+use crate::reduce::{Shared, Spill, SpillAt, Spilled};
 use std::fs::{File, OpenOptions};
 use std::io;
 use std::os::unix::fs::{FileExt, OpenOptionsExt};
@@ -49,10 +49,33 @@ pub struct SpillFile {
 #[derive(Debug)]
 struct Current {
     region: Arc<Region>,
+    /// The handle of the [`SpillAt`]s put in `region` (it holds `region` too).
+    handle: Shared,
     /// Files started so far, for unique names.
     started: u64,
     /// The files before `region`, while anything still reads from them.
     older: Vec<Weak<Region>>,
+}
+
+impl Current {
+    fn new(region: Region, started: u64) -> Current {
+        let region = Arc::new(region);
+        Current {
+            handle: Shared::new(region.clone()),
+            region,
+            started,
+            older: Vec::new(),
+        }
+    }
+
+    /// Puts go to `region` from now on.
+    fn roll_to(&mut self, region: Region) {
+        let region = Arc::new(region);
+        self.handle = Shared::new(region.clone());
+        let old = std::mem::replace(&mut self.region, region);
+        self.older.push(Arc::downgrade(&old));
+        self.started += 1;
+    }
 }
 
 /// One scratch file and what is not written to it yet.
@@ -97,11 +120,7 @@ impl SpillFile {
         let region = Region::create(dir, 0, false)?;
         Ok(SpillFile {
             dir: dir.to_path_buf(),
-            current: Mutex::new(Current {
-                region: Arc::new(region),
-                started: 1,
-                older: Vec::new(),
-            }),
+            current: Mutex::new(Current::new(region, 1)),
             roll_at: ROLL_AT,
             failed: AtomicBool::new(false),
             capped: AtomicBool::new(false),
@@ -120,7 +139,7 @@ impl SpillFile {
         self
     }
 
-    fn region(&self) -> Option<Arc<Region>> {
+    fn region(&self) -> Option<(Arc<Region>, Shared)> {
         let mut current = lock(&self.current);
         if lock(&current.region.tail).end() >= self.roll_at {
             current.older.retain(|w| w.strong_count() > 0);
@@ -133,11 +152,7 @@ impl SpillFile {
             }
             self.capped.store(false, Ordering::Relaxed);
             match Region::create(&self.dir, current.started, self.unreadable) {
-                Ok(r) => {
-                    let old = std::mem::replace(&mut current.region, Arc::new(r));
-                    current.older.push(Arc::downgrade(&old));
-                    current.started += 1;
-                }
+                Ok(r) => current.roll_to(r),
                 Err(e) => {
                     tracing::warn!(dir = %self.dir.display(), error = %e,
                         "Cannot start a new spill file; parked sessions stay in memory.");
@@ -146,15 +161,16 @@ impl SpillFile {
                 }
             }
         }
-        Some(current.region.clone())
+        Some((current.region.clone(), current.handle.clone()))
     }
 
-    /// Appends `bytes` to the current file: the file, and where they lie in it.
-    fn take(&self, bytes: &[u8]) -> Option<(Arc<Region>, u32, u32)> {
+    /// Appends `bytes` to the current file: the file, its handle, and where they lie in
+    /// it.
+    fn take(&self, bytes: &[u8]) -> Option<(Arc<Region>, Shared, u32, u32)> {
         if self.failed.load(Ordering::Relaxed) {
             return None;
         }
-        let region = self.region()?;
+        let (region, handle) = self.region()?;
         let (at, len) = {
             let mut tail = lock(&region.tail);
             let (Ok(at), Ok(len)) = (u32::try_from(tail.end()), u32::try_from(bytes.len())) else {
@@ -170,24 +186,20 @@ impl SpillFile {
             }
             (at, len)
         };
-        Some((region, at, len))
+        Some((region, handle, at, len))
     }
 }
 
 impl Spill for SpillFile {
     fn put(&self, bytes: &[u8]) -> Option<Arc<dyn Spilled>> {
-        let (region, at, len) = self.take(bytes)?;
+        let (region, _, at, len) = self.take(bytes)?;
         Some(Arc::new(Put { region, at, len }))
     }
 
     /// The file itself is the handle: a kept text costs no allocation of its own.
     fn put_at(&self, bytes: &[u8]) -> Option<SpillAt> {
-        let (region, at, len) = self.take(bytes)?;
-        Some(SpillAt {
-            file: region,
-            at,
-            len,
-        })
+        let (_, file, at, len) = self.take(bytes)?;
+        Some(SpillAt { file, at, len })
     }
 }
 
@@ -401,7 +413,10 @@ mod tests {
             "some written"
         );
         for (bytes, at) in &puts {
-            assert!(Arc::ptr_eq(&at.file, &puts[0].1.file), "one handle for all");
+            assert!(
+                Shared::ptr_eq(&at.file, &puts[0].1.file),
+                "one handle for all"
+            );
             assert_eq!(at.len as usize, bytes.len());
             let mut out = b"x".to_vec();
             assert!(
@@ -475,11 +490,14 @@ mod tests {
         let spill = SpillFile::new(dir.path()).unwrap();
         // A file opened read-only stands in for a full disk: every write fails.
         let ro = OpenOptions::new().read(true).open(dir.path()).unwrap();
-        lock(&spill.current).region = Arc::new(Region {
-            file: ro,
-            tail: Mutex::new(Tail::default()),
-            unreadable: AtomicBool::new(false),
-        });
+        *lock(&spill.current) = Current::new(
+            Region {
+                file: ro,
+                tail: Mutex::new(Tail::default()),
+                unreadable: AtomicBool::new(false),
+            },
+            1,
+        );
         let big = vec![b'z'; FLUSH_AT + 10];
         let put = spill.put(&big).expect("taken: the write fails only after");
         assert_eq!(put.read(), Some(big), "kept in memory, readable");
