@@ -13,7 +13,7 @@
 
 use super::Root;
 use super::discover::{is_candidate, skip_dir};
-use super::native::{Native, WatchError};
+use super::native::{Native, WatchError, Wd};
 use super::poll::list_dir;
 use crate::clock::wall_now;
 use crate::logging::RateLimit;
@@ -67,13 +67,16 @@ pub fn root_of(roots: &[Root], path: &Path) -> Option<usize> {
         .map(|(i, _)| i)
 }
 
+// One per directory in the tree's map (38,000 at 100,000 sessions).
+const _: () = assert!(size_of::<DirState>() <= 16);
+
 struct DirState {
     mtime_ns: i64,
     /// The listing may have missed a change made within the same timestamp tick as the
     /// one it saw (the mtime was too recent when it was listed): list again next time.
     racy: bool,
-    /// Covered by a native watch.
-    watched: bool,
+    /// Its native watch, if it has one.
+    wd: Option<Wd>,
 }
 
 struct RootState {
@@ -92,7 +95,7 @@ struct RootState {
 /// Roots and directories, with their watches.
 pub struct Tree {
     roots: Vec<RootState>,
-    /// Each directory's path is one allocation, shared with the native watcher's tables
+    /// Each directory's path is one allocation, shared with the native watcher's table
     /// and a sweep's list (38,000 directories at 100,000 sessions).
     dirs: HashMap<Arc<Path>, DirState>,
     /// How many known directories have no native watch (polled for new entries).
@@ -205,26 +208,24 @@ impl Tree {
         }
     }
 
-    /// Adds a native watch on `dir` if its root is watched natively.
-    fn ensure_watch(&mut self, root: usize, dir: &Arc<Path>) -> bool {
+    /// Adds a native watch on `dir` if its root is watched natively: its descriptor.
+    fn ensure_watch(&mut self, root: usize, dir: &Arc<Path>) -> Option<Wd> {
         if !self.roots[root].native {
-            return false;
+            return None;
         }
-        let Some(native) = self.native.as_mut() else {
-            return false;
-        };
+        let native = self.native.as_mut()?;
         match native.watch_shared(dir.clone()) {
-            Ok(()) => true,
+            Ok(wd) => Some(wd),
             Err(WatchError::Limit) => {
                 self.limit_hit(root, dir);
-                false
+                None
             }
-            Err(WatchError::Gone) => false,
+            Err(WatchError::Gone) => None,
             Err(WatchError::Other(e)) => {
                 if let Some(repeats) = self.log.check(&format!("watch {}", dir.display())) {
                     tracing::warn!(dir = %dir.display(), error = %e, repeats, "Cannot watch directory; it is polled.");
                 }
-                false
+                None
             }
         }
     }
@@ -267,8 +268,8 @@ impl Tree {
             };
             if !self.dirs.contains_key(dir.as_path()) {
                 let shared: Arc<Path> = Arc::from(dir.as_path());
-                let watched = self.ensure_watch(root, &shared);
-                if !watched {
+                let wd = self.ensure_watch(root, &shared);
+                if wd.is_none() {
                     self.unwatched += 1;
                 }
                 self.dirs.insert(
@@ -276,7 +277,7 @@ impl Tree {
                     DirState {
                         mtime_ns: i64::MIN,
                         racy: true,
-                        watched,
+                        wd,
                     },
                 );
             }
@@ -364,10 +365,10 @@ impl Tree {
             let Some(state) = self.dirs.remove(&*d) else {
                 continue;
             };
-            if !state.watched {
-                self.unwatched -= 1;
-            } else if let Some(n) = self.native.as_mut() {
-                n.unwatch(&d);
+            match (state.wd, self.native.as_mut()) {
+                (None, _) => self.unwatched -= 1,
+                (Some(wd), Some(n)) => n.unwatch(&d, wd),
+                (Some(_), None) => {}
             }
         }
         v.gone(dir);
@@ -383,7 +384,7 @@ impl Tree {
         let changed: Vec<Arc<Path>> = self
             .dirs
             .iter()
-            .filter(|(dir, d)| !d.watched && moved(dir, d))
+            .filter(|(dir, d)| d.wd.is_none() && moved(dir, d))
             .map(|(dir, _)| dir.clone())
             .collect();
         for dir in changed {
