@@ -85,20 +85,14 @@ impl FileFeed {
         at: (u64, u64),
         saved: &str,
     ) -> Option<Self> {
-        Self::restore_named(name_of(path), path, provider, max_line, at, saved)
+        Self::resume(path, provider, max_line, at.0, at.1).restored(saved)
     }
 
-    /// [`FileFeed::restore`] under a name made already ([`FileFeed::resume_named`]).
-    pub fn restore_named(
-        name: Arc<str>,
-        path: &Path,
-        provider: ProviderKind,
-        max_line: usize,
-        at: (u64, u64),
-        saved: &str,
-    ) -> Option<Self> {
-        let mut feed = Self::resume_named(name, path, provider, max_line, at.0, at.1);
-        feed.projector.restore(saved).then_some(feed)
+    /// This feed (made to resume where `saved` was saved: [`FileFeed::resume_named`])
+    /// with the projector context [`FileFeed::save`] gave; `None` if that context cannot
+    /// be taken back.
+    pub fn restored(mut self, saved: &str) -> Option<Self> {
+        self.projector.restore(saved).then_some(self)
     }
 
     /// The projector's context after the last complete line, i.e. at

@@ -87,7 +87,8 @@ impl Files {
         let r = cp.resume.as_ref().filter(|r| r.provider == t.provider)?;
         let at = (cp.offset, cp.line);
         let (max_line, name) = (self.limits.max_line, name.name().clone());
-        let feed = FileFeed::restore_named(name, path, t.provider, max_line, at, &r.projector)?;
+        let feed = FileFeed::resume_named(name, path, t.provider, max_line, at.0, at.1)
+            .restored(&r.projector)?;
         let id = t.tail.id();
         t.tail = TailState::resumed(id, cp.offset, cp.line, cp.marker);
         let restore = Step::Restore(feed.path.clone(), r.sessions.clone(), now);

@@ -62,8 +62,9 @@ impl Tracked {
         };
         let at = (self.tail.offset(), self.tail.line_no());
         let (path, name) = (name.path(), name.name().clone());
-        self.feed =
-            FileFeed::restore_named(name, path, self.provider, max_line, at, &saved).map(Box::new);
+        self.feed = FileFeed::resume_named(name, path, self.provider, max_line, at.0, at.1)
+            .restored(&saved)
+            .map(Box::new);
         self.feed.is_some()
     }
 }
