@@ -41,6 +41,11 @@ impl FileFeed {
         Self::resume(path, provider, max_line, 0, 1)
     }
 
+    /// [`FileFeed::new`] under a name made already ([`FileFeed::resume_named`]).
+    pub fn named(name: Arc<str>, path: &Path, provider: ProviderKind, max_line: usize) -> Self {
+        Self::resume_named(name, path, provider, max_line, 0, 1)
+    }
+
     /// A feed that continues at a saved line-start offset.
     pub fn resume(
         path: &Path,

@@ -383,13 +383,11 @@ impl Files {
             _ => return self.remove_file(path, mode),
         };
         t.cold = None;
-        t.feed = Some(Box::new(FileFeed::resume_named(
+        t.feed = Some(Box::new(FileFeed::named(
             name.name().clone(),
             path,
             t.provider,
             self.limits.max_line,
-            0,
-            1,
         )));
         t.tail = TailState::new(id);
         let mut steps = vec![Step::Forget(name.name().clone())];

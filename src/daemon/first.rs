@@ -60,14 +60,7 @@ impl Files {
             return Admit::Skip;
         };
         let name = FileName::new(path);
-        let feed = FileFeed::resume_named(
-            name.name().clone(),
-            path,
-            provider,
-            self.limits.max_line,
-            0,
-            1,
-        );
+        let feed = FileFeed::named(name.name().clone(), path, provider, self.limits.max_line);
         if !feed.is_conversation() {
             self.ignored.insert(path.to_path_buf(), u64::MAX);
             return Admit::Skip;
@@ -156,13 +149,11 @@ impl Files {
     /// from the file's first byte when the reader could not.
     pub(super) fn restart_feed(&mut self, path: &Path, provider: ProviderKind) {
         if let Some((name, t)) = self.table.get_named_mut(path) {
-            t.feed = Some(Box::new(FileFeed::resume_named(
+            t.feed = Some(Box::new(FileFeed::named(
                 name.name().clone(),
                 path,
                 provider,
                 self.limits.max_line,
-                0,
-                1,
             )));
         }
     }

@@ -13,8 +13,8 @@
 //! that changed identity, vanished or could not be opened in between is read on the
 //! core thread as it would have been at its discovery.
 //!
-//! It knows nothing of the file table or the reducer: it takes paths in and gives
-//! projectors, tails and observations back.
+//! It knows nothing of the file table or the reducer: it takes paths in (under the
+//! names the table holds them by) and gives projectors, tails and observations back.
 //!
 //! Files resumed from a checkpoint (a restart) are read as they are found: their events
 //! come out after `daemon_ready`, in the walk's order.
@@ -265,7 +265,7 @@ fn read(f: &Found, max_line: usize) -> Outcome {
     let (mut feed, kept) =
         crate::tail_first::feed_keeping(file, name.clone(), path, f.provider, max_line)
             .unwrap_or_else(|| {
-                let feed = FileFeed::resume_named(name.clone(), path, f.provider, max_line, 0, 1);
+                let feed = FileFeed::named(name.clone(), path, f.provider, max_line);
                 (feed, None)
             });
     let mut obs = Vec::new();
