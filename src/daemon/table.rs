@@ -50,8 +50,7 @@ impl Table {
     }
 
     pub fn get_mut(&mut self, path: &Path) -> Option<&mut Tracked> {
-        let n = self.find(path)?;
-        self.entries.get_mut(n).map(|(_, t)| t)
+        self.get_named_mut(path).map(|(_, t)| t)
     }
 
     /// The entry for `path`, with the name the table holds it by (a feed made for it
