@@ -508,3 +508,59 @@ fn a_first_run_killed_before_its_first_save_still_bounds_history() {
     assert_eq!(count(&events, "turn_completed", &t2), 1, "t2 once");
     assert_eq!(anomalies(&events, "state_lost"), 0);
 }
+
+/// Whether a state log holds `path`'s checkpoint at `offset`.
+fn logged_at(state_dir: &Path, path: &Path, offset: u64) -> bool {
+    let Ok(dir) = fs::read_dir(state_dir) else {
+        return false;
+    };
+    dir.flatten()
+        .filter(|e| e.file_name().to_string_lossy().starts_with("state-log-"))
+        .filter_map(|e| fs::read_to_string(e.path()).ok())
+        .flat_map(|text| text.lines().map(str::to_owned).collect::<Vec<_>>())
+        .filter_map(|line| serde_json::from_str::<Value>(line.get(9..)?).ok())
+        .any(|v| {
+            v["file"]["path"] == path.to_string_lossy().as_ref()
+                && v["file"]["offset"].as_u64() == Some(offset)
+        })
+}
+
+/// A change is saved a moment after it is read (a burst of appends makes one save)
+/// with nothing else happening: killed once it is, the next run goes on from the
+/// file's end and reads nothing again.
+#[test]
+fn a_change_is_saved_without_more_activity_after_it() {
+    let mut d = Daemon::tree().start(&[]);
+    let c = Claude::new();
+    let path = c.path_in(&d.claude());
+    let mut turns = Vec::new();
+    for i in 0..5 {
+        let (bytes, t) = c.turn(&format!("prompt {i}"), &format!("answer {i}"));
+        append(&path, bytes.as_bytes());
+        turns.push(t);
+    }
+    let last = turns.last().cloned().unwrap_or_default();
+    d.wait_for("the last turn", is("turn_completed", last));
+    let size = fs::metadata(&path).expect("stat").len();
+    let deadline = Instant::now() + crate::common::DEADLINE;
+    while !logged_at(&d.state_dir(), &path, size) {
+        assert!(Instant::now() < deadline, "never saved at {size}");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    d.kill();
+    d.restart(&[]);
+    let (events, log) = d.stop_with_log();
+    for t in &turns {
+        assert_eq!(count(&events, "turn_completed", t), 1, "{t} once");
+    }
+    let went_live: Vec<&str> = log
+        .lines()
+        .filter(|l| l.contains("History read; going live."))
+        .collect();
+    assert_eq!(went_live.len(), 2, "{log}");
+    assert!(
+        went_live[1].contains("resumed=1") && went_live[1].contains("bytes=0 "),
+        "{}",
+        went_live[1]
+    );
+}

@@ -1,6 +1,6 @@
 //! Durable state, the core's side: what the last run left (checkpoints, decided ids)
-//! taken back at start, and after each batch a delta of what changed for the state
-//! writer.
+//! taken back at start, and, a moment after a batch changed something, a delta of what
+//! changed for the state writer.
 //!
 //! Owns: the ids decided by earlier runs (never emitted again), the count of deltas in
 //! flight, and the building of checkpoints and deltas. The set of what changed since
@@ -43,6 +43,10 @@ pub(super) struct Pending {
 }
 
 impl Pending {
+    pub fn is_empty(&self) -> bool {
+        self.dirty.is_empty() && self.removed.is_empty() && self.decided.is_empty()
+    }
+
     pub fn mark(&mut self, path: &Path) {
         if !self.dirty.contains(path) {
             self.dirty.insert(path.to_path_buf());
@@ -145,7 +149,7 @@ impl Deltas {
         outbox: &mut Outbox,
         now: Now,
     ) {
-        if pending.dirty.is_empty() && pending.removed.is_empty() && pending.decided.is_empty() {
+        if pending.is_empty() {
             return;
         }
         let dirty: Vec<PathBuf> = pending.dirty.drain().collect();
