@@ -158,17 +158,19 @@ impl Stage {
     }
 
     /// Journals `batch` as pending, then writes each event (the first as `made`, if
-    /// given) and journals it as done, or holds it.
+    /// given) and journals it as done, or holds it. Each event's line is made once, for
+    /// the journal and the stream.
     fn deliver(&mut self, batch: Vec<Event>, mut made: Option<String>) {
-        self.persist.pending(&batch);
-        for ev in batch {
-            // Only ever the first event's.
-            let made = made.take();
+        let lines: Vec<String> = batch
+            .iter()
+            .map(|ev| made.take().unwrap_or_else(|| line_of(ev)))
+            .collect();
+        self.persist.pending(&batch, &lines);
+        for (ev, line) in batch.into_iter().zip(lines) {
             if !self.held.is_empty() {
                 self.held.push_back(Box::new(ev));
                 continue;
             }
-            let line = made.unwrap_or_else(|| line_of(&ev));
             match self.write_line(&line) {
                 Ok(()) => self.persist.done(&ev),
                 Err(e) => {

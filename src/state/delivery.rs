@@ -53,13 +53,19 @@ impl Persist {
     /// Records transcript events as pending before delivery. When that fails they go
     /// out all the same, but first the lock file says so, so that a restart flags
     /// whatever it derives again as `replay` rather than pass it for new.
-    pub fn pending(&mut self, events: &[Event]) {
-        let durable: Vec<&Event> = events.iter().filter(|e| journaled(e)).collect();
+    /// `lines` are the events' stream lines, in order.
+    pub fn pending(&mut self, events: &[Event], lines: &[String]) {
+        let durable: Vec<&str> = events
+            .iter()
+            .zip(lines)
+            .filter(|(e, _)| journaled(e))
+            .map(|(_, line)| line.as_str())
+            .collect();
         if durable.is_empty() {
             return;
         }
         let res = match self.journal() {
-            Some(Ok(j)) => j.pending(&durable),
+            Some(Ok(j)) => j.pending(durable),
             Some(Err(e)) => Err(e),
             // Failing still; already said.
             None => {

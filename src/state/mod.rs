@@ -294,7 +294,8 @@ mod tests {
             // The journal cannot be created (even as root): its name is a directory.
             fs::create_dir(dir.join(journal::name(1))).unwrap();
             assert_eq!(p.mark.outage_since, None);
-            p.pending(&[turn_event("a", None)]);
+            let ev = turn_event("a", None);
+            p.pending(std::slice::from_ref(&ev), &[ev.to_json()]);
             let on_disk = lock::read_mark(&File::open(dir.join(lock::LOCK)).unwrap());
             assert!(on_disk.outage_since.is_some(), "marked before delivery");
             assert!(on_disk.had_state);
