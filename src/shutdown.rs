@@ -9,7 +9,7 @@
 //!
 //! SIGTERM/SIGINT (`daemon::shutdown_signal`) fire it. Every long-lived task then stops
 //! by it, or by a queue closing behind a task that stopped by it:
-//! - the core thread checks it between files; the native watcher (notify's thread) and
+//! - the core thread checks it between files and waits on its fd; the native watcher and
 //!   the history readers are the core's, and end when it returns;
 //! - the poll ticker, the systemd notifier and the socket server's loop wait on it;
 //! - the event writer's thread stops holding back on it, then ends when the core's

@@ -28,7 +28,10 @@ use crate::state::{self, Loaded, Status};
 use crate::watch::native::Native;
 use crate::watch::tree::Tree;
 use crate::watch::{Hint, HintRx, HintTx, WatcherMode};
-use crossbeam_channel::{Receiver, select};
+use crossbeam_channel::{Receiver, TryRecvError};
+use rustix::event::{PollFd, PollFlags, poll};
+use rustix::io::Errno;
+use rustix::time::Timespec;
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -295,7 +298,7 @@ impl Core {
         // The first live batch publishes at once, however soon it comes.
         self.views_at = None;
         self.update_poll_gate();
-        let no_remotes = crossbeam_channel::never();
+        let mut got = Vec::new();
         while !self.outbox.gone {
             self.outbox.beat();
             let settle = self
@@ -316,40 +319,92 @@ impl Core {
             } else {
                 deadline
             };
-            let first = select! {
-                recv(self.hints.rx) -> h => match h {
-                    Ok(h) => Some(h),
-                    Err(_) => break,
-                },
-                recv(self.remotes.as_ref().unwrap_or(&no_remotes)) -> b => {
-                    match b {
-                        Ok(b) => self.outbox.send(Out::Batch(b)),
-                        // Every link ended.
-                        Err(_) => self.remotes = None,
-                    }
-                    None
-                }
-                recv(stop.receiver()) -> _ => break,
-                default(wait_until.saturating_duration_since(Instant::now())) => None,
-            };
+            if !self.wait(wait_until, stop, &mut got) {
+                break;
+            }
             self.outbox.tick();
-            self.batch(first, settle);
+            self.batch(std::mem::take(&mut got), settle);
             self.sweep_step();
             self.save_when_due();
         }
         self.stopping()
     }
 
-    /// Handles one hint and everything queued behind it, flushing events as soon as
-    /// they exist, then fires the settle timers if `deadline` has passed.
-    fn batch(&mut self, first: Option<Hint>, deadline: Instant) {
+    /// Waits until `until` for hints, taking what came into `got` (at most
+    /// [`MAX_BATCH`]): the native watcher's events, read here, and the channel's. The
+    /// remote links' batches are handed on as they come. False at the stop, or once
+    /// every hint sender is gone.
+    ///
+    /// It sleeps in `poll(2)` on the watcher's descriptor, the channel's bell and the
+    /// stop, so a change to a file wakes this thread itself.
+    fn wait(&mut self, until: Instant, stop: &Shutdown, got: &mut Vec<Hint>) -> bool {
+        loop {
+            // The rings so far are answered before looking: one after the look is still
+            // heard by the poll below.
+            self.hints.quiet();
+            if stop.is_stopped() {
+                return false;
+            }
+            let handed_on = self.hand_on_remotes();
+            if let Some(n) = self.tree.native_mut() {
+                n.read(got, MAX_BATCH);
+            }
+            while got.len() < MAX_BATCH {
+                match self.hints.rx.try_recv() {
+                    Ok(h) => got.push(h),
+                    Err(TryRecvError::Empty) => break,
+                    Err(TryRecvError::Disconnected) => return false,
+                }
+            }
+            let left = until.saturating_duration_since(Instant::now());
+            if handed_on || !got.is_empty() || left.is_zero() {
+                return true;
+            }
+            let timeout = Timespec::try_from(left).unwrap_or(Timespec {
+                tv_sec: i64::MAX,
+                tv_nsec: 0,
+            });
+            let native = self.tree.native_mut().map(|n| n.fd());
+            let mut fds: Vec<PollFd<'_>> = [Some(self.hints.bell()), Some(stop.fd()), native]
+                .into_iter()
+                .flatten()
+                .map(|fd| PollFd::from_borrowed_fd(fd, PollFlags::IN))
+                .collect();
+            if let Err(e) = poll(&mut fds, Some(&timeout))
+                && e != Errno::INTR
+            {
+                // Not expected with valid descriptors; sleep instead of spinning.
+                tracing::warn!(error = %e, "Waiting for changes failed; sleeping instead.");
+                std::thread::sleep(left.min(Duration::from_millis(100)));
+            }
+        }
+    }
+
+    /// Hands on the batches the remote links sent; true if there was one.
+    fn hand_on_remotes(&mut self) -> bool {
+        let mut any = false;
+        while let Some(rx) = &self.remotes {
+            match rx.try_recv() {
+                Ok(b) => {
+                    self.outbox.send(Out::Batch(b));
+                    any = true;
+                }
+                Err(TryRecvError::Empty) => break,
+                // Every link ended.
+                Err(TryRecvError::Disconnected) => self.remotes = None,
+            }
+        }
+        any
+    }
+
+    /// Handles the hints that came, flushing events as soon as they exist, then fires
+    /// the settle timers if `deadline` has passed.
+    fn batch(&mut self, got: Vec<Hint>, deadline: Instant) {
         let mut paths: Vec<(PathBuf, bool)> = Vec::new();
         let mut index: HashMap<PathBuf, usize> = HashMap::new();
         let (mut poll, mut sweep) = (false, false);
         let mut signals = Vec::new();
-        let mut next = first;
-        let mut n = 0;
-        while let Some(h) = next {
+        for h in got {
             match h {
                 Hint::Path { path, maybe_dir } => match index.get(&path) {
                     Some(&i) => paths[i].1 |= maybe_dir,
@@ -362,12 +417,6 @@ impl Core {
                 Hint::Sweep => sweep = true,
                 Hint::Signal(s) => signals.push(s),
             }
-            n += 1;
-            next = if n < MAX_BATCH {
-                self.hints.rx.try_recv().ok()
-            } else {
-                None
-            };
         }
         if self.hints.take_rescan() {
             sweep = true;

@@ -141,15 +141,20 @@ fn start_remotes(
     settings: &Settings,
     hub: &crate::socket::Hub,
     events: &crossbeam_channel::Sender<Vec<crate::model::Event>>,
+    bell: &watch::HintTx,
     token: &Shutdown,
 ) -> Result<Vec<std::thread::JoinHandle<()>>, Error> {
     settings
         .remotes
         .iter()
         .map(|cfg| {
-            let tx = events.clone();
-            let hand_on: crate::remote::link::HandOn =
-                Box::new(move |batch| tx.send(batch).is_ok());
+            let (tx, bell) = (events.clone(), bell.clone());
+            // The core sleeps in `poll(2)`: the bell wakes it for the batch.
+            let hand_on: crate::remote::link::HandOn = Box::new(move |batch| {
+                let sent = tx.send(batch).is_ok();
+                bell.ring();
+                sent
+            });
             crate::remote::spawn(
                 cfg.clone(),
                 settings.state_dir.clone(),
@@ -238,7 +243,8 @@ pub async fn run(settings: Settings, shutdown: impl Future<Output = ()>) -> Resu
             .collect(),
     );
     hub.set_stale_after(settings.liveness_after_ms);
-    let (hint_tx, hint_rx) = watch::channel(watch::HINT_CAPACITY);
+    let (hint_tx, hint_rx) = watch::channel(watch::HINT_CAPACITY)
+        .map_err(|e| Error::Start(format!("the hint channel's eventfd: {e}")))?;
     let server = match &settings.socket {
         Some(path) => {
             let opts = crate::socket::Options {
@@ -282,7 +288,7 @@ pub async fn run(settings: Settings, shutdown: impl Future<Output = ()>) -> Resu
     let (abandon_tx, abandon_rx) = crossbeam_channel::bounded::<()>(0);
     let outbox = outbox::Outbox::new(event_tx, Some(direct), fan, suspect, abandon_rx);
     let (remote_tx, remote_rx) = crossbeam_channel::bounded(REMOTE_CAPACITY);
-    let remotes = start_remotes(&settings, &hub, &remote_tx, &token)?;
+    let remotes = start_remotes(&settings, &hub, &remote_tx, &hint_tx, &token)?;
     drop(remote_tx);
     // Whether any file needs the poll (live files, or directories with no native watch):
     // when none does, the poll ticker sleeps instead of waking everyone for nothing.

@@ -14,6 +14,8 @@ pub use discover::{Found, Root, find};
 
 use crate::diag::{self, WatchCounters};
 use crossbeam_channel::{Receiver, Sender, TrySendError};
+use rustix::event::{EventfdFlags, eventfd};
+use rustix::fd::{AsFd, BorrowedFd, OwnedFd};
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -53,6 +55,7 @@ pub enum Hint {
 #[derive(Debug, Clone)]
 pub struct HintTx {
     tx: Sender<Hint>,
+    bell: Arc<OwnedFd>,
     rescan: Arc<AtomicBool>,
     /// Counters shared by the hint senders and the core, for the shutdown summary.
     pub stats: Arc<WatchCounters>,
@@ -62,31 +65,41 @@ pub struct HintTx {
 #[derive(Debug)]
 pub struct HintRx {
     pub rx: Receiver<Hint>,
+    bell: Arc<OwnedFd>,
     rescan: Arc<AtomicBool>,
     /// Counters shared by the hint senders and the core, for the shutdown summary.
     pub stats: Arc<WatchCounters>,
 }
 
-/// A bounded hint channel.
-pub fn channel(capacity: usize) -> (HintTx, HintRx) {
+/// A bounded hint channel, with its bell: the core sleeps in `poll(2)` on the bell and
+/// the native watcher's descriptor together, so a file's change wakes it directly, with
+/// no thread in between (see [`native`]); every other hint rings the bell.
+pub fn channel(capacity: usize) -> std::io::Result<(HintTx, HintRx)> {
     let (tx, rx) = crossbeam_channel::bounded(capacity);
+    let bell = Arc::new(eventfd(0, EventfdFlags::CLOEXEC | EventfdFlags::NONBLOCK)?);
     let rescan = Arc::new(AtomicBool::new(false));
     let stats = Arc::new(WatchCounters::default());
-    (
+    Ok((
         HintTx {
             tx,
+            bell: bell.clone(),
             rescan: rescan.clone(),
             stats: stats.clone(),
         },
-        HintRx { rx, rescan, stats },
-    )
+        HintRx {
+            rx,
+            bell,
+            rescan,
+            stats,
+        },
+    ))
 }
 
 impl HintTx {
     /// Sends a hint; when the channel is full, marks a full rescan instead.
     /// Returns false once the core has gone away.
     pub fn send(&self, hint: Hint) -> bool {
-        match self.tx.try_send(hint) {
+        let sent = match self.tx.try_send(hint) {
             Ok(()) => true,
             Err(TrySendError::Full(_)) => {
                 diag::HintOverflowed.emit(&self.stats);
@@ -94,7 +107,16 @@ impl HintTx {
                 true
             }
             Err(TrySendError::Disconnected(_)) => false,
-        }
+        };
+        self.ring();
+        sent
+    }
+
+    /// Wakes the core (for a hint, or anything else it waits for: a remote's batch).
+    pub fn ring(&self) {
+        // Nonblocking: the counter can only be full after 2^64 - 2 rings not yet
+        // answered, and then the core is awake anyway.
+        let _ = rustix::io::write(&*self.bell, &1u64.to_ne_bytes());
     }
 
     /// Asks for a full rescan (the watcher lost track of something); `why` is logged
@@ -104,6 +126,7 @@ impl HintTx {
         self.rescan.store(true, Ordering::Release);
         // Wake the core; if the channel is full it is awake anyway.
         let _ = self.tx.try_send(Hint::Sweep);
+        self.ring();
     }
 }
 
@@ -111,6 +134,17 @@ impl HintRx {
     /// True (once) when a rescan was requested since the last call.
     pub fn take_rescan(&self) -> bool {
         self.rescan.swap(false, Ordering::AcqRel)
+    }
+
+    /// The bell, readable once rung: for the core's `poll(2)`.
+    pub fn bell(&self) -> BorrowedFd<'_> {
+        self.bell.as_fd()
+    }
+
+    /// Answers the rings so far (before the hints they rang for are taken).
+    pub fn quiet(&self) {
+        let mut n = [0u8; 8];
+        let _ = rustix::io::read(&*self.bell, &mut n);
     }
 }
 
@@ -120,7 +154,7 @@ mod tests {
 
     #[test]
     fn full_channel_marks_a_rescan_instead_of_dropping() {
-        let (tx, rx) = channel(1);
+        let (tx, rx) = channel(1).unwrap();
         let hint = |p: &str| Hint::Path {
             path: PathBuf::from(p),
             maybe_dir: false,
@@ -134,5 +168,33 @@ mod tests {
         assert_eq!(tx.stats.overflow.get(), 1);
         drop(rx);
         assert!(!tx.send(hint("c")));
+    }
+
+    /// The core sleeps on the bell: every hint, and a plain ring, makes it readable
+    /// until the core answers.
+    #[test]
+    fn every_hint_rings_the_bell_until_answered() {
+        use rustix::event::{PollFd, PollFlags, poll};
+        let (tx, rx) = channel(4).unwrap();
+        let rung = |rx: &HintRx| {
+            let mut fds = [PollFd::from_borrowed_fd(rx.bell(), PollFlags::IN)];
+            let now = rustix::time::Timespec {
+                tv_sec: 0,
+                tv_nsec: 0,
+            };
+            poll(&mut fds, Some(&now)).unwrap() == 1
+        };
+        assert!(!rung(&rx));
+        assert!(tx.send(Hint::Poll));
+        assert!(tx.send(Hint::Sweep));
+        assert!(rung(&rx));
+        rx.quiet();
+        assert!(!rung(&rx));
+        assert_eq!(rx.rx.try_recv().ok(), Some(Hint::Poll));
+        tx.ring();
+        assert!(rung(&rx));
+        rx.quiet();
+        tx.rescan(diag::Rescan::QueueOverflowed);
+        assert!(rung(&rx));
     }
 }

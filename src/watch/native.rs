@@ -1,4 +1,4 @@
-//! The native watcher: inotify, through rustix's safe calls, read on a thread of its own.
+//! The native watcher: inotify, through rustix's safe calls, read by the core itself.
 //!
 //! Each directory gets its own watch, added by the core when it first lists the
 //! directory: add the watch, *then* list, so a file created in between is seen by one
@@ -12,20 +12,25 @@
 //! a sixth of a first start on a generated tree of 10,000 sessions (BENCHMARKS.md,
 //! round 16). Each add was also a round trip to its thread, with a `stat` of its own.
 //!
-//! The reader thread only turns events into [`Hint`]s.
+//! No thread reads the events: the core sleeps in `poll(2)` on this descriptor (and the
+//! hint channel's bell) and reads them when it wakes ([`Native::read`]). A thread of
+//! its own woke the core for each event, through a channel whose lock the two then
+//! passed back and forth: a tenth of an append's way to its event line, and as much
+//! again in the slowest tenth (BENCHMARKS.md, round 22). While the core is busy (the
+//! history read), events wait in the kernel's queue; one that overflows is a rescan, as
+//! a full hint channel was.
 
 use super::{Hint, HintTx};
 use crate::diag;
-use rustix::event::{EventfdFlags, PollFd, PollFlags, eventfd, poll};
-use rustix::fd::OwnedFd;
+use rustix::fd::{AsFd, BorrowedFd, OwnedFd};
 use rustix::fs::inotify::{self, CreateFlags, ReadFlags, WatchFlags};
 use rustix::io::Errno;
 use std::collections::HashMap;
 use std::ffi::OsStr;
 use std::mem::MaybeUninit;
 use std::os::unix::ffi::OsStrExt;
-use std::path::{Path, PathBuf};
-use std::sync::{Arc, Mutex, PoisonError};
+use std::path::Path;
+use std::sync::Arc;
 
 /// What a watch asks for: a file created, written, changed (mode, times), removed or
 /// renamed in the directory, and the directory itself removed or renamed.
@@ -55,24 +60,25 @@ pub enum WatchError {
     Other(#[source] std::io::Error),
 }
 
-/// The watched paths by watch descriptor: the core adds and removes, the reader looks
-/// up (and forgets a watch the kernel ended). One copy of each path, shared with the
+/// The watched paths by watch descriptor. One copy of each path, shared with the
 /// watched tree, which keeps each directory's descriptor for [`Native::unwatch`] (a map
 /// of path → descriptor here was 1.6 MB at 38,000 directories).
-type Paths = Arc<Mutex<HashMap<i32, Arc<Path>>>>;
+type Paths = HashMap<i32, Arc<Path>>;
 
 /// A watch descriptor: inotify numbers its watches from 1.
 pub type Wd = std::num::NonZeroI32;
 
-/// The native watcher handle. Dropping it stops the reader thread.
+/// The native watcher handle.
 pub struct Native {
-    fd: Arc<OwnedFd>,
+    fd: OwnedFd,
     paths: Paths,
+    /// For a rescan (an overflow, a read error) and the counters.
+    hints: HintTx,
+    /// Test hook: every event is counted and thrown away.
+    drop_events: bool,
     /// Test hook: behave as if the OS allowed only this many watches.
     max_watches: Option<usize>,
-    /// Written to stop the reader thread.
-    stop: Arc<OwnedFd>,
-    reader: Option<std::thread::JoinHandle<()>>,
+    buf: Vec<MaybeUninit<u8>>,
 }
 
 impl Native {
@@ -83,22 +89,55 @@ impl Native {
         drop_events: bool,
         max_watches: Option<usize>,
     ) -> std::io::Result<Self> {
-        let fd = Arc::new(inotify::init(CreateFlags::CLOEXEC | CreateFlags::NONBLOCK)?);
-        let stop = Arc::new(eventfd(0, EventfdFlags::CLOEXEC | EventfdFlags::NONBLOCK)?);
-        let paths = Paths::default();
-        let reader = {
-            let (fd, stop, paths) = (fd.clone(), stop.clone(), paths.clone());
-            std::thread::Builder::new()
-                .name("baton-inotify".into())
-                .spawn(move || read_events(&fd, &stop, &paths, &hints, drop_events))?
-        };
+        let fd = inotify::init(CreateFlags::CLOEXEC | CreateFlags::NONBLOCK)?;
         Ok(Native {
             fd,
-            paths,
+            paths: Paths::default(),
+            hints,
+            drop_events,
             max_watches,
-            stop,
-            reader: Some(reader),
+            buf: Vec::new(),
         })
+    }
+
+    /// The descriptor to wait on: readable when events wait.
+    pub fn fd(&self) -> BorrowedFd<'_> {
+        self.fd.as_fd()
+    }
+
+    /// Reads the events waiting (until none is left, or `out` holds `max`), each as its
+    /// hint. Never blocks.
+    pub fn read(&mut self, out: &mut Vec<Hint>, max: usize) {
+        let Native {
+            fd,
+            paths,
+            hints,
+            drop_events,
+            buf,
+            ..
+        } = self;
+        if buf.is_empty() {
+            buf.resize(READ_BUF, MaybeUninit::uninit());
+        }
+        let mut reader = inotify::Reader::new(&*fd, buf);
+        while out.len() < max {
+            let ev = match reader.next() {
+                Ok(ev) => ev,
+                Err(Errno::AGAIN) => break,
+                Err(Errno::INTR) => continue,
+                Err(e) => {
+                    hints.rescan(diag::Rescan::WatcherError(&e.into()));
+                    break;
+                }
+            };
+            if *drop_events {
+                diag::NativeEventDropped.emit(&hints.stats);
+                continue;
+            }
+            if let Some(hint) = hint_for(ev.wd(), ev.events(), ev.file_name(), paths, hints) {
+                out.push(hint);
+            }
+        }
     }
 
     /// Watches one directory (not its subdirectories), or one file. Again on a path
@@ -113,15 +152,13 @@ impl Native {
     /// The watch's descriptor: a path watched again (the same directory) gets the one
     /// it has.
     pub fn watch_shared(&mut self, path: Arc<Path>) -> Result<Wd, WatchError> {
-        // Held across the add: an event for the new watch waits for its path.
-        let mut paths = self.paths.lock().unwrap_or_else(PoisonError::into_inner);
         if self
             .max_watches
-            .is_some_and(|max| paths.len() >= max && !paths.values().any(|p| *p == path))
+            .is_some_and(|max| self.paths.len() >= max && !self.paths.values().any(|p| *p == path))
         {
             return Err(WatchError::Limit);
         }
-        let wd = inotify::add_watch(&*self.fd, &*path, MASK).map_err(|e| match e {
+        let wd = inotify::add_watch(&self.fd, &*path, MASK).map_err(|e| match e {
             Errno::NOSPC => WatchError::Limit,
             Errno::NOENT => WatchError::Gone,
             e => WatchError::Other(e.into()),
@@ -131,7 +168,7 @@ impl Native {
                 "inotify gave the watch descriptor 0",
             )));
         };
-        paths.insert(wd, path);
+        self.paths.insert(wd, path);
         Ok(id)
     }
 
@@ -139,78 +176,20 @@ impl Native {
     /// the tables small).
     pub fn unwatch(&mut self, path: &Path, wd: Wd) {
         let wd = wd.get();
-        let mut paths = self.paths.lock().unwrap_or_else(PoisonError::into_inner);
         // A directory renamed within the tree keeps its watch: watched again under its
         // new name, the watch is that name's now, and stays.
-        if paths.get(&wd).is_none_or(|p| **p != *path) {
+        if self.paths.get(&wd).is_none_or(|p| **p != *path) {
             return;
         }
-        paths.remove(&wd);
+        self.paths.remove(&wd);
         // Already gone if the kernel dropped it.
-        let _ = inotify::remove_watch(&*self.fd, wd);
+        let _ = inotify::remove_watch(&self.fd, wd);
     }
 
     /// How many watches this watcher holds (those the kernel ended are forgotten as
     /// their end is read).
     pub fn watches(&self) -> usize {
-        self.paths
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .len()
-    }
-}
-
-impl Drop for Native {
-    fn drop(&mut self) {
-        // The reader wakes on the counter and returns.
-        let _ = rustix::io::write(&*self.stop, &1u64.to_ne_bytes());
-        if let Some(reader) = self.reader.take() {
-            let _ = reader.join();
-        }
-    }
-}
-
-/// The reader thread: waits for events (or the stop), reads them all, hints each.
-fn read_events(fd: &OwnedFd, stop: &OwnedFd, paths: &Paths, hints: &HintTx, drop_events: bool) {
-    let mut buf = vec![MaybeUninit::<u8>::uninit(); READ_BUF];
-    loop {
-        let mut ready = [
-            PollFd::new(fd, PollFlags::IN),
-            PollFd::new(stop, PollFlags::IN),
-        ];
-        match poll(&mut ready, None) {
-            Ok(_) | Err(Errno::INTR) => {}
-            Err(e) => {
-                hints.rescan(diag::Rescan::WatcherError(&e.into()));
-                return;
-            }
-        }
-        if !ready[1].revents().is_empty() {
-            return;
-        }
-        let mut reader = inotify::Reader::new(fd, &mut buf);
-        loop {
-            let ev = match reader.next() {
-                Ok(ev) => ev,
-                Err(Errno::AGAIN) => break,
-                Err(Errno::INTR) => continue,
-                Err(e) => {
-                    hints.rescan(diag::Rescan::WatcherError(&e.into()));
-                    break;
-                }
-            };
-            if drop_events {
-                diag::NativeEventDropped.emit(&hints.stats);
-                continue;
-            }
-            let Some(hint) = hint_for(ev.wd(), ev.events(), ev.file_name(), paths, hints) else {
-                continue;
-            };
-            if !hints.send(hint) {
-                // The core is gone.
-                return;
-            }
-        }
+        self.paths.len()
     }
 }
 
@@ -222,25 +201,23 @@ fn hint_for(
     wd: i32,
     flags: ReadFlags,
     name: Option<&std::ffi::CStr>,
-    paths: &Paths,
+    paths: &mut Paths,
     hints: &HintTx,
 ) -> Option<Hint> {
     if flags.contains(ReadFlags::QUEUE_OVERFLOW) {
         hints.rescan(diag::Rescan::QueueOverflowed);
         return None;
     }
-    let mut paths = paths.lock().unwrap_or_else(PoisonError::into_inner);
     if flags.contains(ReadFlags::IGNORED) {
         // The watch is gone (its directory removed, or unwatched): so is its path. The
         // removal itself came as DELETE_SELF before.
         paths.remove(&wd);
         return None;
     }
-    let dir = paths.get(&wd)?.clone();
-    drop(paths);
+    let dir = paths.get(&wd)?;
     let path = match name.map(|n| n.to_bytes()).filter(|n| !n.is_empty()) {
         Some(n) => dir.join(OsStr::from_bytes(n)),
-        None => PathBuf::from(&*dir),
+        None => dir.to_path_buf(),
     };
     let maybe_dir = flags.intersects(
         ReadFlags::ISDIR
@@ -257,15 +234,30 @@ fn hint_for(
 mod tests {
     use super::*;
     use std::io::{Read, Write};
+    use std::path::PathBuf;
     use std::time::Duration;
 
-    /// The hints that came within `wait`, as (path, maybe_dir).
-    fn hints_within(rx: &super::super::HintRx, wait: Duration) -> Vec<(PathBuf, bool)> {
+    /// The hints that came within `wait`, as (path, maybe_dir): as the core reads them,
+    /// waiting on the descriptor.
+    fn hints_within(native: &mut Native, wait: Duration) -> Vec<(PathBuf, bool)> {
         let mut got = Vec::new();
-        while let Ok(h) = rx.rx.recv_timeout(wait) {
-            if let Hint::Path { path, maybe_dir } = h {
-                got.push((path, maybe_dir));
+        let until = std::time::Instant::now() + wait;
+        loop {
+            let left = until.saturating_duration_since(std::time::Instant::now());
+            let timeout = rustix::time::Timespec::try_from(left).unwrap();
+            let mut fds = [rustix::event::PollFd::new(
+                &native.fd,
+                rustix::event::PollFlags::IN,
+            )];
+            if rustix::event::poll(&mut fds, Some(&timeout)).unwrap_or(0) == 0 {
+                break;
             }
+            let mut hints = Vec::new();
+            native.read(&mut hints, usize::MAX);
+            got.extend(hints.into_iter().filter_map(|h| match h {
+                Hint::Path { path, maybe_dir } => Some((path, maybe_dir)),
+                _ => None,
+            }));
         }
         got
     }
@@ -277,7 +269,7 @@ mod tests {
         std::fs::create_dir(&dir).unwrap();
         let file = dir.join("s.jsonl");
         std::fs::write(&file, b"{}\n").unwrap();
-        let (tx, rx) = super::super::channel(64);
+        let (tx, _rx) = super::super::channel(64).unwrap();
         let mut native = Native::new(tx, false, None).unwrap();
         let wd = native.watch(&dir).unwrap();
         assert_eq!(native.watches(), 1);
@@ -289,7 +281,7 @@ mod tests {
             .unwrap()
             .read_to_string(&mut s)
             .unwrap();
-        assert_eq!(hints_within(&rx, short), []);
+        assert_eq!(hints_within(&mut native, short), []);
 
         // An append is a change to the file; a new directory may be a directory.
         let mut f = std::fs::OpenOptions::new()
@@ -298,19 +290,19 @@ mod tests {
             .unwrap();
         f.write_all(b"{}\n").unwrap();
         drop(f);
-        let got = hints_within(&rx, short);
+        let got = hints_within(&mut native, short);
         assert!(
             !got.is_empty() && got.iter().all(|h| *h == (file.clone(), false)),
             "{got:?}"
         );
         std::fs::create_dir(dir.join("sub")).unwrap();
-        assert_eq!(hints_within(&rx, short), [(dir.join("sub"), true)]);
+        assert_eq!(hints_within(&mut native, short), [(dir.join("sub"), true)]);
 
         // Unwatched, the directory says nothing more.
         native.unwatch(&dir, wd);
         assert_eq!(native.watches(), 0);
         std::fs::write(dir.join("t.jsonl"), b"{}\n").unwrap();
-        assert_eq!(hints_within(&rx, short), []);
+        assert_eq!(hints_within(&mut native, short), []);
     }
 
     /// Counted by the test hook, which sees every event read: a read of a watched file
@@ -320,20 +312,17 @@ mod tests {
         let tmp = tempfile::tempdir().unwrap();
         let file = tmp.path().join("s.jsonl");
         std::fs::write(&file, b"{}\n").unwrap();
-        let (tx, rx) = super::super::channel(64);
+        let (tx, rx) = super::super::channel(64).unwrap();
         let stats = tx.stats.clone();
         let mut native = Native::new(tx, true, None).unwrap();
         native.watch(tmp.path()).unwrap();
         for _ in 0..3 {
             std::fs::read(&file).unwrap();
         }
-        std::thread::sleep(Duration::from_millis(300));
+        assert_eq!(hints_within(&mut native, Duration::from_millis(300)), []);
         assert_eq!(stats.dropped_by_hook.get(), 0);
         std::fs::write(&file, b"{}\n{}\n").unwrap();
-        let waited = std::time::Instant::now();
-        while stats.dropped_by_hook.get() == 0 && waited.elapsed() < Duration::from_secs(10) {
-            std::thread::sleep(Duration::from_millis(10));
-        }
+        assert_eq!(hints_within(&mut native, Duration::from_secs(1)), []);
         assert!(stats.dropped_by_hook.get() > 0);
         assert!(rx.rx.try_recv().is_err());
     }
@@ -343,18 +332,18 @@ mod tests {
         let tmp = tempfile::tempdir().unwrap();
         let dir = tmp.path().join("d");
         std::fs::create_dir(&dir).unwrap();
-        let (tx, rx) = super::super::channel(64);
+        let (tx, _rx) = super::super::channel(64).unwrap();
         let mut native = Native::new(tx, false, None).unwrap();
         native.watch(&dir).unwrap();
         std::fs::remove_dir(&dir).unwrap();
-        let got = hints_within(&rx, Duration::from_millis(300));
+        let got = hints_within(&mut native, Duration::from_millis(300));
         assert!(got.contains(&(dir.clone(), true)), "{got:?}");
         // Made again, the same path is watched anew.
         std::fs::create_dir(&dir).unwrap();
         native.watch(&dir).unwrap();
         assert_eq!(native.watches(), 1);
         std::fs::write(dir.join("s.jsonl"), b"{}\n").unwrap();
-        let got = hints_within(&rx, Duration::from_millis(300));
+        let got = hints_within(&mut native, Duration::from_millis(300));
         assert!(got.contains(&(dir.join("s.jsonl"), false)), "{got:?}");
         assert_eq!(
             native
@@ -370,7 +359,7 @@ mod tests {
         let tmp = tempfile::tempdir().unwrap();
         let (old, new) = (tmp.path().join("a"), tmp.path().join("b"));
         std::fs::create_dir(&old).unwrap();
-        let (tx, rx) = super::super::channel(64);
+        let (tx, _rx) = super::super::channel(64).unwrap();
         let mut native = Native::new(tx, false, None).unwrap();
         let wd = native.watch(&old).unwrap();
         std::fs::rename(&old, &new).unwrap();
@@ -382,9 +371,9 @@ mod tests {
         );
         native.unwatch(&old, wd);
         assert_eq!(native.watches(), 1);
-        hints_within(&rx, Duration::from_millis(100));
+        hints_within(&mut native, Duration::from_millis(100));
         std::fs::write(new.join("s.jsonl"), b"{}\n").unwrap();
-        let got = hints_within(&rx, Duration::from_millis(300));
+        let got = hints_within(&mut native, Duration::from_millis(300));
         assert!(got.contains(&(new.join("s.jsonl"), false)), "{got:?}");
     }
 
@@ -392,12 +381,12 @@ mod tests {
     /// rename may be a directory, a write is a file's, an ended watch forgets its path.
     #[test]
     fn each_kind_of_event_makes_its_hint() {
-        let (tx, rx) = super::super::channel(4);
-        let paths = Paths::default();
+        let (tx, rx) = super::super::channel(4).unwrap();
+        let mut paths = Paths::default();
         let dir: Arc<Path> = Arc::from(Path::new("/w/d"));
-        paths.lock().unwrap().insert(7, dir.clone());
+        paths.insert(7, dir.clone());
         let name = c"s.jsonl";
-        let hint = |flags, name| match hint_for(7, flags, name, &paths, &tx) {
+        let mut hint = |flags, name| match hint_for(7, flags, name, &mut paths, &tx) {
             Some(Hint::Path { path, maybe_dir }) => Some((path, maybe_dir)),
             _ => None,
         };
@@ -421,14 +410,14 @@ mod tests {
         assert_eq!(hint(ReadFlags::QUEUE_OVERFLOW, None), None);
         assert!(rx.take_rescan());
         assert_eq!(hint(ReadFlags::IGNORED, None), None);
-        assert!(paths.lock().unwrap().is_empty());
         assert_eq!(hint(ReadFlags::MODIFY, Some(name)), None);
+        assert!(paths.is_empty());
     }
 
     #[test]
     fn the_watch_limit_hook_refuses_new_paths_only() {
         let tmp = tempfile::tempdir().unwrap();
-        let (tx, _rx) = super::super::channel(4);
+        let (tx, _rx) = super::super::channel(4).unwrap();
         std::fs::create_dir(tmp.path().join("sub")).unwrap();
         let mut native = Native::new(tx, false, Some(1)).unwrap();
         native.watch(tmp.path()).unwrap();

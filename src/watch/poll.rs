@@ -97,7 +97,7 @@ mod tests {
     /// The core still listens and polling is still wanted: only the token ends it.
     #[test]
     fn the_ticker_returns_at_the_stop() {
-        let (hints, core) = super::super::channel(16);
+        let (hints, core) = super::super::channel(16).unwrap();
         let (wanted_tx, wanted) = tokio::sync::watch::channel(true);
         let ms = Duration::from_millis(5);
         crate::shutdown::assert_ends_at_the_stop(|stop| async move {

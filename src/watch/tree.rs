@@ -133,6 +133,11 @@ impl Tree {
         self.dirs.len()
     }
 
+    /// The native watcher, whose events the core reads.
+    pub fn native_mut(&mut self) -> Option<&mut Native> {
+        self.native.as_mut()
+    }
+
     /// Whether some directory has no native watch (so the poll must list it), or a
     /// root goes through a symlink (so the poll must check where it leads).
     pub fn needs_poll(&self) -> bool {
