@@ -105,8 +105,9 @@ impl Native {
         self.fd.as_fd()
     }
 
-    /// Reads the events waiting (until none is left, or `out` holds `max`), each as its
-    /// hint. Never blocks.
+    /// Reads the events waiting (until none is left, or `out` holds `max` and what one
+    /// read took from the kernel is used up: dropped unread, it would be lost), each as
+    /// its hint. Never blocks.
     pub fn read(&mut self, out: &mut Vec<Hint>, max: usize) {
         let Native {
             fd,
@@ -120,7 +121,7 @@ impl Native {
             buf.resize(READ_BUF, MaybeUninit::uninit());
         }
         let mut reader = inotify::Reader::new(&*fd, buf);
-        while out.len() < max {
+        while out.len() < max || !reader.is_buffer_empty() {
             let ev = match reader.next() {
                 Ok(ev) => ev,
                 Err(Errno::AGAIN) => break,
@@ -412,6 +413,38 @@ mod tests {
         assert_eq!(hint(ReadFlags::IGNORED, None), None);
         assert_eq!(hint(ReadFlags::MODIFY, Some(name)), None);
         assert!(paths.is_empty());
+    }
+
+    /// A read that stops at its most still hands on every event it took from the
+    /// kernel; the rest wait there for the next read.
+    #[test]
+    fn a_read_cut_short_loses_no_event() {
+        let tmp = tempfile::tempdir().unwrap();
+        let (tx, _rx) = super::super::channel(4).unwrap();
+        let mut native = Native::new(tx, false, None).unwrap();
+        native.watch(tmp.path()).unwrap();
+        let names: Vec<PathBuf> = (0..50)
+            .map(|i| tmp.path().join(format!("{i}.jsonl")))
+            .collect();
+        for n in &names {
+            std::fs::write(n, b"{}\n").unwrap();
+        }
+        let mut seen = std::collections::HashSet::new();
+        let mut reads = 0;
+        loop {
+            let mut out = Vec::new();
+            native.read(&mut out, 1);
+            if out.is_empty() {
+                break;
+            }
+            reads += 1;
+            seen.extend(out.into_iter().filter_map(|h| match h {
+                Hint::Path { path, .. } => Some(path),
+                _ => None,
+            }));
+        }
+        assert_eq!(seen.len(), names.len(), "{seen:?}");
+        assert!(reads >= 1);
     }
 
     #[test]
