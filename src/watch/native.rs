@@ -14,11 +14,11 @@
 //!
 //! No thread reads the events: the core sleeps in `poll(2)` on this descriptor (and the
 //! hint channel's bell) and reads them when it wakes ([`Native::read`]). A thread of
-//! its own woke the core for each event, through a channel whose lock the two then
-//! passed back and forth: a tenth of an append's way to its event line, and as much
-//! again in the slowest tenth (BENCHMARKS.md, round 22). While the core is busy (the
-//! history read), events wait in the kernel's queue; one that overflows is a rescan, as
-//! a full hint channel was.
+//! its own woke the core for each event, through a channel whose lock the two then at
+//! times passed back and forth: 30 µs of an append's 180 µs to its event line
+//! (medians); without it the event line comes in about half the time (BENCHMARKS.md,
+//! round 22). While the core is busy (the history read), events wait in the kernel's
+//! queue; one that overflows is a rescan, as a full hint channel was.
 
 use super::{Hint, HintTx};
 use crate::diag;
