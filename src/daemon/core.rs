@@ -548,9 +548,9 @@ impl Core {
         );
     }
 
-    /// Saves what changed once it has waited [`SAVE_AFTER`].
+    /// Saves what changed once it has waited [`SAVE_AFTER`]. After a batch or a sweep
+    /// step, whose flush recorded what they decided.
     fn save_when_due(&mut self) {
-        self.reduce.record_decided(&self.files);
         let now = Instant::now();
         match self.save_at {
             Some(at) if now >= at => {
