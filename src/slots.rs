@@ -103,6 +103,11 @@ impl<T> Slots<T> {
         self.slots.iter_mut().flatten()
     }
 
+    /// Every entry, the room let go.
+    pub fn into_values(self) -> impl Iterator<Item = T> {
+        self.slots.into_iter().flatten()
+    }
+
     /// How many slots the list has room for.
     pub fn capacity(&self) -> usize {
         self.slots.capacity()

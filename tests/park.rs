@@ -351,6 +351,10 @@ fn a_parked_session_shows_in_status_and_wakes_up_on_its_next_turn() {
         .set_modified(std::time::SystemTime::now() - Duration::from_secs(3600))
         .unwrap();
     let mut d = d.start(&["--no-desktop"]);
+    // Idle for an hour: its entry went to the spill with its sessions, and comes back
+    // for the next turn.
+    let log = d.log_text();
+    assert!(log.contains("frozen=1"), "{log}");
     let before = rows(&d);
     assert_eq!(
         before,

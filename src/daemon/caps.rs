@@ -56,8 +56,8 @@ impl Files {
     pub fn is_idle(&self, path: &Path) -> bool {
         let now = mono_i(self.now());
         self.table
-            .get(path)
-            .is_some_and(|t| now - t.last_change > self.cold_ms())
+            .last_change(path)
+            .is_some_and(|last| now - last > self.cold_ms())
     }
 
     /// Rebuilds the live set and closes what went idle. `open`: whether a file has a
@@ -66,7 +66,7 @@ impl Files {
         let now = self.clock.now();
         self.live.rebuild(
             mono_i(now),
-            self.table.iter().map(|(p, t)| (p.path(), t.last_change)),
+            self.table.changes().map(|(p, last)| (p.path(), last)),
             open,
         );
         self.enforce_caps(now)
@@ -101,6 +101,12 @@ impl Files {
                 warm.push((t.last_change, path.to_path_buf()));
             }
         }
+        for (path, last_change) in self.table.frozen() {
+            // Frozen only once idle that long, and unchanged since.
+            if now - last_change > cold {
+                steps.push(Step::Park(path.name().clone(), mono));
+            }
+        }
         for (list, cap, drop_feed) in [(open, MAX_OPEN, false), (warm, self.limits.max_warm, true)]
         {
             if list.len() <= cap {
@@ -118,6 +124,30 @@ impl Files {
                 }
             }
         }
+        self.freeze_idle(now);
         steps
+    }
+
+    /// Keeps the entries of files idle for long in the spill ([`Frozen`]), but for live
+    /// ones (polled, so looked at again soon).
+    ///
+    /// [`Frozen`]: super::tracked::Frozen
+    fn freeze_idle(&mut self, now: i64) {
+        let Some(spill) = self.spill.clone() else {
+            return;
+        };
+        let cold = self.cold_ms();
+        let idle: Vec<_> = self
+            .table
+            .iter()
+            .filter(|(p, t)| {
+                now - t.last_change > cold && t.cold.is_some() && !self.live.contains(p.path())
+            })
+            .map(|(p, _)| p.clone())
+            .collect();
+        for name in idle {
+            self.table.freeze(name.path(), &spill);
+        }
+        self.table.repack();
     }
 }

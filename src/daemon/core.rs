@@ -262,6 +262,7 @@ impl Core {
         let c = self.files.counters();
         tracing::info!(
             files = self.files.len(),
+            frozen = self.files.frozen(),
             dirs = self.tree.dir_count(),
             sessions = self.reduce.reducer.session_count(),
             resumed = c.resumed,

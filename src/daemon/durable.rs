@@ -164,7 +164,7 @@ impl Deltas {
             let files = chunk
                 .iter()
                 .filter_map(|p| match files.tracked(p) {
-                    Some(t) => Some(checkpoint(p, t, reducer, now)),
+                    Some(t) => Some(checkpoint(p, &t, reducer, now)),
                     None => files.rows.checkpoint(p, reducer, now),
                 })
                 .collect();

@@ -12,12 +12,12 @@
 //! On a restart a file only appended to since its checkpoint is read on from the
 //! checkpoint, never from its first byte (`resume.rs`). A file idle for long keeps its
 //! context in the same saved form ("cold"), so waking it up costs what was appended,
-//! not the whole file.
+//! not the whole file; idle for longer still, and not polled, its whole entry goes to
+//! the spill beside that context ("frozen", `table.rs`), read back when it changes.
 
 use super::name::FileName;
 use super::read::{Commit, Mode, More, READ_CHUNK, Read, Step};
-use super::table::Table;
-use super::tracked::Tracked;
+use super::table::{Got, Table};
 use crate::clock::{Clock, Now};
 use crate::feed::FileFeed;
 use crate::feed::name_of;
@@ -207,6 +207,11 @@ impl Files {
         self.table.len()
     }
 
+    /// How many tracked files are frozen (their entry in the spill).
+    pub fn frozen(&self) -> usize {
+        self.table.frozen_len()
+    }
+
     pub fn counters(&self) -> &Counters {
         &self.counters
     }
@@ -223,8 +228,8 @@ impl Files {
     /// The name a file is known by: for a tracked file the table's own, shared with every
     /// holder (see `name.rs`), else a new one.
     pub fn name(&self, path: &Path) -> Arc<str> {
-        match self.table.get_key_value(path) {
-            Some((k, _)) => k.name().clone(),
+        match self.table.key(path) {
+            Some(k) => k.name().clone(),
             None => name_of(path),
         }
     }
@@ -232,13 +237,14 @@ impl Files {
     /// `name` as the table holds it, when it names a tracked file: what a read carries is
     /// its projector's copy, which goes when the projector does.
     pub fn shared_name(&self, name: Arc<str>) -> Arc<str> {
-        match self.table.get_key_value(Path::new(&*name)) {
-            Some((k, _)) if **k.name() == *name => k.name().clone(),
+        match self.table.key(Path::new(&*name)) {
+            Some(k) if **k.name() == *name => k.name().clone(),
             _ => name,
         }
     }
 
-    pub fn tracked(&self, path: &Path) -> Option<&Tracked> {
+    /// The entry of a tracked file (a frozen one read back).
+    pub fn tracked(&self, path: &Path) -> Option<Got<'_>> {
         self.table.get(path)
     }
 
@@ -300,6 +306,15 @@ impl Files {
             return Look::Steps(Vec::new());
         }
         let stat = Stat::of(&meta);
+        if self.table.is_frozen(path)
+            && self
+                .table
+                .get(path)
+                .is_some_and(|t| t.tail.compare(&stat) == Change::Same)
+        {
+            // Unchanged: it stays frozen (a directory listed again looks at every file).
+            return Look::Steps(Vec::new());
+        }
         let Some((name, t)) = self.table.get_named_mut(path) else {
             return Look::New(meta);
         };

@@ -153,8 +153,8 @@ mod tests {
         let name = f.name(&path);
         assert_eq!(*name, *before);
         assert!(!Arc::ptr_eq(&name, &before));
-        let feed = f.tracked(&path).and_then(|t| t.feed.as_ref()).unwrap();
-        assert!(Arc::ptr_eq(&feed.path, &name));
+        let t = f.tracked(&path).unwrap();
+        assert!(Arc::ptr_eq(&t.feed.as_ref().unwrap().path, &name));
         assert!(Arc::ptr_eq(&f.shared_name(before.clone()), &name));
         assert!(Arc::ptr_eq(&f.name(&path), &name));
         // Not tracked: the name given is kept.

@@ -4,65 +4,145 @@
 //! Sized for 100,000 files. As a map of name → boxed entry it took a 128-byte allocation
 //! per file, made while the history read allocated and freed the sessions around it, and
 //! 262,144 slots of 24 bytes at 117,758 files (6.6 MB). Here the entries are one list (a
-//! slot of 136 bytes, freed slots reused) and the map a table of 5-byte slots.
+//! slot of 136 bytes, freed slots reused) and the map a table of 5-byte slots. A file
+//! idle for long moves to a second list, its entry in the spill and 40 bytes a slot
+//! ([`Frozen`]): most files are idle, and their 136-byte slots were 17.8 MB at 100,000
+//! sessions.
 
 use super::name::FileName;
-use super::tracked::Tracked;
+use super::tracked::{Frozen, Tracked};
+use crate::reduce::Spill;
 use crate::slots::Slots;
 use foldhash::fast::RandomState;
 use std::hash::BuildHasher;
+use std::ops::Deref;
 use std::path::Path;
+use std::sync::Arc;
 
 // A slot of the list: at 131,072 slots (117,758 files), every 8 bytes more is 1 MB.
 const _: () = assert!(size_of::<Option<(FileName, Tracked)>>() <= 136);
+// A frozen file's slot: most files, once the history is read.
+const _: () = assert!(size_of::<Option<(FileName, Frozen)>>() <= 40);
 
 #[derive(Default)]
 pub(super) struct Table {
     entries: Slots<(FileName, Tracked)>,
+    /// Files idle for long, their entry kept in the spill ([`Frozen`]). A path is in
+    /// one list or the other, never both.
+    frozen: Slots<(FileName, Frozen)>,
     hasher: RandomState,
+}
+
+/// An entry read from the table: the table's own, or one read back from the spill.
+pub(super) enum Got<'a> {
+    Here(&'a Tracked),
+    Back(Box<Tracked>),
+}
+
+impl Deref for Got<'_> {
+    type Target = Tracked;
+    fn deref(&self) -> &Tracked {
+        match self {
+            Got::Here(t) => t,
+            Got::Back(t) => t,
+        }
+    }
 }
 
 impl Table {
     pub fn len(&self) -> usize {
-        self.entries.len()
+        self.entries.len() + self.frozen.len()
     }
 
-    fn find(&self, path: &Path) -> Option<u32> {
-        self.find_at(self.hasher.hash_one(path), path)
+    /// How many files are frozen.
+    pub fn frozen_len(&self) -> usize {
+        self.frozen.len()
     }
 
-    /// [`Table::find`] with the path's hash already made.
+    /// The slot of `path` in the list of entries not frozen, by its hash.
     fn find_at(&self, h: u64, path: &Path) -> Option<u32> {
         self.entries.find(h, |(name, _)| name.path() == path)
     }
 
+    fn find_frozen_at(&self, h: u64, path: &Path) -> Option<u32> {
+        self.frozen.find(h, |(name, _)| name.path() == path)
+    }
+
     pub fn contains_key(&self, path: &Path) -> bool {
-        self.find(path).is_some()
+        let h = self.hasher.hash_one(path);
+        self.find_at(h, path).is_some() || self.find_frozen_at(h, path).is_some()
     }
 
-    pub fn get_key_value(&self, path: &Path) -> Option<(&FileName, &Tracked)> {
-        let n = self.find(path)?;
-        self.entries.get(n).map(|(k, t)| (k, t))
+    /// Whether `path` is tracked and frozen.
+    pub fn is_frozen(&self, path: &Path) -> bool {
+        self.find_frozen_at(self.hasher.hash_one(path), path)
+            .is_some()
     }
 
-    pub fn get(&self, path: &Path) -> Option<&Tracked> {
-        self.get_key_value(path).map(|(_, t)| t)
+    /// When `path` last changed (monotonic ms), if tracked.
+    pub fn last_change(&self, path: &Path) -> Option<i64> {
+        let h = self.hasher.hash_one(path);
+        if let Some(n) = self.find_at(h, path) {
+            return self.entries.get(n).map(|(_, t)| t.last_change);
+        }
+        let n = self.find_frozen_at(h, path)?;
+        self.frozen.get(n).map(|(_, f)| f.last_change())
+    }
+
+    /// The name the table holds `path` by.
+    pub fn key(&self, path: &Path) -> Option<&FileName> {
+        let h = self.hasher.hash_one(path);
+        if let Some(n) = self.find_at(h, path) {
+            return self.entries.get(n).map(|(k, _)| k);
+        }
+        let n = self.find_frozen_at(h, path)?;
+        self.frozen.get(n).map(|(k, _)| k)
+    }
+
+    /// The entry for `path`; a frozen one is read back, and stays frozen.
+    pub fn get(&self, path: &Path) -> Option<Got<'_>> {
+        let h = self.hasher.hash_one(path);
+        if let Some(n) = self.find_at(h, path) {
+            return self.entries.get(n).map(|(_, t)| Got::Here(t));
+        }
+        let n = self.find_frozen_at(h, path)?;
+        let (k, f) = self.frozen.get(n)?;
+        Some(Got::Back(Box::new(f.thaw(k.path()))))
     }
 
     pub fn get_mut(&mut self, path: &Path) -> Option<&mut Tracked> {
         self.get_named_mut(path).map(|(_, t)| t)
     }
 
-    /// The entry for `path`, with the name the table holds it by (a feed made for it
-    /// shares that name).
+    /// The entry for `path` (thawed if it was frozen), with the name the table holds it
+    /// by (a feed made for it shares that name).
     pub fn get_named_mut(&mut self, path: &Path) -> Option<(&FileName, &mut Tracked)> {
-        let n = self.find(path)?;
+        let h = self.hasher.hash_one(path);
+        let n = match self.find_at(h, path) {
+            Some(n) => n,
+            None => self.thaw_at(h, path)?,
+        };
         self.entries.get_mut(n).map(|(k, t)| (&*k, t))
+    }
+
+    /// Moves a frozen entry back into the list; its slot there.
+    fn thaw_at(&mut self, h: u64, path: &Path) -> Option<u32> {
+        let n = self.find_frozen_at(h, path)?;
+        let (name, f) = self.frozen.remove(n, h)?;
+        let t = f.thaw(name.path());
+        let hasher = &self.hasher;
+        Some(
+            self.entries
+                .insert(h, (name, t), |(k, _)| hasher.hash_one(k.path())),
+        )
     }
 
     /// Tracks `name` (replacing its entry if it was tracked).
     pub fn insert(&mut self, name: FileName, t: Tracked) {
         let h = self.hasher.hash_one(name.path());
+        if let Some(n) = self.find_frozen_at(h, name.path()) {
+            self.frozen.remove(n, h);
+        }
         if let Some(n) = self.find_at(h, name.path())
             && let Some(e) = self.entries.get_mut(n)
         {
@@ -76,20 +156,90 @@ impl Table {
 
     pub fn remove(&mut self, path: &Path) -> Option<Tracked> {
         let h = self.hasher.hash_one(path);
-        let n = self.find_at(h, path)?;
-        self.entries.remove(n, h).map(|(_, t)| t)
+        if let Some(n) = self.find_at(h, path) {
+            return self.entries.remove(n, h).map(|(_, t)| t);
+        }
+        let n = self.find_frozen_at(h, path)?;
+        self.frozen.remove(n, h).map(|(k, f)| f.thaw(k.path()))
     }
 
+    /// Keeps the entry of `path` in the spill, if it can go (no handle; a projector or a
+    /// saved context) and the spill gives it back. True if it went.
+    pub fn freeze(&mut self, path: &Path, spill: &Arc<dyn Spill>) -> bool {
+        let h = self.hasher.hash_one(path);
+        let Some(n) = self.find_at(h, path) else {
+            return false;
+        };
+        if !self
+            .entries
+            .get(n)
+            .is_some_and(|(_, t)| !t.tail.is_open() && (t.feed.is_some() || t.cold.is_some()))
+        {
+            return false;
+        }
+        let Some((name, t)) = self.entries.remove(n, h) else {
+            return false;
+        };
+        let hasher = &self.hasher;
+        match Frozen::freeze(t, spill) {
+            Ok(f) => {
+                self.frozen
+                    .insert(h, (name, f), |(k, _)| hasher.hash_one(k.path()));
+                true
+            }
+            Err(t) => {
+                self.entries
+                    .insert(h, (name, t), |(k, _)| hasher.hash_one(k.path()));
+                false
+            }
+        }
+    }
+
+    /// Gives back the room of the list's free slots once most of them are free (after
+    /// the files read at start are frozen, the list had a slot for each).
+    pub fn repack(&mut self) {
+        let (span, len) = (self.entries.span(), self.entries.len());
+        if span < 1024 || span < 4 * len {
+            return;
+        }
+        let old = std::mem::take(&mut self.entries);
+        let hasher = &self.hasher;
+        for (k, t) in old.into_values() {
+            let h = hasher.hash_one(k.path());
+            self.entries
+                .insert(h, (k, t), |(k, _)| hasher.hash_one(k.path()));
+        }
+    }
+
+    /// Every tracked file's name.
     pub fn keys(&self) -> impl Iterator<Item = &FileName> {
-        self.iter().map(|(k, _)| k)
+        self.entries
+            .iter()
+            .map(|(k, _)| k)
+            .chain(self.frozen.iter().map(|(k, _)| k))
     }
 
+    /// Every tracked file's name and last change (monotonic ms).
+    pub fn changes(&self) -> impl Iterator<Item = (&FileName, i64)> {
+        self.entries
+            .iter()
+            .map(|(k, t)| (k, t.last_change))
+            .chain(self.frozen.iter().map(|(k, f)| (k, f.last_change())))
+    }
+
+    /// The entries not frozen.
     pub fn iter(&self) -> impl Iterator<Item = (&FileName, &Tracked)> {
         self.entries.iter().map(|(k, t)| (k, t))
     }
 
+    /// The entries not frozen.
     pub fn iter_mut(&mut self) -> impl Iterator<Item = (&FileName, &mut Tracked)> {
         self.entries.iter_mut().map(|(k, t)| (&*k, t))
+    }
+
+    /// The frozen files' names and last changes.
+    pub fn frozen(&self) -> impl Iterator<Item = (&FileName, i64)> {
+        self.frozen.iter().map(|(k, f)| (k, f.last_change()))
     }
 }
 
@@ -98,7 +248,9 @@ mod tests {
     #![allow(clippy::unwrap_used)]
     use super::*;
     use crate::model::ProviderKind;
-    use crate::tail::{FileId, TailState};
+    use crate::reduce::Kept;
+    use crate::state::spill::SpillFile;
+    use crate::tail::{FileId, Parts, TailState};
 
     fn tracked(ino: u64) -> Tracked {
         Tracked {
@@ -136,10 +288,9 @@ mod tests {
             let p = path(i);
             let kept = i >= 2000 || i % 3 != 0;
             assert_eq!(t.contains_key(Path::new(&p)), kept, "{p}");
-            assert_eq!(t.get(Path::new(&p)).map(ino), kept.then_some(i));
+            assert_eq!(t.get(Path::new(&p)).map(|x| ino(&x)), kept.then_some(i));
             if kept {
-                let (k, _) = t.get_key_value(Path::new(&p)).unwrap();
-                assert_eq!(&**k.name(), p);
+                assert_eq!(&**t.key(Path::new(&p)).unwrap().name(), p);
             }
         }
         assert_eq!(t.len(), 2300 - 667);
@@ -162,7 +313,7 @@ mod tests {
         t.insert(FileName::new(Path::new("/a")), tracked(1));
         t.insert(FileName::new(Path::new("/a")), tracked(2));
         assert_eq!(t.len(), 1);
-        assert_eq!(t.get(Path::new("/a")).map(ino), Some(2));
+        assert_eq!(t.get(Path::new("/a")).map(|x| ino(&x)), Some(2));
         for i in 0..100 {
             t.insert(FileName::new(Path::new(&format!("/b{i}"))), tracked(i));
         }
@@ -174,6 +325,106 @@ mod tests {
         assert_eq!(t.entries.capacity(), 0);
         assert!(t.remove(Path::new("/a")).is_none());
         t.insert(FileName::new(Path::new("/c")), tracked(3));
-        assert_eq!(t.get(Path::new("/c")).map(ino), Some(3));
+        assert_eq!(t.get(Path::new("/c")).map(|x| ino(&x)), Some(3));
+    }
+
+    /// A file read up to some point and gone cold, as the caps leave it.
+    fn cold(ino: u64) -> Tracked {
+        let mut t = tracked(ino);
+        t.tail = TailState::from_parts(Parts {
+            id: FileId { dev: 7, ino },
+            size: 5000 + ino,
+            mtime_ns: -3,
+            ctime_ns: 1_700_000_000_123_456_789,
+            offset: 4990 + ino,
+            line_no: 40,
+            marker: u64::MAX - ino,
+        });
+        t.cold = Some(Kept::new(
+            format!("{{\"context\":{ino}}}\n second line"),
+            None,
+        ));
+        t.last_change = -77_000;
+        t.warned_s = 12;
+        t.skew_ms = 1500;
+        t
+    }
+
+    fn same(a: &Tracked, b: &Tracked) -> bool {
+        a.provider == b.provider
+            && a.tail.parts() == b.tail.parts()
+            && a.cold.as_ref().and_then(Kept::text) == b.cold.as_ref().and_then(Kept::text)
+            && (a.last_change, a.warned_s, a.skew_ms) == (b.last_change, b.warned_s, b.skew_ms)
+            && a.feed.is_none() == b.feed.is_none()
+    }
+
+    /// A frozen entry reads back as it was, stays frozen when only read, and comes back
+    /// into the list when changed; its slot in the list is given back.
+    #[test]
+    fn a_frozen_entry_reads_back_as_it_was() {
+        let dir = tempfile::tempdir().unwrap();
+        let spill: Arc<dyn Spill> = Arc::new(SpillFile::new(dir.path()).unwrap());
+        let mut t = Table::default();
+        let path = |i: u64| format!("/t/{i}.jsonl");
+        for i in 0..3000 {
+            t.insert(FileName::new(Path::new(&path(i))), cold(i));
+        }
+        // One with no saved context (to be read from its first byte) stays.
+        t.get_mut(Path::new(&path(5))).unwrap().cold = None;
+        for i in 0..3000 {
+            t.freeze(Path::new(&path(i)), &spill);
+        }
+        t.repack();
+        assert_eq!((t.len(), t.frozen_len()), (3000, 2999));
+        assert!(t.entries.capacity() < 64, "{}", t.entries.capacity());
+        assert!(!t.is_frozen(Path::new(&path(5))));
+        for i in (0..3000).filter(|&i| i != 5) {
+            let p = path(i);
+            assert!(same(&t.get(Path::new(&p)).unwrap(), &cold(i)), "{p}");
+            assert_eq!(t.last_change(Path::new(&p)), Some(-77_000));
+            assert_eq!(&**t.key(Path::new(&p)).unwrap().name(), p);
+        }
+        assert_eq!(t.frozen_len(), 2999, "reading leaves them frozen");
+        assert_eq!(t.keys().count(), 3000);
+        assert_eq!(t.changes().filter(|&(_, l)| l == -77_000).count(), 3000);
+        let back = t.get_mut(Path::new(&path(9))).unwrap();
+        assert!(same(back, &cold(9)));
+        back.skew_ms = 1;
+        assert_eq!(t.frozen_len(), 2998);
+        assert_eq!(t.get(Path::new(&path(9))).unwrap().skew_ms, 1);
+        // Tracking a frozen path again replaces it; removing one takes it out.
+        t.insert(FileName::new(Path::new(&path(10))), tracked(10));
+        assert!(t.get(Path::new(&path(10))).unwrap().cold.is_none());
+        assert_eq!(t.remove(Path::new(&path(11))).map(|x| ino(&x)), Some(11));
+        assert!(!t.contains_key(Path::new(&path(11))));
+        assert_eq!((t.len(), t.frozen_len()), (2999, 2996));
+    }
+
+    /// An entry with a handle or a projector is not frozen; one the spill cannot give
+    /// back comes back as a file no stat matches, with no context, so it is read again
+    /// from its first byte.
+    #[test]
+    fn what_cannot_be_read_back_is_read_again() {
+        let dir = tempfile::tempdir().unwrap();
+        let gone: Arc<dyn Spill> = Arc::new(SpillFile::new(dir.path()).unwrap().unreadable(true));
+        let mut t = Table::default();
+        let mut one = cold(1);
+        one.last_change = -77_001;
+        t.insert(FileName::new(Path::new("/a")), one);
+        assert!(t.freeze(Path::new("/a"), &gone));
+        // Kept to the second, rounded down.
+        assert_eq!(t.last_change(Path::new("/a")), Some(-78_000));
+        let back = t.get_mut(Path::new("/a")).unwrap();
+        assert_eq!(back.tail.id(), FileId { dev: 0, ino: 0 });
+        assert_eq!(back.tail.offset(), 0);
+        assert!(back.cold.is_none());
+        assert_eq!(back.last_change, -78_000);
+        let fresh = crate::tail::Stat {
+            id: FileId { dev: 7, ino: 1 },
+            size: 5001,
+            mtime_ns: -3,
+            ctime_ns: 1_700_000_000_123_456_789,
+        };
+        assert_eq!(back.tail.compare(&fresh), crate::tail::Change::Replaced);
     }
 }

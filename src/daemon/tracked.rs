@@ -5,7 +5,7 @@ use super::name::FileName;
 use crate::feed::FileFeed;
 use crate::model::ProviderKind;
 use crate::reduce::{Kept, Spill};
-use crate::tail::TailState;
+use crate::tail::{FileId, Parts, TailState};
 use std::sync::Arc;
 
 pub(super) struct Tracked {
@@ -66,5 +66,132 @@ impl Tracked {
             .restored(&saved)
             .map(Box::new);
         self.feed.is_some()
+    }
+}
+
+/// A file idle for long, kept in 24 bytes: when it last changed, and the rest of its
+/// entry (the tail state's numbers, the clocks, the projector's saved context) as one
+/// text in the spill. At 100,000 files a [`Tracked`] in the table's list took 136 bytes a
+/// file (17.8 MB); nothing of it is needed until the file changes, a checkpoint is saved,
+/// or the slow safety net compares a stat with it, and each of those reads it back.
+pub(super) struct Frozen {
+    /// The numbers on a first line, then the projector's saved context.
+    blob: Kept,
+    /// [`Tracked::last_change`] in whole seconds (rounded down): the live set and the caps
+    /// ask for it on every tidy, and a file frozen has been idle for half an hour.
+    last_change_s: i32,
+    provider: ProviderKind,
+}
+
+const _: () = assert!(size_of::<Frozen>() <= 24);
+
+impl Frozen {
+    /// `t` kept out of memory, its projector (if it has one) sent cold; `Err(t)` for an
+    /// entry that must stay as it is: one with an open handle, or with neither a
+    /// projector nor a saved context (a file still to be read by a history reader, or
+    /// one to be read again from its first byte).
+    pub(super) fn freeze(t: Tracked, spill: &Arc<dyn Spill>) -> Result<Frozen, Tracked> {
+        if t.tail.is_open() {
+            return Err(t);
+        }
+        let context = match (&t.feed, &t.cold) {
+            (Some(f), _) => Some(f.save()),
+            (None, Some(c)) => c.text(),
+            (None, None) => None,
+        };
+        let Some(context) = context else {
+            return Err(t);
+        };
+        let p = t.tail.parts();
+        let mut text = format!(
+            "{} {} {} {} {} {} {} {} {} {}\n",
+            p.id.dev,
+            p.id.ino,
+            p.size,
+            p.mtime_ns,
+            p.ctime_ns,
+            p.offset,
+            p.line_no,
+            p.marker,
+            t.skew_ms,
+            t.warned_s
+        );
+        text.push_str(&context);
+        let last_change_s = t
+            .last_change
+            .div_euclid(1000)
+            .clamp(i32::MIN.into(), i32::MAX.into());
+        Ok(Frozen {
+            blob: Kept::new(text, Some(spill)),
+            last_change_s: i32::try_from(last_change_s).unwrap_or(i32::MIN),
+            provider: t.provider,
+        })
+    }
+
+    /// When the file last changed (monotonic ms, to the second).
+    pub(super) fn last_change(&self) -> i64 {
+        i64::from(self.last_change_s) * 1000
+    }
+
+    /// The entry as it was frozen. If the spill cannot give it back, an entry that no
+    /// file matches, with no context: the next look finds the file replaced and reads it
+    /// again from its first byte (what it already reported is in the seen-set), and a
+    /// checkpoint saved from it makes a restart do the same.
+    pub(super) fn thaw(&self, path: &std::path::Path) -> Tracked {
+        let back = self.blob.text().and_then(|text| {
+            let (head, context) = text.split_once('\n')?;
+            let f: Vec<&str> = head.split(' ').collect();
+            let [
+                dev,
+                ino,
+                size,
+                mtime_ns,
+                ctime_ns,
+                offset,
+                line_no,
+                marker,
+                skew_ms,
+                warned_s,
+            ] = f[..]
+            else {
+                return None;
+            };
+            let u = |x: &str| x.parse::<u64>().ok();
+            let i = |x: &str| x.parse::<i64>().ok();
+            let (dev, ino, size) = (u(dev)?, u(ino)?, u(size)?);
+            let (mtime_ns, ctime_ns) = (i(mtime_ns)?, i(ctime_ns)?);
+            let (offset, line_no, marker) = (u(offset)?, u(line_no)?, u(marker)?);
+            let (skew_ms, warned_s) = (i(skew_ms)?, warned_s.parse::<i32>().ok()?);
+            let parts = Parts {
+                id: FileId { dev, ino },
+                size,
+                mtime_ns,
+                ctime_ns,
+                offset,
+                line_no,
+                marker,
+            };
+            Some((parts, skew_ms, warned_s, Some(context.to_owned())))
+        });
+        let (tail, skew_ms, warned_s, context) = match back {
+            Some((parts, skew, warned, context)) => {
+                (TailState::from_parts(parts), skew, warned, context)
+            }
+            None => {
+                tracing::error!(path = %path.display(),
+                    "An idle file's state could not be read back; the transcript will be read again from its start.");
+                (TailState::new(FileId { dev: 0, ino: 0 }), 0, i32::MIN, None)
+            }
+        };
+        Tracked {
+            provider: self.provider,
+            tail,
+            feed: None,
+            // In memory: a thawed file is about to be read on, which takes it.
+            cold: context.map(|c| Kept::new(c, None)),
+            last_change: self.last_change(),
+            warned_s,
+            skew_ms,
+        }
     }
 }

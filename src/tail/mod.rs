@@ -8,7 +8,7 @@ pub mod state;
 
 pub use open::open;
 pub use reader::{Item, LineReader, OVERSIZE_KEEP};
-pub use state::{Change, FileId, Stat, TailState};
+pub use state::{Change, FileId, Parts, Stat, TailState};
 
 /// Default cap on one line's size (`--max-line-bytes`).
 pub const DEFAULT_MAX_LINE_BYTES: usize = 16 * 1024 * 1024;

@@ -95,6 +95,19 @@ pub struct TailState {
     handle: Option<File>,
 }
 
+/// A closed tail state's numbers: what a file idle for long keeps outside memory
+/// (`daemon/table.rs`), and is brought back from exactly.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Parts {
+    pub id: FileId,
+    pub size: u64,
+    pub mtime_ns: i64,
+    pub ctime_ns: i64,
+    pub offset: u64,
+    pub line_no: u64,
+    pub marker: u64,
+}
+
 impl TailState {
     /// A file not read yet.
     pub fn new(id: FileId) -> Self {
@@ -121,6 +134,33 @@ impl TailState {
             offset,
             line_no,
             marker,
+            handle: None,
+        }
+    }
+
+    /// The numbers of this state (not its handle).
+    pub fn parts(&self) -> Parts {
+        Parts {
+            id: self.id,
+            size: self.size,
+            mtime_ns: self.mtime_ns,
+            ctime_ns: self.ctime_ns,
+            offset: self.offset,
+            line_no: self.line_no,
+            marker: self.marker,
+        }
+    }
+
+    /// The state `parts` describe, with no handle open.
+    pub fn from_parts(p: Parts) -> Self {
+        TailState {
+            id: p.id,
+            size: p.size,
+            mtime_ns: p.mtime_ns,
+            ctime_ns: p.ctime_ns,
+            offset: p.offset,
+            line_no: p.line_no,
+            marker: p.marker,
             handle: None,
         }
     }

@@ -488,6 +488,10 @@ impl Live {
         self.paths.is_empty()
     }
 
+    pub fn contains(&self, path: &Path) -> bool {
+        self.paths.contains(path)
+    }
+
     /// Marks `path` live (it just changed).
     pub fn insert(&mut self, path: &Path) {
         if !self.paths.contains(path) {
