@@ -307,10 +307,11 @@ impl Files {
         }
         let stat = Stat::of(&meta);
         if self.table.is_frozen(path)
-            && self
-                .table
-                .get(path)
-                .is_some_and(|t| t.tail.compare(&stat) == Change::Same)
+            && self.table.frozen_unchanged(path, &stat).unwrap_or_else(|| {
+                self.table
+                    .get(path)
+                    .is_some_and(|t| t.tail.compare(&stat) == Change::Same)
+            })
         {
             // Unchanged: it stays frozen (a directory listed again looks at every file).
             return Look::Steps(Vec::new());
@@ -603,10 +604,26 @@ impl Files {
     /// Whether the file `name` is not as its tail state last saw it (gone, replaced,
     /// grown, cut or touched); false for a file no longer tracked.
     pub fn changed_one(&self, name: &FileName) -> bool {
-        let Some(t) = self.table.get(name) else {
+        if !self.table.contains_key(name) {
             return false;
+        }
+        let Some(stat) = fs::metadata(name.path())
+            .ok()
+            .filter(fs::Metadata::is_file)
+            .map(|m| Stat::of(&m))
+        else {
+            return true;
         };
-        !fs::metadata(name.path())
-            .is_ok_and(|m| m.is_file() && t.tail.compare(&Stat::of(&m)) == Change::Same)
+        // A frozen file is told apart by its fingerprint, with nothing read back.
+        let same = self
+            .table
+            .frozen_unchanged(name, &stat)
+            .or_else(|| {
+                self.table
+                    .get(name)
+                    .map(|t| t.tail.compare(&stat) == Change::Same)
+            })
+            .unwrap_or(true);
+        !same
     }
 }

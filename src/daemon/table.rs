@@ -5,7 +5,7 @@
 //! per file, made while the history read allocated and freed the sessions around it, and
 //! 262,144 slots of 24 bytes at 117,758 files (6.6 MB). Here the entries are one list (a
 //! slot of 136 bytes, freed slots reused) and the map a table of 5-byte slots. A file
-//! idle for long moves to a second list, its entry in the spill and 40 bytes a slot
+//! idle for long moves to a second list, its entry in the spill and 48 bytes a slot
 //! ([`Frozen`]): most files are idle, and their 136-byte slots were 17.8 MB at 100,000
 //! sessions.
 
@@ -22,7 +22,7 @@ use std::sync::Arc;
 // A slot of the list: at 131,072 slots (117,758 files), every 8 bytes more is 1 MB.
 const _: () = assert!(size_of::<Option<(FileName, Tracked)>>() <= 136);
 // A frozen file's slot: most files, once the history is read.
-const _: () = assert!(size_of::<Option<(FileName, Frozen)>>() <= 40);
+const _: () = assert!(size_of::<Option<(FileName, Frozen)>>() <= 48);
 
 #[derive(Default)]
 pub(super) struct Table {
@@ -87,6 +87,13 @@ impl Table {
         }
         let n = self.find_frozen_at(h, path)?;
         self.frozen.get(n).map(|(_, f)| f.last_change())
+    }
+
+    /// Whether the frozen file `path` is as `now` says it was when frozen; `None` if it
+    /// is not frozen, or only its entry read back can tell.
+    pub fn frozen_unchanged(&self, path: &Path, now: &crate::tail::Stat) -> Option<bool> {
+        let n = self.find_frozen_at(self.hasher.hash_one(path), path)?;
+        self.frozen.get(n)?.1.unchanged(now)
     }
 
     /// The name the table holds `path` by.
@@ -385,6 +392,31 @@ mod tests {
             assert_eq!(&**t.key(Path::new(&p)).unwrap().name(), p);
         }
         assert_eq!(t.frozen_len(), 2999, "reading leaves them frozen");
+        // A stat is told from the one it was frozen at without a read back.
+        let p = cold(3).tail.parts();
+        let mut stat = crate::tail::Stat {
+            id: p.id,
+            size: p.size,
+            mtime_ns: p.mtime_ns,
+            ctime_ns: p.ctime_ns,
+        };
+        assert_eq!(t.frozen_unchanged(Path::new(&path(3)), &stat), Some(true));
+        for change in [
+            |s: &mut crate::tail::Stat| s.size += 1,
+            |s: &mut crate::tail::Stat| s.ctime_ns += 1,
+            |s: &mut crate::tail::Stat| s.mtime_ns -= 1,
+            |s: &mut crate::tail::Stat| s.id.ino += 1,
+        ] {
+            let mut other = stat;
+            change(&mut other);
+            assert_eq!(t.frozen_unchanged(Path::new(&path(3)), &other), Some(false));
+        }
+        stat.id.ino = 5;
+        assert_eq!(
+            t.frozen_unchanged(Path::new(&path(5)), &stat),
+            None,
+            "not frozen"
+        );
         assert_eq!(t.keys().count(), 3000);
         assert_eq!(t.changes().filter(|&(_, l)| l == -77_000).count(), 3000);
         let back = t.get_mut(Path::new(&path(9))).unwrap();
@@ -414,6 +446,18 @@ mod tests {
         assert!(t.freeze(Path::new("/a"), &gone));
         // Kept to the second, rounded down.
         assert_eq!(t.last_change(Path::new("/a")), Some(-78_000));
+        // A state never stat'ed after a read cannot say "unchanged": it is read back.
+        let mut never = cold(2);
+        never.tail = TailState::resumed(FileId { dev: 7, ino: 2 }, 10, 2, 0);
+        t.insert(FileName::new(Path::new("/b")), never);
+        assert!(t.freeze(Path::new("/b"), &gone));
+        let stat = crate::tail::Stat {
+            id: FileId { dev: 7, ino: 2 },
+            size: 10,
+            mtime_ns: i64::MIN,
+            ctime_ns: i64::MIN,
+        };
+        assert_eq!(t.frozen_unchanged(Path::new("/b"), &stat), None);
         let back = t.get_mut(Path::new("/a")).unwrap();
         assert_eq!(back.tail.id(), FileId { dev: 0, ino: 0 });
         assert_eq!(back.tail.offset(), 0);
