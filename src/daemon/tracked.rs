@@ -76,8 +76,8 @@ impl Tracked {
 /// [`Tracked`] in the table's list took 136 bytes a file (17.8 MB); nothing of it is
 /// needed until the file changes or a checkpoint is saved, and each of those reads it
 /// back. The slow safety net stats every file every 30 s: the fingerprint tells it
-/// "unchanged" without reading anything back (at 100,000 files a read back each made its
-/// steps twice as long, and the events waiting behind them later).
+/// "unchanged" without reading anything back (a read back for each file took the idle
+/// daemon from 0.86–1.01 to 1.34–1.41 s of CPU each 5 minutes at 10,000 files).
 pub(super) struct Frozen {
     /// The numbers on a first line, then the projector's saved context.
     blob: Kept,
