@@ -6,6 +6,7 @@ use crate::feed::FileFeed;
 use crate::model::ProviderKind;
 use crate::reduce::{Kept, Spill};
 use crate::tail::{FileId, Parts, Stat, TailState};
+use std::fmt::Write;
 use std::hash::{DefaultHasher, Hash, Hasher};
 use std::sync::Arc;
 
@@ -130,19 +131,10 @@ impl Frozen {
                 ctime_ns: p.ctime_ns,
             })
         };
-        let mut text = format!(
-            "{} {} {} {} {} {} {} {} {} {}\n",
-            p.id.dev,
-            p.id.ino,
-            p.size,
-            p.mtime_ns,
-            p.ctime_ns,
-            p.offset,
-            p.line_no,
-            p.marker,
-            t.skew_ms,
-            t.warned_s
-        );
+        // The first line: the tail state's numbers, then the entry's two clocks.
+        let mut text = String::with_capacity(160 + context.len());
+        p.encode(&mut text);
+        let _ = writeln!(text, " {} {}", t.skew_ms, t.warned_s);
         text.push_str(&context);
         let last_change_s = t
             .last_change
@@ -173,38 +165,10 @@ impl Frozen {
     /// checkpoint saved from it makes a restart do the same.
     pub(super) fn thaw(&self, path: &std::path::Path) -> Tracked {
         let back = self.blob.text().and_then(|text| {
-            let (head, context) = text.split_once('\n')?;
-            let f: Vec<&str> = head.split(' ').collect();
-            let [
-                dev,
-                ino,
-                size,
-                mtime_ns,
-                ctime_ns,
-                offset,
-                line_no,
-                marker,
-                skew_ms,
-                warned_s,
-            ] = f[..]
-            else {
-                return None;
-            };
-            let u = |x: &str| x.parse::<u64>().ok();
-            let i = |x: &str| x.parse::<i64>().ok();
-            let (dev, ino, size) = (u(dev)?, u(ino)?, u(size)?);
-            let (mtime_ns, ctime_ns) = (i(mtime_ns)?, i(ctime_ns)?);
-            let (offset, line_no, marker) = (u(offset)?, u(line_no)?, u(marker)?);
-            let (skew_ms, warned_s) = (i(skew_ms)?, warned_s.parse::<i32>().ok()?);
-            let parts = Parts {
-                id: FileId { dev, ino },
-                size,
-                mtime_ns,
-                ctime_ns,
-                offset,
-                line_no,
-                marker,
-            };
+            let (parts, rest) = Parts::decode(&text)?;
+            let (clocks, context) = rest.split_once('\n')?;
+            let (skew_ms, warned_s) = clocks.split_once(' ')?;
+            let (skew_ms, warned_s) = (skew_ms.parse().ok()?, warned_s.parse().ok()?);
             Some((parts, skew_ms, warned_s, Some(context.to_owned())))
         });
         let (tail, skew_ms, warned_s, context) = match back {

@@ -108,6 +108,52 @@ pub struct Parts {
     pub marker: u64,
 }
 
+impl Parts {
+    /// The numbers as one line of space-separated decimals, appended to `out`;
+    /// [`Parts::decode`] reads them back.
+    pub fn encode(&self, out: &mut String) {
+        use std::fmt::Write;
+        // Taken apart in full, as `decode` builds them in full: a field added later
+        // cannot be left out of one side.
+        let Parts {
+            id: FileId { dev, ino },
+            size,
+            mtime_ns,
+            ctime_ns,
+            offset,
+            line_no,
+            marker,
+        } = *self;
+        let _ = write!(
+            out,
+            "{dev} {ino} {size} {mtime_ns} {ctime_ns} {offset} {line_no} {marker}"
+        );
+    }
+
+    /// The numbers [`Parts::encode`] wrote at the start of `text`, and what follows them
+    /// (after one space, if there is more); `None` if they are not all there.
+    pub fn decode(text: &str) -> Option<(Parts, &str)> {
+        fn next<T: std::str::FromStr>(f: &mut std::str::SplitN<'_, char>) -> Option<T> {
+            f.next()?.parse().ok()
+        }
+        let mut f = text.splitn(9, ' ');
+        // Fields are evaluated in the order written, which is the order encoded.
+        let parts = Parts {
+            id: FileId {
+                dev: next(&mut f)?,
+                ino: next(&mut f)?,
+            },
+            size: next(&mut f)?,
+            mtime_ns: next(&mut f)?,
+            ctime_ns: next(&mut f)?,
+            offset: next(&mut f)?,
+            line_no: next(&mut f)?,
+            marker: next(&mut f)?,
+        };
+        Some((parts, f.next().unwrap_or("")))
+    }
+}
+
 impl TailState {
     /// A file not read yet.
     pub fn new(id: FileId) -> Self {
@@ -288,6 +334,37 @@ fn marker_hash(bytes: &[u8]) -> u64 {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A state's numbers written as text read back as they were, extremes included,
+    /// with what follows them; a short or garbled text reads back as nothing.
+    #[test]
+    fn parts_read_back_from_their_text() {
+        for p in [
+            Parts {
+                id: FileId { dev: 1, ino: 2 },
+                size: 3,
+                mtime_ns: i64::MIN,
+                ctime_ns: -4,
+                offset: 5,
+                line_no: 6,
+                marker: u64::MAX,
+            },
+            TailState::new(FileId { dev: 0, ino: 0 }).parts(),
+        ] {
+            let mut text = String::new();
+            p.encode(&mut text);
+            assert_eq!(Parts::decode(&text), Some((p, "")));
+            text.push_str(" 7 8\n{\"a\": 1}");
+            assert_eq!(Parts::decode(&text), Some((p, "7 8\n{\"a\": 1}")));
+        }
+        assert_eq!(Parts::decode("1 2 3 4 5 6 7"), None);
+        assert_eq!(Parts::decode("1 2 3 4 x 6 7 8"), None);
+        assert_eq!(
+            Parts::decode("-1 2 3 4 5 6 7 8"),
+            None,
+            "a device is never negative"
+        );
+    }
     use std::io::{Seek, SeekFrom};
 
     fn stat(p: &Path) -> Stat {
