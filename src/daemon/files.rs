@@ -306,13 +306,7 @@ impl Files {
             return Look::Steps(Vec::new());
         }
         let stat = Stat::of(&meta);
-        if self.table.is_frozen(path)
-            && self.table.frozen_unchanged(path, &stat).unwrap_or_else(|| {
-                self.table
-                    .get(path)
-                    .is_some_and(|t| t.tail.compare(&stat) == Change::Same)
-            })
-        {
+        if self.table.frozen_same(path, &stat) {
             // Unchanged: it stays frozen (a directory listed again looks at every file).
             return Look::Steps(Vec::new());
         }
@@ -604,26 +598,9 @@ impl Files {
     /// Whether the file `name` is not as its tail state last saw it (gone, replaced,
     /// grown, cut or touched); false for a file no longer tracked.
     pub fn changed_one(&self, name: &FileName) -> bool {
-        if !self.table.contains_key(name) {
-            return false;
+        match fs::metadata(name.path()) {
+            Ok(m) if m.is_file() => self.table.same_stat(name, &Stat::of(&m)) == Some(false),
+            _ => self.table.contains_key(name),
         }
-        let Some(stat) = fs::metadata(name.path())
-            .ok()
-            .filter(fs::Metadata::is_file)
-            .map(|m| Stat::of(&m))
-        else {
-            return true;
-        };
-        // A frozen file is told apart by its fingerprint, with nothing read back.
-        let same = self
-            .table
-            .frozen_unchanged(name, &stat)
-            .or_else(|| {
-                self.table
-                    .get(name)
-                    .map(|t| t.tail.compare(&stat) == Change::Same)
-            })
-            .unwrap_or(true);
-        !same
     }
 }

@@ -13,6 +13,7 @@ use super::name::FileName;
 use super::tracked::{Frozen, Tracked};
 use crate::reduce::Spill;
 use crate::slots::Slots;
+use crate::tail::{Change, Stat};
 use foldhash::fast::RandomState;
 use std::hash::BuildHasher;
 use std::ops::Deref;
@@ -73,12 +74,6 @@ impl Table {
         self.find_at(h, path).is_some() || self.find_frozen_at(h, path).is_some()
     }
 
-    /// Whether `path` is tracked and frozen.
-    pub fn is_frozen(&self, path: &Path) -> bool {
-        self.find_frozen_at(self.hasher.hash_one(path), path)
-            .is_some()
-    }
-
     /// When `path` last changed (monotonic ms), if tracked.
     pub fn last_change(&self, path: &Path) -> Option<i64> {
         let h = self.hasher.hash_one(path);
@@ -89,11 +84,34 @@ impl Table {
         self.frozen.get(n).map(|(_, f)| f.last_change())
     }
 
-    /// Whether the frozen file `path` is as `now` says it was when frozen; `None` if it
-    /// is not frozen, or only its entry read back can tell.
-    pub fn frozen_unchanged(&self, path: &Path, now: &crate::tail::Stat) -> Option<bool> {
-        let n = self.find_frozen_at(self.hasher.hash_one(path), path)?;
-        self.frozen.get(n)?.1.unchanged(now)
+    /// Whether `now` is the stat `path`'s tail state was last at (its compare says
+    /// `Same`); `None` if `path` is not tracked. One lookup: the slow safety net asks
+    /// this of every file every 30 s.
+    pub fn same_stat(&self, path: &Path, now: &Stat) -> Option<bool> {
+        let h = self.hasher.hash_one(path);
+        if let Some(n) = self.find_at(h, path) {
+            return self
+                .entries
+                .get(n)
+                .map(|(_, t)| t.tail.compare(now) == Change::Same);
+        }
+        self.frozen_same_at(h, path, now)
+    }
+
+    /// Whether `path` is frozen and `now` is the stat it was frozen at: such a file
+    /// stays frozen.
+    pub fn frozen_same(&self, path: &Path, now: &Stat) -> bool {
+        self.frozen_same_at(self.hasher.hash_one(path), path, now) == Some(true)
+    }
+
+    /// A frozen entry says "unchanged" by its fingerprint, with nothing read back but
+    /// for one that cannot tell.
+    fn frozen_same_at(&self, h: u64, path: &Path, now: &Stat) -> Option<bool> {
+        let (k, f) = self.frozen.get(self.find_frozen_at(h, path)?)?;
+        Some(
+            f.unchanged(now)
+                .unwrap_or_else(|| f.thaw(k.path()).tail.compare(now) == Change::Same),
+        )
     }
 
     /// The name the table holds `path` by.
@@ -115,6 +133,23 @@ impl Table {
         let n = self.find_frozen_at(h, path)?;
         let (k, f) = self.frozen.get(n)?;
         Some(Got::Back(Box::new(f.thaw(k.path()))))
+    }
+
+    /// The entry for `path` if it is not frozen: for what a frozen entry never has (an
+    /// open handle, a projector), with nothing read back.
+    pub fn here_mut(&mut self, path: &Path) -> Option<&mut Tracked> {
+        let n = self.find_at(self.hasher.hash_one(path), path)?;
+        self.entries.get_mut(n).map(|(_, t)| t)
+    }
+
+    /// Whether `path` is tracked (`None` if not) with a handle open; a frozen entry has
+    /// none.
+    pub fn is_open(&self, path: &Path) -> Option<bool> {
+        let h = self.hasher.hash_one(path);
+        match self.find_at(h, path) {
+            Some(n) => self.entries.get(n).map(|(_, t)| t.tail.is_open()),
+            None => self.find_frozen_at(h, path).map(|_| false),
+        }
     }
 
     pub fn get_mut(&mut self, path: &Path) -> Option<&mut Tracked> {
@@ -384,7 +419,12 @@ mod tests {
         t.repack();
         assert_eq!((t.len(), t.frozen_len()), (3000, 2999));
         assert!(t.entries.capacity() < 64, "{}", t.entries.capacity());
-        assert!(!t.is_frozen(Path::new(&path(5))));
+        assert_eq!(
+            t.frozen()
+                .filter(|(k, _)| k.path() == Path::new(&path(5)))
+                .count(),
+            0
+        );
         for i in (0..3000).filter(|&i| i != 5) {
             let p = path(i);
             assert!(same(&t.get(Path::new(&p)).unwrap(), &cold(i)), "{p}");
@@ -400,7 +440,8 @@ mod tests {
             mtime_ns: p.mtime_ns,
             ctime_ns: p.ctime_ns,
         };
-        assert_eq!(t.frozen_unchanged(Path::new(&path(3)), &stat), Some(true));
+        assert!(t.frozen_same(Path::new(&path(3)), &stat));
+        assert_eq!(t.same_stat(Path::new(&path(3)), &stat), Some(true));
         for change in [
             |s: &mut crate::tail::Stat| s.size += 1,
             |s: &mut crate::tail::Stat| s.ctime_ns += 1,
@@ -409,14 +450,19 @@ mod tests {
         ] {
             let mut other = stat;
             change(&mut other);
-            assert_eq!(t.frozen_unchanged(Path::new(&path(3)), &other), Some(false));
+            assert!(!t.frozen_same(Path::new(&path(3)), &other));
+            assert_eq!(t.same_stat(Path::new(&path(3)), &other), Some(false));
         }
-        stat.id.ino = 5;
-        assert_eq!(
-            t.frozen_unchanged(Path::new(&path(5)), &stat),
-            None,
-            "not frozen"
-        );
+        // Path 5 is not frozen: its own entry answers, and an untracked path has none.
+        stat = crate::tail::Stat {
+            id: FileId { dev: 1, ino: 5 },
+            size: 0,
+            mtime_ns: i64::MIN,
+            ctime_ns: i64::MIN,
+        };
+        assert!(!t.frozen_same(Path::new(&path(5)), &stat));
+        assert_eq!(t.same_stat(Path::new(&path(5)), &stat), Some(false));
+        assert_eq!(t.same_stat(Path::new("/t/none.jsonl"), &stat), None);
         assert_eq!(t.keys().count(), 3000);
         assert_eq!(t.changes().filter(|&(_, l)| l == -77_000).count(), 3000);
         let back = t.get_mut(Path::new(&path(9))).unwrap();
@@ -457,7 +503,10 @@ mod tests {
             mtime_ns: i64::MIN,
             ctime_ns: i64::MIN,
         };
-        assert_eq!(t.frozen_unchanged(Path::new("/b"), &stat), None);
+        // So it is read back; this spill cannot give it back, which is a change (a
+        // fingerprint would have said "unchanged").
+        assert!(!t.frozen_same(Path::new("/b"), &stat));
+        assert_eq!(t.same_stat(Path::new("/b"), &stat), Some(false));
         let back = t.get_mut(Path::new("/a")).unwrap();
         assert_eq!(back.tail.id(), FileId { dev: 0, ino: 0 });
         assert_eq!(back.tail.offset(), 0);
