@@ -23,6 +23,7 @@ use crate::watch::tree::Visit;
 use std::collections::{HashMap, HashSet, VecDeque};
 use std::fs;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 pub(super) struct Reduce {
     pub reducer: Reducer,
@@ -387,6 +388,18 @@ impl Reduce {
                 .contains(path.to_string_lossy().as_ref())
         });
         self.apply(files, steps);
+        // Sessions still held for a file idle that long (a frozen one's, kept when it froze
+        // by a timer since fired) are parked now.
+        let now = files.now();
+        let idle: Vec<Arc<str>> = self
+            .reducer
+            .held_paths()
+            .filter(|p| files.is_idle(Path::new(&***p)))
+            .cloned()
+            .collect();
+        for path in idle {
+            self.reducer.park_path(&path, now);
+        }
     }
 
     /// Fires the settle timers due by `now`.
@@ -463,5 +476,80 @@ impl Visit for Looker<'_> {
         for p in self.files.under(dir) {
             self.reduce.look(self.files, &p, Mode::Live);
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+    use crate::clock::{Clock, format_rfc3339, wall_now};
+    use crate::daemon::files::{Limits, MAX_WARM};
+    use crate::model::{EventKind, ProviderKind};
+    use crate::state::spill::SpillFile;
+    use crate::watch::Root;
+    use serde_json::json;
+
+    /// A file frozen while a settle timer held its session in memory: the tidies before
+    /// the timer fires leave the session held, and the first one after parks it.
+    #[test]
+    fn a_frozen_files_session_held_by_a_timer_is_parked_once_it_fires() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path().join("projects");
+        let path = root.join("p").join("s.jsonl");
+        fs::create_dir_all(path.parent().unwrap()).unwrap();
+        let ts = format_rfc3339(wall_now());
+        let prompt = json!({"type": "user", "uuid": "u1", "sessionId": "s1", "timestamp": ts,
+            "message": {"role": "user", "content": "go"}});
+        // No end marker: the answer completes once the settle period passes.
+        let answer = json!({"type": "assistant", "uuid": "a1", "sessionId": "s1",
+            "timestamp": ts, "message": {"role": "assistant", "model": "m",
+            "content": [{"type": "text", "text": "Done."}], "stop_reason": null}});
+        fs::write(&path, format!("{prompt}\n{answer}\n")).unwrap();
+        let mut files = Files::new(
+            Limits {
+                roots: vec![Root {
+                    path: root,
+                    provider: Some(ProviderKind::Claude),
+                }],
+                max_line: 1 << 20,
+                max_warm: MAX_WARM,
+                catch_up_ms: 600_000,
+                liveness_after_ms: 60_000,
+                hang_core_on: None,
+                history_threads: 1,
+            },
+            Clock::start(),
+        );
+        let spill: Arc<dyn crate::reduce::Spill> = Arc::new(SpillFile::new(dir.path()).unwrap());
+        files.spill_cold(spill.clone());
+        let mut reduce = Reduce::new(Reducer::new(1_000, 1024), None, 0);
+        reduce.look(&mut files, &path, Mode::Live);
+        let done = |r: &Reduce| r.out.iter().any(|e| e.event == EventKind::TurnCompleted);
+        assert!(!done(&reduce), "{:?}", reduce.out);
+        // Idle for an hour, and frozen as it is (as a history read freezes an idle file).
+        let t = files.table.get_mut(&path).unwrap();
+        t.last_change = -3_600_000;
+        t.tail.close();
+        assert!(files.table.freeze(&path, &spill));
+        reduce.tidy(&mut files);
+        assert_eq!(
+            reduce.reducer.parked_count(),
+            0,
+            "the settle timer holds it"
+        );
+        let n = files.now();
+        reduce.tick(
+            &files,
+            Now {
+                mono: n.mono + 5_000,
+                wall: n.wall + 5_000,
+            },
+        );
+        assert!(done(&reduce), "{:?}", reduce.out);
+        assert_eq!(reduce.reducer.parked_count(), 0);
+        reduce.tidy(&mut files);
+        assert_eq!(reduce.reducer.parked_count(), 1);
+        assert_eq!(files.frozen(), 1, "parking left it frozen");
     }
 }

@@ -278,11 +278,6 @@ impl Table {
     pub fn iter_mut(&mut self) -> impl Iterator<Item = (&FileName, &mut Tracked)> {
         self.entries.iter_mut().map(|(k, t)| (&*k, t))
     }
-
-    /// The frozen files' names and last changes.
-    pub fn frozen(&self) -> impl Iterator<Item = (&FileName, i64)> {
-        self.frozen.iter().map(|(k, f)| (k, f.last_change()))
-    }
 }
 
 #[cfg(test)]
@@ -419,11 +414,9 @@ mod tests {
         t.repack();
         assert_eq!((t.len(), t.frozen_len()), (3000, 2999));
         assert!(t.entries.capacity() < 64, "{}", t.entries.capacity());
-        assert_eq!(
-            t.frozen()
-                .filter(|(k, _)| k.path() == Path::new(&path(5)))
-                .count(),
-            0
+        assert!(
+            t.find_frozen_at(t.hasher.hash_one(Path::new(&path(5))), Path::new(&path(5)))
+                .is_none()
         );
         for i in (0..3000).filter(|&i| i != 5) {
             let p = path(i);

@@ -305,6 +305,12 @@ impl Reducer {
         }
     }
 
+    /// The files whose sessions are held in memory (not parked): few once the history is
+    /// read, whatever the number of files.
+    pub fn held_paths(&self) -> impl Iterator<Item = &Arc<str>> {
+        self.by_path.keys()
+    }
+
     /// Paths of the sessions whose turn is still open (working or waiting for input),
     /// parked ones too.
     pub fn open_paths(&self) -> impl Iterator<Item = &Arc<str>> {
