@@ -483,11 +483,9 @@ impl Visit for Looker<'_> {
 mod tests {
     #![allow(clippy::unwrap_used)]
     use super::*;
-    use crate::clock::{Clock, format_rfc3339, wall_now};
-    use crate::daemon::files::{Limits, MAX_WARM};
-    use crate::model::{EventKind, ProviderKind};
+    use crate::clock::{format_rfc3339, wall_now};
+    use crate::model::EventKind;
     use crate::state::spill::SpillFile;
-    use crate::watch::Root;
     use serde_json::json;
 
     /// A file frozen while a settle timer held its session in memory: the tidies before
@@ -506,21 +504,7 @@ mod tests {
             "timestamp": ts, "message": {"role": "assistant", "model": "m",
             "content": [{"type": "text", "text": "Done."}], "stop_reason": null}});
         fs::write(&path, format!("{prompt}\n{answer}\n")).unwrap();
-        let mut files = Files::new(
-            Limits {
-                roots: vec![Root {
-                    path: root,
-                    provider: Some(ProviderKind::Claude),
-                }],
-                max_line: 1 << 20,
-                max_warm: MAX_WARM,
-                catch_up_ms: 600_000,
-                liveness_after_ms: 60_000,
-                hang_core_on: None,
-                history_threads: 1,
-            },
-            Clock::start(),
-        );
+        let mut files = Files::for_test(&root, 600_000);
         let spill: Arc<dyn crate::reduce::Spill> = Arc::new(SpillFile::new(dir.path()).unwrap());
         files.spill_cold(spill.clone());
         let mut reduce = Reduce::new(Reducer::new(1_000, 1024), None, 0);

@@ -110,6 +110,27 @@ pub(super) struct Files {
 }
 
 impl Files {
+    /// For tests: a table of Claude files under `root`, as the daemon's defaults set it
+    /// up, with `catch_up_ms` as the catch-up window.
+    #[cfg(test)]
+    pub fn for_test(root: &Path, catch_up_ms: u64) -> Self {
+        Files::new(
+            Limits {
+                roots: vec![Root {
+                    path: root.to_path_buf(),
+                    provider: Some(crate::model::ProviderKind::Claude),
+                }],
+                max_line: 1 << 20,
+                max_warm: MAX_WARM,
+                catch_up_ms,
+                liveness_after_ms: 60_000,
+                hang_core_on: None,
+                history_threads: 1,
+            },
+            Clock::start(),
+        )
+    }
+
     pub fn new(limits: Limits, clock: Clock) -> Self {
         Files {
             table: Table::default(),

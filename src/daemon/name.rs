@@ -88,12 +88,10 @@ impl Eq for FileName {}
 
 #[cfg(test)]
 mod tests {
-    use super::super::files::{Files, Limits, MAX_WARM};
+    use super::super::files::Files;
     use super::super::first::Admit;
     use super::super::read::Mode;
     use super::*;
-    use crate::clock::Clock;
-    use crate::watch::Root;
     use std::collections::HashMap;
     use std::ffi::OsStr;
     use std::fs;
@@ -119,21 +117,7 @@ mod tests {
     }
 
     fn files(root: &Path) -> Files {
-        Files::new(
-            Limits {
-                roots: vec![Root {
-                    path: root.to_path_buf(),
-                    provider: Some(crate::model::ProviderKind::Claude),
-                }],
-                max_line: 1 << 20,
-                max_warm: MAX_WARM,
-                catch_up_ms: 0,
-                liveness_after_ms: 60_000,
-                hang_core_on: None,
-                history_threads: 1,
-            },
-            Clock::start(),
-        )
+        Files::for_test(root, 0)
     }
 
     #[test]
