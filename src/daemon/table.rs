@@ -426,13 +426,7 @@ mod tests {
         }
         assert_eq!(t.frozen_len(), 2999, "reading leaves them frozen");
         // A stat is told from the one it was frozen at without a read back.
-        let p = cold(3).tail.parts();
-        let mut stat = crate::tail::Stat {
-            id: p.id,
-            size: p.size,
-            mtime_ns: p.mtime_ns,
-            ctime_ns: p.ctime_ns,
-        };
+        let mut stat = cold(3).tail.same_stat().unwrap();
         assert!(t.frozen_same(Path::new(&path(3)), &stat));
         assert_eq!(t.same_stat(Path::new(&path(3)), &stat), Some(true));
         for change in [

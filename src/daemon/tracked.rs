@@ -120,17 +120,7 @@ impl Frozen {
             return Err(t);
         };
         let p = t.tail.parts();
-        // `compare` says "same" only for a state that has a modification time.
-        let stat = if p.mtime_ns == i64::MIN {
-            0
-        } else {
-            fingerprint(&Stat {
-                id: p.id,
-                size: p.size,
-                mtime_ns: p.mtime_ns,
-                ctime_ns: p.ctime_ns,
-            })
-        };
+        let stat = t.tail.same_stat().map_or(0, |s| fingerprint(&s));
         // The first line: the tail state's numbers, then the entry's two clocks.
         let mut text = String::with_capacity(160 + context.len());
         p.encode(&mut text);

@@ -240,6 +240,18 @@ impl TailState {
         self.handle.is_some()
     }
 
+    /// The one stat [`TailState::compare`] calls `Same`; `None` for a state that has no
+    /// modification time yet (resumed from a checkpoint, not stat'ed since), which no
+    /// stat matches.
+    pub fn same_stat(&self) -> Option<Stat> {
+        (self.mtime_ns != i64::MIN).then_some(Stat {
+            id: self.id,
+            size: self.size,
+            mtime_ns: self.mtime_ns,
+            ctime_ns: self.ctime_ns,
+        })
+    }
+
     /// Compares a fresh stat of the path with what was read.
     pub fn compare(&self, now: &Stat) -> Change {
         if now.id != self.id {
@@ -389,6 +401,10 @@ mod tests {
         read(&mut st, &mut r, &p);
         assert_eq!((st.offset(), st.line_no(), st.size()), (8, 2, 13));
         assert_eq!(st.compare(&stat(&p)), Change::Same);
+        assert_eq!(st.same_stat(), Some(stat(&p)));
+        let resumed = TailState::resumed(st.id(), st.offset(), st.line_no(), st.marker());
+        assert_eq!(resumed.same_stat(), None, "no stat matches a resumed state");
+        assert_ne!(resumed.compare(&stat(&p)), Change::Same);
 
         // Append: same file, longer, marker intact.
         let mut f = std::fs::OpenOptions::new().append(true).open(&p).unwrap();
