@@ -142,9 +142,9 @@ impl Files {
     ///
     /// [`Frozen`]: super::tracked::Frozen
     fn freeze_idle(&mut self, now: i64) {
-        let Some(spill) = self.spill.clone() else {
+        if self.spill.is_none() {
             return;
-        };
+        }
         let cold = self.cold_ms();
         let idle: Vec<_> = self
             .table
@@ -157,13 +157,19 @@ impl Files {
             .map(|(p, _)| p.clone())
             .collect();
         for name in idle {
-            if !self.table.freeze(name.path(), &spill)
-                && let Some(t) = self.table.here_mut(name.path())
-            {
-                // It stays (a handle open): idle that long, it goes cold all the same.
-                t.go_cold(Some(&spill));
-            }
+            self.freeze_or_cold(name.path());
         }
         self.table.repack();
+    }
+
+    /// Keeps `path`'s entry in the spill; one that cannot go there (no spill, a handle
+    /// open, the spill refusing it) sends its projector cold all the same.
+    pub(super) fn freeze_or_cold(&mut self, path: &Path) {
+        let spill = self.spill.clone();
+        if !spill.is_some_and(|s| self.table.freeze(path, &s))
+            && let Some(t) = self.table.here_mut(path)
+        {
+            t.go_cold(self.spill.as_ref());
+        }
     }
 }

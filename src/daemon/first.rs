@@ -129,12 +129,7 @@ impl Files {
                 steps.push(Step::Park(name, now));
                 // Idle for long: its entry goes to the spill at once, the projector's
                 // context with it (one write, not one now and another at the next tidy).
-                let spill = self.spill.clone();
-                if !spill.is_some_and(|s| self.table.freeze(path, &s))
-                    && let Some(t) = self.table.get_mut(path)
-                {
-                    t.go_cold(self.spill.as_ref());
-                }
+                self.freeze_or_cold(path);
             } else {
                 self.history_warm.push((t.last_change, path.to_path_buf()));
                 if self.history_warm.len() > 2 * HISTORY_WARM {
