@@ -165,10 +165,13 @@ impl Files {
     /// Keeps `path`'s entry in the spill; one that cannot go there (no spill, a handle
     /// open, the spill refusing it) sends its projector cold all the same.
     pub(super) fn freeze_or_cold(&mut self, path: &Path) {
-        let spill = self.spill.clone();
-        if !spill.is_some_and(|s| self.table.freeze(path, &s))
-            && let Some(t) = self.table.here_mut(path)
-        {
+        // The spill and the table are two fields: borrowed apart, with no clone of the
+        // spill's handle for each of the files a first start freezes.
+        let frozen = self
+            .spill
+            .as_ref()
+            .is_some_and(|s| self.table.freeze(path, s));
+        if !frozen && let Some(t) = self.table.here_mut(path) {
             t.go_cold(self.spill.as_ref());
         }
     }
