@@ -10,12 +10,14 @@
 //! [`Reducer::take_changes`]: crate::reduce::Reducer::take_changes
 
 mod key;
+mod puts;
 mod rows;
 
 use crate::model::{SessionKey, SessionState};
 use crate::reduce::{ParkedView, SessionChange, SessionView};
 use crossbeam_channel::{Receiver, Sender, never, select};
 use key::Key;
+use puts::{Kept, Puts};
 use rows::ROWS_PUT;
 pub use rows::{ParkedRows, RowAt, RowReads, RowSource};
 use std::collections::BTreeMap;
@@ -68,10 +70,10 @@ impl Counts {
 enum Entry {
     Live(Arc<SessionView>),
     /// Parked, its row kept: the row is all `status` prints of it and the state all the
-    /// counts need. The parked view beside it made an entry 80 bytes, this one 32, and a
-    /// B-tree node of eleven a third smaller (there is one entry per parked session:
-    /// 100,000 at a year of heavy use).
-    Row(SessionState, RowAt),
+    /// counts need. The parked view beside it made an entry 80 bytes, a handle to the
+    /// row's put 32, and the put's number ([`Puts`]) 16 (there is one entry per parked
+    /// session: 100,000 at a year of heavy use).
+    Row(SessionState, Kept),
     /// Parked, its row not kept (no spill, or the spill refused it): the view is read
     /// back from the parked form when asked. Boxed: rare, and it must not widen the rest.
     Parked(Box<ParkedView>),
@@ -88,7 +90,7 @@ struct Turning {
     stale: RowAt,
 }
 
-const _: () = assert!(size_of::<Entry>() <= 32);
+const _: () = assert!(size_of::<Entry>() <= 16);
 
 impl Entry {
     fn state(&self) -> SessionState {
@@ -110,6 +112,8 @@ pub struct Table {
     metrics: Option<Arc<crate::metrics::Metrics>>,
     /// Where parked sessions' rows are kept, if anywhere.
     rows: Option<ParkedRows>,
+    /// The puts those rows lie in.
+    puts: Puts,
     /// Sessions added since the table was last packed ([`Table::pack`]).
     added: usize,
 }
@@ -130,6 +134,7 @@ impl Table {
     /// Applies one batch of changes: costs the batch, not the table.
     pub fn apply(&mut self, batch: Batch) {
         let mut rows = self.park_rows(&batch).into_iter();
+        let mut held = puts::Batch::new();
         for change in batch {
             let (key, entry) = match change {
                 SessionChange::Updated(v) => (v.key.clone(), Some(Entry::Live(Arc::new(v)))),
@@ -138,7 +143,10 @@ impl Table {
                         (Some((Some(working), Some(stale))), Some(at)) => {
                             Entry::Turning(p.state, Box::new(Turning { at, working, stale }))
                         }
-                        (Some((Some(row), None)), None) => Entry::Row(p.state, row),
+                        (Some((Some(row), None)), None) => match self.puts.hold(&row, &mut held) {
+                            Some(kept) => Entry::Row(p.state, kept),
+                            None => Entry::Parked(Box::new(p)),
+                        },
                         _ => Entry::Parked(Box::new(p)),
                     };
                     (key, Some(entry))
@@ -158,6 +166,9 @@ impl Table {
                 Some(old) => {
                     self.counts.sub(&key, old.state());
                     self.gauge(&key, old.state(), -1);
+                    if let Entry::Row(_, kept) = old {
+                        self.puts.release(kept);
+                    }
                 }
                 None => self.added += 1,
             }
@@ -270,7 +281,10 @@ impl Table {
     /// handles), so the keeper is free again at once and the asking thread does the
     /// reading.
     pub fn rows(&self, now: i64) -> Vec<RowSource> {
-        self.sessions.iter().map(|e| row_source(e, now)).collect()
+        self.sessions
+            .iter()
+            .map(|e| row_source(&self.puts, e, now))
+            .collect()
     }
 
     /// [`Table::rows`] handed to `send` [`ROWS_CHUNK`] at a time, until it says stop.
@@ -280,7 +294,7 @@ impl Table {
             let chunk: Vec<RowSource> = it
                 .by_ref()
                 .take(ROWS_CHUNK)
-                .map(|e| row_source(e, now))
+                .map(|e| row_source(&self.puts, e, now))
                 .collect();
             if chunk.is_empty() || !send(chunk) {
                 return;
@@ -301,14 +315,18 @@ impl Table {
     }
 }
 
-fn row_source((key, e): (&Key, &Entry), now: i64) -> RowSource {
+fn row_source(puts: &Puts, (key, e): (&Key, &Entry), now: i64) -> RowSource {
     let key = key.key();
     match e {
         Entry::Live(v) => RowSource::View(v.clone()),
-        Entry::Row(state, row) => RowSource::Row {
-            key,
-            state: *state,
-            row: row.clone(),
+        Entry::Row(state, kept) => match puts.row(*kept) {
+            Some(row) => RowSource::Row {
+                key,
+                state: *state,
+                row,
+            },
+            // Never: a kept row holds its put. Its key and state are what is left.
+            None => RowSource::View(Arc::new(SessionView::bare(&key, *state))),
         },
         Entry::Turning(state, t) => RowSource::Row {
             key,
