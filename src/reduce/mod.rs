@@ -12,6 +12,7 @@
 
 mod background;
 mod dedup;
+mod key_slots;
 mod liveness;
 mod park;
 mod park_index;

@@ -4,12 +4,13 @@
 //! Sized for 100,000 idle files. As two maps (path → saved form, key hash → path) it took
 //! 17.3 MB at 117,758 files: each map just past 7/8 of 131,072 slots, so 262,144, of 40
 //! and 24 bytes. Here the files are one list (a slot of 32 bytes each, grown as a `Vec`),
-//! and both lookups are tables of slot numbers: 5 bytes a slot by path, 13 by key, about
-//! 8 MB in all.
+//! found by path through a table of slot numbers (5 bytes a bucket), and by key through
+//! a sorted list of key hashes and slots (12 bytes a key, [`KeySlots`]): about 6.5 MB in
+//! all.
 
+use super::key_slots::KeySlots;
 use crate::slots::Slots;
 use foldhash::fast::RandomState;
-use hashbrown::HashTable;
 use std::hash::BuildHasher;
 use std::sync::Arc;
 
@@ -20,27 +21,6 @@ struct Slot<K> {
     kept: K,
 }
 
-/// A parked key: its hash (as two halves, so that the entry is 12 bytes, not 16) and its
-/// file's slot.
-#[derive(Clone, Copy)]
-struct KeyAt([u32; 3]);
-
-impl KeyAt {
-    fn new(hash: u64, slot: u32) -> KeyAt {
-        // Splitting the hash in halves: the truncations are the point.
-        #[allow(clippy::cast_possible_truncation)]
-        KeyAt([hash as u32, (hash >> 32) as u32, slot])
-    }
-
-    fn hash(self) -> u64 {
-        u64::from(self.0[0]) | (u64::from(self.0[1]) << 32)
-    }
-
-    fn slot(self) -> u32 {
-        self.0[2]
-    }
-}
-
 /// The parked files and their keys.
 pub(super) struct Index<K> {
     /// The files, found by path.
@@ -49,7 +29,7 @@ pub(super) struct Index<K> {
     /// A hash of each parked key, with its file's slot. A hash, not the key: the index
     /// must cost far less than the state it stands for, and a collision only brings a
     /// file back early.
-    by_key: HashTable<KeyAt>,
+    by_key: KeySlots,
 }
 
 impl<K> Default for Index<K> {
@@ -57,7 +37,7 @@ impl<K> Default for Index<K> {
         Index {
             files: Slots::default(),
             hasher: RandomState::default(),
-            by_key: HashTable::new(),
+            by_key: KeySlots::default(),
         }
     }
 }
@@ -115,45 +95,30 @@ impl<K> Index<K> {
         let slot = self.files.remove(n, h)?;
         if self.files.is_empty() {
             // No file is parked: no key is either, and the room goes back.
-            self.by_key = HashTable::new();
+            self.by_key = KeySlots::default();
         }
         Some((n, slot.path))
     }
 
     /// Notes that `key_hash`'s session is parked in slot `n`.
     pub fn add_key(&mut self, key_hash: u64, n: u32) {
-        match self.by_key.find_mut(key_hash, |k| k.hash() == key_hash) {
-            Some(k) => *k = KeyAt::new(key_hash, n),
-            None => {
-                self.by_key
-                    .insert_unique(key_hash, KeyAt::new(key_hash, n), |k| k.hash());
-            }
-        }
+        self.by_key.insert(key_hash, n);
     }
 
     /// The path of the file a parked key may belong to.
     pub fn path_of_key(&self, key_hash: u64) -> Option<&Arc<str>> {
-        if self.by_key.is_empty() {
-            return None;
-        }
-        let k = self.by_key.find(key_hash, |k| k.hash() == key_hash)?;
-        self.path(k.slot())
+        self.path(self.by_key.get(key_hash)?)
     }
 
     /// Forgets `key_hash` if it belongs to slot `n`.
     pub fn remove_key(&mut self, key_hash: u64, n: u32) {
-        if let Ok(e) = self
-            .by_key
-            .find_entry(key_hash, |k| k.hash() == key_hash && k.slot() == n)
-        {
-            e.remove();
-        }
+        self.by_key.remove(key_hash, n);
     }
 
     /// Forgets every key of slot `n` (whose saved form could not be read back: which keys
     /// it had is not known).
     pub fn drop_keys(&mut self, n: u32) {
-        self.by_key.retain(|k| k.slot() != n);
+        self.by_key.remove_slot(n);
     }
 }
 
