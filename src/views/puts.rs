@@ -35,8 +35,16 @@ impl Puts {
     /// practice: every put holds a row).
     pub fn hold(&mut self, row: &RowAt, batch: &mut Batch) -> Option<Kept> {
         let addr = Arc::as_ptr(&row.put).cast::<()>().addr();
-        let put = match batch.get(&addr) {
-            Some(&n) => n,
+        // The number the batch gave this put, if it still holds it: a put whose rows were
+        // all let go within the batch gave its number up, perhaps to another put.
+        let known = batch.get(&addr).copied().filter(|&n| {
+            self.held
+                .get(n as usize)
+                .and_then(Option::as_ref)
+                .is_some_and(|(p, _)| Arc::ptr_eq(p, &row.put))
+        });
+        let put = match known {
+            Some(n) => n,
             None => {
                 let n = match self.free.pop() {
                     Some(n) => n,
@@ -154,5 +162,23 @@ mod tests {
         let held = puts.hold(&row(&c, 0, 1), &mut Batch::new()).unwrap();
         assert!(held.put < 3);
         assert_eq!(read(&puts, other), b"other");
+    }
+
+    /// A put let go within a batch gives its number up; a later row of it in the same
+    /// batch takes a number of its own, not the one another put took since.
+    #[test]
+    fn a_number_given_up_within_a_batch_is_not_taken_for_the_old_put() {
+        let a: Arc<dyn Spilled> = Arc::new(Bytes(b"aaaa".to_vec()));
+        let b: Arc<dyn Spilled> = Arc::new(Bytes(b"bbbb".to_vec()));
+        let mut puts = Puts::default();
+        let mut batch = Batch::new();
+        let first = puts.hold(&row(&a, 0, 2), &mut batch).unwrap();
+        puts.release(first);
+        let of_b = puts.hold(&row(&b, 0, 4), &mut batch).unwrap();
+        assert_eq!(of_b.put, first.put, "the freed number is used again");
+        let again = puts.hold(&row(&a, 2, 2), &mut batch).unwrap();
+        assert_ne!(again.put, of_b.put);
+        assert_eq!(read(&puts, again), b"aa");
+        assert_eq!(read(&puts, of_b), b"bbbb");
     }
 }
